@@ -1,0 +1,66 @@
+//! The floating-point element types the library computes in.
+//!
+//! Everything numeric is generic over [`Float`], implemented for `f32` and `f64`.
+//! Data and model parameters live in `F`; sums that EM accumulates over many
+//! rows (sufficient statistics, log-likelihoods) are always kept in `f64`.
+
+use std::fmt::{Debug, Display};
+use std::iter::Sum;
+use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
+
+/// `f32` or `f64`: what the GEMM kernels, ndarray and the numerics need.
+pub trait Float:
+    num_traits::Float
+    + num_traits::FromPrimitive
+    + num_traits::ToPrimitive
+    + ndarray::LinalgScalar
+    + ndarray::ScalarOperand
+    + faer::traits::ComplexField
+    + faer::traits::RealField
+    + AddAssign
+    + SubAssign
+    + MulAssign
+    + DivAssign
+    + Sum
+    + Debug
+    + Display
+    + Default
+    + Send
+    + Sync
+    + 'static
+{
+    /// Short name of the type, as it appears in error messages and file formats (`"f32"`).
+    const NAME: &'static str;
+    /// Machine epsilon of the type.
+    const EPS: Self;
+    /// Converts from `f64`, rounding to nearest.
+    fn from_f64_lossy(v: f64) -> Self;
+    /// Widens to `f64`.
+    fn as_f64(self) -> f64;
+}
+
+impl Float for f32 {
+    const NAME: &'static str = "f32";
+    const EPS: Self = f32::EPSILON;
+    #[inline(always)]
+    fn from_f64_lossy(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Float for f64 {
+    const NAME: &'static str = "f64";
+    const EPS: Self = f64::EPSILON;
+    #[inline(always)]
+    fn from_f64_lossy(v: f64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn as_f64(self) -> f64 {
+        self
+    }
+}

@@ -1,0 +1,406 @@
+//! Parameters of a diagonal GMM and its log-space posterior kernel.
+
+use super::GmmError;
+use crate::data::check_matrix;
+use crate::float::Float;
+use crate::linalg::{gemm, Par};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use rayon::prelude::*;
+
+/// Rows processed per chunk by the chunked E-step and encoders: memory per
+/// chunk is O(`CHUNK_ROWS`·(K + 2D)).
+pub const CHUNK_ROWS: usize = 256;
+
+/// Tolerance on $|\sum_k w_k - 1|$ accepted by [`DiagGmm::new`].
+pub const WEIGHT_SUM_TOL: f64 = 1e-4;
+
+/// A diagonal-covariance Gaussian mixture with K components in D dimensions.
+///
+/// Besides the parameters it keeps the GEMM form of the log-densities
+/// (MATH.md §1): with $c$ a reference point (the mixture mean) and
+/// $y = x - c$, $\mu'_k = \mu_k - c$,
+/// $$\log w_k \mathcal N(x;\mu_k,\sigma_k^2) = b_k + \sum_d y_d^2 \,(-\tfrac{1}{2\sigma^2_{kd}}) + \sum_d y_d\, \frac{\mu'_{kd}}{\sigma^2_{kd}},$$
+/// $b_k = \log w_k - \tfrac12 (D\log 2\pi + \sum_d \log\sigma^2_{kd} + \sum_d \mu'^2_{kd}/\sigma^2_{kd})$,
+/// i.e. one product of the (n, 2D) matrix $[y^2, y]$ with a (2D, K) matrix.
+/// Centring on $c$ keeps the expansion accurate in `f32` when the data sit far
+/// from the origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiagGmm<F: Float> {
+    weights: Array1<F>,
+    means: Array2<F>,
+    variances: Array2<F>,
+    center: Array1<F>,
+    /// (2D, K): rows 0..D hold $-1/(2\sigma^2)$, rows D..2D hold $\mu'/\sigma^2$.
+    gemm_weights: Array2<F>,
+    /// (K): $b_k$ in `f64`.
+    log_const: Array1<f64>,
+}
+
+impl<F: Float> DiagGmm<F> {
+    /// Builds a mixture from its parameters, validating them.
+    ///
+    /// * `weights`: (K), positive, summing to 1 within [`WEIGHT_SUM_TOL`]
+    ///   (they are renormalised exactly);
+    /// * `means`: (K, D), finite;
+    /// * `variances`: (K, D), the diagonal $\sigma^2_{kd}$, finite and > 0.
+    pub fn new(
+        weights: Array1<F>,
+        means: Array2<F>,
+        variances: Array2<F>,
+    ) -> Result<Self, GmmError> {
+        let k = weights.len();
+        if k == 0 {
+            return Err(GmmError::InvalidModel(
+                "the mixture has 0 components".into(),
+            ));
+        }
+        let (km, d) = means.dim();
+        if km != k {
+            return Err(GmmError::InvalidModel(format!(
+                "means have {km} rows but there are {k} weights"
+            )));
+        }
+        if d == 0 {
+            return Err(GmmError::InvalidModel("means have 0 columns".into()));
+        }
+        if variances.dim() != (k, d) {
+            return Err(GmmError::InvalidModel(format!(
+                "variances have shape {:?} but means have shape ({k}, {d})",
+                variances.dim()
+            )));
+        }
+        if let Some((i, w)) = weights
+            .iter()
+            .enumerate()
+            .find(|(_, w)| !(w.is_finite() && **w > F::zero()))
+        {
+            return Err(GmmError::InvalidModel(format!(
+                "weight {i} is {w}; weights must be finite and > 0"
+            )));
+        }
+        let sum: f64 = weights.iter().map(|w| w.as_f64()).sum();
+        if (sum - 1.0).abs() > WEIGHT_SUM_TOL {
+            return Err(GmmError::InvalidModel(format!(
+                "weights sum to {sum}, not 1"
+            )));
+        }
+        if let Some(((i, j), m)) = means.indexed_iter().find(|(_, m)| !m.is_finite()) {
+            return Err(GmmError::InvalidModel(format!(
+                "mean [{i}, {j}] is {m}; means must be finite"
+            )));
+        }
+        if let Some(((i, j), v)) = variances
+            .indexed_iter()
+            .find(|(_, v)| !(v.is_finite() && **v > F::zero()))
+        {
+            return Err(GmmError::InvalidModel(format!(
+                "variance [{i}, {j}] is {v}; variances must be finite and > 0"
+            )));
+        }
+        let weights = weights.mapv(|w| F::from_f64_lossy(w.as_f64() / sum));
+        Ok(Self::from_valid(weights, means, variances))
+    }
+
+    /// Builds the kernel for parameters already known to be valid.
+    pub(crate) fn from_valid(weights: Array1<F>, means: Array2<F>, variances: Array2<F>) -> Self {
+        let (k, d) = means.dim();
+        let center: Array1<F> = {
+            let mut c = Array1::<f64>::zeros(d);
+            for (w, m) in weights.iter().zip(means.outer_iter()) {
+                let w = w.as_f64();
+                Zip::from(&mut c)
+                    .and(&m)
+                    .for_each(|c, m| *c += w * m.as_f64());
+            }
+            c.mapv(F::from_f64_lossy)
+        };
+        let mut gemm_weights = Array2::<F>::zeros((2 * d, k));
+        let mut log_const = Array1::<f64>::zeros(k);
+        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
+        for kk in 0..k {
+            let mut acc = d as f64 * ln_2pi;
+            for dd in 0..d {
+                let var = variances[[kk, dd]].as_f64();
+                let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
+                acc += var.ln() + mu * mu / var;
+                gemm_weights[[dd, kk]] = F::from_f64_lossy(-0.5 / var);
+                gemm_weights[[d + dd, kk]] = F::from_f64_lossy(mu / var);
+            }
+            log_const[kk] = weights[kk].as_f64().ln() - 0.5 * acc;
+        }
+        Self {
+            weights,
+            means,
+            variances,
+            center,
+            gemm_weights,
+            log_const,
+        }
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Dimension D of the descriptors.
+    pub fn dim(&self) -> usize {
+        self.means.ncols()
+    }
+
+    /// Mixture weights $w_k$, shape (K).
+    pub fn weights(&self) -> ArrayView1<'_, F> {
+        self.weights.view()
+    }
+
+    /// Means $\mu_k$, shape (K, D).
+    pub fn means(&self) -> ArrayView2<'_, F> {
+        self.means.view()
+    }
+
+    /// Diagonal variances $\sigma^2_k$, shape (K, D).
+    pub fn variances(&self) -> ArrayView2<'_, F> {
+        self.variances.view()
+    }
+
+    /// Consumes the model, returning `(weights, means, variances)`.
+    pub fn into_parts(self) -> (Array1<F>, Array2<F>, Array2<F>) {
+        (self.weights, self.means, self.variances)
+    }
+
+    /// The same mixture in another float type.
+    pub fn cast<G: Float>(&self) -> DiagGmm<G> {
+        let c = |v: &F| G::from_f64_lossy(v.as_f64());
+        DiagGmm::from_valid(
+            self.weights.map(c),
+            self.means.map(c),
+            self.variances.map(c),
+        )
+    }
+
+    /// Writes $\log w_k \mathcal N(x_i; \mu_k, \sigma_k^2)$ for the rows of
+    /// `x` (n, D) into `out` (n, K). `scratch` is resized to (n, 2D) as needed.
+    ///
+    /// The data are assumed validated (finite, D columns).
+    pub fn log_joint_into(
+        &self,
+        x: ArrayView2<'_, F>,
+        mut out: ArrayViewMut2<'_, F>,
+        scratch: &mut Array2<F>,
+        par: Par,
+    ) {
+        let (n, d) = x.dim();
+        debug_assert_eq!(d, self.dim());
+        if scratch.dim() != (n, 2 * d) {
+            *scratch = Array2::zeros((n, 2 * d));
+        }
+        Zip::from(scratch.slice_mut(s![.., d..]).rows_mut())
+            .and(x.rows())
+            .for_each(|mut y, xr| {
+                Zip::from(&mut y)
+                    .and(&xr)
+                    .and(&self.center)
+                    .for_each(|y, &x, &c| *y = x - c);
+            });
+        {
+            let (mut sq, lin) = scratch.view_mut().split_at(Axis(1), d);
+            Zip::from(&mut sq).and(&lin).for_each(|q, &l| *q = l * l);
+        }
+        gemm(
+            out.view_mut(),
+            false,
+            scratch.view(),
+            self.gemm_weights.view(),
+            F::one(),
+            par,
+        );
+        for mut row in out.rows_mut() {
+            Zip::from(&mut row)
+                .and(&self.log_const)
+                .for_each(|o, &b| *o = F::from_f64_lossy(o.as_f64() + b));
+        }
+    }
+
+    /// Turns a (n, K) matrix of log-joints into posteriors in place
+    /// ($q_{ik} = \exp(\ell_{ik} - \operatorname{logsumexp}_j \ell_{ij})$) and
+    /// writes each row's log-likelihood $\log p(x_i)$ to `loglik` (n).
+    pub fn log_joint_to_posteriors(mut lp: ArrayViewMut2<'_, F>, loglik: &mut [f64]) {
+        for (mut row, ll) in lp.rows_mut().into_iter().zip(loglik.iter_mut()) {
+            let m = row.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
+            let mut sum = 0.0f64;
+            row.mapv_inplace(|v| {
+                let e = (v - m).exp();
+                sum += e.as_f64();
+                e
+            });
+            let inv = F::from_f64_lossy(1.0 / sum);
+            row.mapv_inplace(|v| v * inv);
+            *ll = m.as_f64() + sum.ln();
+        }
+    }
+
+    /// Posteriors of the rows of `x` (n, D) into `q` (n, K) and their
+    /// log-likelihoods into `loglik` (n), sequentially (call from parallel code).
+    pub fn posteriors_into(
+        &self,
+        x: ArrayView2<'_, F>,
+        mut q: ArrayViewMut2<'_, F>,
+        loglik: &mut [f64],
+        scratch: &mut Array2<F>,
+    ) {
+        self.log_joint_into(x, q.view_mut(), scratch, Par::Seq);
+        Self::log_joint_to_posteriors(q, loglik);
+    }
+
+    /// Posterior probabilities $q_{ik}$ of the components, shape (N, K).
+    /// `x`: (N, D). Parallel over chunks of rows.
+    pub fn predict_proba(&self, x: ArrayView2<'_, F>) -> Result<Array2<F>, GmmError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        let n = x.nrows();
+        let mut q = Array2::<F>::zeros((n, self.n_components()));
+        let mut ll = vec![0.0f64; n];
+        q.axis_chunks_iter_mut(Axis(0), CHUNK_ROWS)
+            .into_par_iter()
+            .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
+            .zip(ll.par_chunks_mut(CHUNK_ROWS))
+            .for_each_init(
+                || Array2::<F>::zeros((0, 0)),
+                |scratch, ((qc, xc), llc)| self.posteriors_into(xc, qc, llc, scratch),
+            );
+        Ok(q)
+    }
+
+    /// Log-likelihood $\log p(x_i)$ of each row of `x` (N, D), shape (N).
+    pub fn score_samples(&self, x: ArrayView2<'_, F>) -> Result<Array1<f64>, GmmError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        let n = x.nrows();
+        let k = self.n_components();
+        let mut ll = vec![0.0f64; n];
+        x.axis_chunks_iter(Axis(0), CHUNK_ROWS)
+            .into_par_iter()
+            .zip(ll.par_chunks_mut(CHUNK_ROWS))
+            .for_each_init(
+                || (Array2::<F>::zeros((0, 0)), Array2::<F>::zeros((0, 0))),
+                |(scratch, q), (xc, llc)| {
+                    if q.dim() != (xc.nrows(), k) {
+                        *q = Array2::zeros((xc.nrows(), k));
+                    }
+                    self.posteriors_into(xc, q.view_mut(), llc, scratch)
+                },
+            );
+        Ok(Array1::from(ll))
+    }
+
+    /// Mean log-likelihood per row of `x` (N, D), in nats.
+    pub fn score(&self, x: ArrayView2<'_, F>) -> Result<f64, GmmError> {
+        let ll = self.score_samples(x)?;
+        Ok(ll.sum() / ll.len() as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    /// Direct evaluation of log w_k N(x; mu_k, var_k), in f64.
+    fn direct(g: &DiagGmm<f64>, x: ArrayView1<f64>) -> Vec<f64> {
+        (0..g.n_components())
+            .map(|k| {
+                let mut acc = 0.0;
+                for d in 0..g.dim() {
+                    let v = g.variances()[[k, d]];
+                    let z = x[d] - g.means()[[k, d]];
+                    acc += (2.0 * std::f64::consts::PI * v).ln() + z * z / v;
+                }
+                g.weights()[k].ln() - 0.5 * acc
+            })
+            .collect()
+    }
+
+    fn model() -> DiagGmm<f64> {
+        DiagGmm::new(
+            array![0.2, 0.5, 0.3],
+            array![[0.0, 1.0], [2.0, -1.0], [100.0, 50.0]],
+            array![[1.0, 2.0], [0.5, 0.25], [3.0, 1.5]],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn log_joint_matches_direct_formula() {
+        let g = model();
+        let x = array![[0.1, 0.2], [1.9, -1.3], [99.0, 51.0], [-3.0, 4.0]];
+        let mut out = Array2::zeros((4, 3));
+        let mut scratch = Array2::zeros((0, 0));
+        g.log_joint_into(x.view(), out.view_mut(), &mut scratch, Par::Seq);
+        for i in 0..4 {
+            let want = direct(&g, x.row(i));
+            for k in 0..3 {
+                assert!((out[[i, k]] - want[k]).abs() < 1e-9 * (1.0 + want[k].abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn posteriors_sum_to_one_and_loglik_is_logsumexp() {
+        let g = model();
+        let x = array![[0.1, 0.2], [1.9, -1.3], [99.0, 51.0]];
+        let q = g.predict_proba(x.view()).unwrap();
+        let ll = g.score_samples(x.view()).unwrap();
+        for i in 0..3 {
+            assert!((q.row(i).sum() - 1.0).abs() < 1e-12);
+            let lj = direct(&g, x.row(i));
+            let m = lj.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let lse = m + lj.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+            assert!((ll[i] - lse).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn f32_kernel_is_accurate_far_from_origin() {
+        let g64 = DiagGmm::new(
+            array![0.5, 0.5],
+            array![[1.0e4, 1.0e4], [1.0e4 + 1.0, 1.0e4]],
+            array![[1.0, 1.0], [1.0, 1.0]],
+        )
+        .unwrap();
+        let g32: DiagGmm<f32> = g64.cast();
+        let x = array![[1.0e4 + 0.25, 1.0e4 - 0.5]];
+        let q64 = g64.predict_proba(x.view()).unwrap();
+        let q32 = g32.predict_proba(x.mapv(|v| v as f32).view()).unwrap();
+        assert!((q64[[0, 0]] - q32[[0, 0]] as f64).abs() < 1e-5);
+    }
+
+    #[test]
+    fn invalid_parameters_are_rejected_with_a_reason() {
+        let bad = |w: Array1<f64>, m: Array2<f64>, v: Array2<f64>| {
+            DiagGmm::new(w, m, v).unwrap_err().to_string()
+        };
+        assert!(
+            bad(array![0.5, 0.6], array![[0.0], [1.0]], array![[1.0], [1.0]]).contains("sum to")
+        );
+        assert!(
+            bad(array![0.5, 0.5], array![[0.0], [1.0]], array![[1.0], [0.0]])
+                .contains("variance [1, 0]")
+        );
+        assert!(bad(array![1.0], array![[0.0, 1.0]], array![[1.0]]).contains("shape"));
+        assert!(bad(
+            array![1.5, -0.5],
+            array![[0.0], [1.0]],
+            array![[1.0], [1.0]]
+        )
+        .contains("weight 1"));
+    }
+
+    #[test]
+    fn dimension_mismatch_and_nan_are_errors() {
+        let g = model();
+        let e = g.predict_proba(array![[1.0, 2.0, 3.0]].view()).unwrap_err();
+        assert!(e.to_string().contains("3 columns"));
+        let e = g
+            .score(array![[1.0, 2.0], [f64::NAN, 0.0]].view())
+            .unwrap_err();
+        assert!(e.to_string().contains("row 1"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Dense linear-algebra kernels: the matrix products every hot loop is written in.
+//!
+//! All products go through faer's GEMM on views of ndarray storage (no copies
+//! when the operands are contiguous in row- or column-major order), so the
+//! E-steps and encoders run at the machine's GEMM rate without a system BLAS.
+
+use crate::float::Float;
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+
+pub use faer::Par;
+
+/// Degree of parallelism for one product: [`Par::Seq`] inside code that is
+/// already parallel over chunks (rayon), [`par_all`] for one large product.
+pub fn par_all() -> Par {
+    let n = rayon::current_num_threads();
+    if n <= 1 {
+        Par::Seq
+    } else {
+        Par::rayon(n)
+    }
+}
+
+/// Applies `f` to `a` seen as a faer matrix, copying only if `a` is neither
+/// row- nor column-major contiguous.
+fn with_faer_ref<F: Float, R>(a: ArrayView2<'_, F>, f: impl FnOnce(MatRef<'_, F>) -> R) -> R {
+    let (m, n) = a.dim();
+    if let Some(s) = a.as_slice() {
+        return f(MatRef::from_row_major_slice(s, m, n));
+    }
+    let t = a.t();
+    if let Some(s) = t.as_slice() {
+        return f(MatRef::from_column_major_slice(s, m, n));
+    }
+    let owned = a.as_standard_layout().into_owned();
+    let s = owned.as_slice().expect("standard layout is contiguous");
+    f(MatRef::from_row_major_slice(s, m, n))
+}
+
+/// $C \leftarrow \beta C + \alpha A B$, with $\beta \in \{0, 1\}$ given by `accumulate`.
+///
+/// Shapes: `a` is (m, k), `b` is (k, n), `c` is (m, n); views may be transposed
+/// (`x.t()`). `c` must be contiguous in row- or column-major order.
+///
+/// # Panics
+/// On inconsistent shapes or a non-contiguous `c`: callers inside the library
+/// validate shapes first, so this is a programming error, never a user error.
+pub fn gemm<F: Float>(
+    mut c: ArrayViewMut2<'_, F>,
+    accumulate: bool,
+    a: ArrayView2<'_, F>,
+    b: ArrayView2<'_, F>,
+    alpha: F,
+    par: Par,
+) {
+    let (m, k) = a.dim();
+    let (k2, n) = b.dim();
+    assert_eq!(k, k2, "gemm: inner dimensions differ ({k} vs {k2})");
+    assert_eq!(c.dim(), (m, n), "gemm: output shape mismatch");
+    let beta = if accumulate {
+        Accum::Add
+    } else {
+        Accum::Replace
+    };
+    with_faer_ref(a, |fa| {
+        with_faer_ref(b, |fb| {
+            if c.is_standard_layout() {
+                let s = c.as_slice_mut().expect("contiguous");
+                matmul(
+                    MatMut::from_row_major_slice_mut(s, m, n),
+                    beta,
+                    fa,
+                    fb,
+                    alpha,
+                    par,
+                );
+            } else {
+                let mut ct = c.view_mut().reversed_axes();
+                let s = ct
+                    .as_slice_mut()
+                    .expect("gemm: output must be contiguous (row- or column-major)");
+                let cm = MatMut::from_column_major_slice_mut(s, m, n);
+                matmul(cm, beta, fa, fb, alpha, par);
+            }
+        })
+    })
+}
+
+/// Returns $A B$ as a new row-major array. Shapes: `a` (m, k), `b` (k, n).
+pub fn matmul_new<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>, par: Par) -> Array2<F> {
+    let mut c = Array2::<F>::zeros((a.nrows(), b.ncols()));
+    gemm(c.view_mut(), false, a, b, F::one(), par);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    fn naive(a: ArrayView2<f64>, b: ArrayView2<f64>) -> Array2<f64> {
+        let mut c = Array2::zeros((a.nrows(), b.ncols()));
+        for i in 0..a.nrows() {
+            for j in 0..b.ncols() {
+                c[[i, j]] = (0..a.ncols()).map(|l| a[[i, l]] * b[[l, j]]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn gemm_matches_naive_for_all_layouts() {
+        let a = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+        let b = array![[1.0, -1.0], [0.5, 2.0], [3.0, 0.0]];
+        let want = naive(a.view(), b.view());
+        assert_eq!(matmul_new(a.view(), b.view(), Par::Seq), want);
+        // transposed operands
+        let at = a.t().to_owned();
+        let bt = b.t().to_owned();
+        assert_eq!(matmul_new(at.t(), bt.t(), Par::Seq), want);
+        // strided (non-contiguous) operand is copied
+        let wide = array![[1.0, 9.0, 2.0, 9.0, 3.0], [4.0, 9.0, 5.0, 9.0, 6.0]];
+        let strided = wide.slice(ndarray::s![.., ..;2]);
+        assert_eq!(matmul_new(strided, b.view(), Par::Seq), want);
+        // column-major output, accumulate
+        let mut c = Array2::<f64>::ones((2, 2)).reversed_axes();
+        gemm(c.view_mut(), true, a.view(), b.view(), 2.0, Par::Seq);
+        assert_eq!(c, want.mapv(|v| 2.0 * v + 1.0));
+    }
+}
