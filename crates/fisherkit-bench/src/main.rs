@@ -1,0 +1,212 @@
+//! `fisherkit-bench`: times fisherkit on the data `scripts/bench.py` writes and
+//! prints one JSON object on stdout. Not published; the script is the user
+//! interface (`python3 scripts/bench.py`).
+//!
+//! The number of threads is rayon's global pool size, set by the caller
+//! through `RAYON_NUM_THREADS` (reported back as `threads`). Every timing is
+//! repeated `--reps` times after one untimed warm-up run; the JSON carries all
+//! repetitions and their median.
+
+use clap::{Parser, Subcommand};
+use fisherkit::gmm::DiagGmm;
+use fisherkit::linalg::{gemm, par_all, Par};
+use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
+use ndarray_npy::{read_npy, write_npy};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+mod gmm_work;
+
+#[derive(Parser)]
+#[command(about = "Times fisherkit's EM iterations and encoders (JSON on stdout)")]
+struct Cli {
+    #[command(subcommand)]
+    work: Work,
+    /// Timed repetitions (after one warm-up run).
+    #[arg(long, default_value_t = 3, global = true)]
+    reps: usize,
+}
+
+/// Model files of a diagonal GMM: weights (K), means (K, D), variances (K, D), f32 .npy.
+#[derive(clap::Args)]
+struct GmmFiles {
+    #[arg(long)]
+    weights: PathBuf,
+    #[arg(long)]
+    means: PathBuf,
+    #[arg(long)]
+    variances: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Work {
+    /// f32 GEMM rate of `fisherkit::linalg::gemm` (faer) on a square and an E-step-like shape.
+    Gemm {
+        /// Side of the square product.
+        #[arg(long, default_value_t = 2048)]
+        n: usize,
+        /// D and K of the E-step-like product (n_rows × 2D)·(2D × K).
+        #[arg(long, default_value_t = 500)]
+        d: usize,
+        #[arg(long, default_value_t = 256)]
+        k: usize,
+    },
+    /// One GMM EM iteration (E-step statistics + M-step) on X (N, D) from the given model.
+    GmmEm {
+        #[arg(long)]
+        x: PathBuf,
+        #[command(flatten)]
+        model: GmmFiles,
+        /// Where to write the means after the iteration (K, D) f32 .npy.
+        #[arg(long)]
+        out_means: Option<PathBuf>,
+    },
+    /// Improved Fisher vectors (mean + var, signed sqrt + L2) of bags (B, M, D).
+    Fv {
+        #[arg(long)]
+        bags: PathBuf,
+        #[command(flatten)]
+        model: GmmFiles,
+        /// Where to write the encoding of bag 0 (1, 2KD) f32 .npy.
+        #[arg(long)]
+        out_fv0: Option<PathBuf>,
+    },
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
+/// Runs `f` once untimed, then `reps` times; returns the seconds of each timed run.
+fn time_reps(reps: usize, mut f: impl FnMut()) -> Vec<f64> {
+    f();
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+fn load<A: ndarray_npy::ReadableElement, D: ndarray::Dimension>(
+    path: &Path,
+) -> Result<ndarray::Array<A, D>, String> {
+    read_npy(path).map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+fn load_gmm(files: &GmmFiles) -> Result<DiagGmm<f32>, String> {
+    let w: Array1<f32> = load(&files.weights)?;
+    let mu: Array2<f32> = load(&files.means)?;
+    let var: Array2<f32> = load(&files.variances)?;
+    DiagGmm::new(w, mu, var).map_err(|e| format!("model: {e}"))
+}
+
+fn save(path: &Option<PathBuf>, a: &Array2<f32>) -> Result<(), String> {
+    if let Some(p) = path {
+        write_npy(p, a).map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// GFLOP/s of `flops` floating-point operations done in `secs`.
+fn gflops(flops: f64, secs: f64) -> f64 {
+    flops / secs / 1e9
+}
+
+fn gemm_rate(n: usize, d: usize, k: usize, reps: usize) -> Value {
+    let par = if rayon::current_num_threads() <= 1 {
+        Par::Seq
+    } else {
+        par_all()
+    };
+    let fill = |r: usize, c: usize, s: f32| {
+        Array2::from_shape_fn((r, c), |(i, j)| ((i * 7 + j * 13) % 17) as f32 * s - 0.5)
+    };
+    let a = fill(n, n, 0.03);
+    let b = fill(n, n, 0.05);
+    let mut c = Array2::<f32>::zeros((n, n));
+    let sq = time_reps(reps, || {
+        gemm(c.view_mut(), false, a.view(), b.view(), 1.0, par);
+    });
+    // E-step-like: a tall (rows × 2D) block against the (2D × K) model matrix.
+    let rows = 16384;
+    let x = fill(rows, 2 * d, 0.03);
+    let m = fill(2 * d, k, 0.05);
+    let mut y = Array2::<f32>::zeros((rows, k));
+    let tall = time_reps(reps, || {
+        gemm(y.view_mut(), false, x.view(), m.view(), 1.0, par);
+    });
+    let sq_rate = gflops(2.0 * (n * n * n) as f64, median(&sq));
+    let tall_rate = gflops(2.0 * (rows * 2 * d * k) as f64, median(&tall));
+    json!({
+        "work": "gemm",
+        "square_n": n,
+        "square_s_all": sq,
+        "square_gflops": sq_rate,
+        "tall_shape": [rows, 2 * d, k],
+        "tall_s_all": tall,
+        "tall_gflops": tall_rate,
+        "gflops": sq_rate.max(tall_rate),
+    })
+}
+
+/// Splits bags (B, M, D) into B views (M, D).
+fn bag_views(bags: &Array3<f32>) -> Vec<ArrayView2<'_, f32>> {
+    bags.axis_iter(Axis(0)).collect()
+}
+
+fn run(cli: Cli) -> Result<Value, String> {
+    let reps = cli.reps.max(1);
+    let mut out = match cli.work {
+        Work::Gemm { n, d, k } => gemm_rate(n, d, k, reps),
+        Work::GmmEm {
+            x,
+            model,
+            out_means,
+        } => {
+            let x: Array2<f32> = load(&x)?;
+            let gmm = load_gmm(&model)?;
+            let (v, means) = gmm_work::em_iteration(&gmm, x.view(), reps)?;
+            save(&out_means, &means)?;
+            v
+        }
+        Work::Fv {
+            bags,
+            model,
+            out_fv0,
+        } => {
+            let bags: Array3<f32> = load(&bags)?;
+            let gmm = load_gmm(&model)?;
+            let views = bag_views(&bags);
+            let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps)?;
+            save(&out_fv0, &fv0)?;
+            v
+        }
+    };
+    out["threads"] = json!(rayon::current_num_threads());
+    out["reps"] = json!(reps);
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(v) => {
+            println!("{v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("fisherkit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
