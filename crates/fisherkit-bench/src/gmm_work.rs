@@ -24,6 +24,23 @@ pub fn em_iteration(
         return Err(e);
     }
     let post_s = median(&post);
+    // Breakdown of the posterior kernel on one thread: GEMM-form log-joints, then exp/normalise.
+    let chunk = fisherkit::gmm::CHUNK_ROWS;
+    let mut scratch = Array2::<f32>::zeros((0, 0));
+    let mut lj = Array2::<f32>::zeros((chunk, k));
+    let mut ll = vec![0.0f64; chunk];
+    let (mut t_lj, mut t_post) = (0.0, 0.0);
+    for xc in x.axis_chunks_iter(ndarray::Axis(0), chunk) {
+        if xc.nrows() != chunk {
+            continue;
+        }
+        let t = std::time::Instant::now();
+        gmm.log_joint_into(xc, lj.view_mut(), &mut scratch, fisherkit::linalg::Par::Seq);
+        let t1 = std::time::Instant::now();
+        DiagGmm::<f32>::log_joint_to_posteriors(lj.view_mut(), &mut ll);
+        t_lj += (t1 - t).as_secs_f64();
+        t_post += t1.elapsed().as_secs_f64();
+    }
     let v = json!({
         "work": "gmm-em",
         "n": n, "d": d, "k": k,
@@ -31,6 +48,8 @@ pub fn em_iteration(
         "posteriors_s": post_s,
         "posteriors_gflops": gflops(4.0 * (n * d * k) as f64, post_s),
         "iteration_s": null,
+        "log_joint_seq_s": t_lj,
+        "to_posteriors_seq_s": t_post,
     });
     Ok((v, gmm.means().to_owned()))
 }

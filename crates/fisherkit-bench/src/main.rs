@@ -124,6 +124,7 @@ fn gflops(flops: f64, secs: f64) -> f64 {
 }
 
 fn gemm_rate(n: usize, d: usize, k: usize, reps: usize) -> Value {
+    let exp_before = exp_ns_per_call();
     let par = if rayon::current_num_threads() <= 1 {
         Par::Seq
     } else {
@@ -146,6 +147,11 @@ fn gemm_rate(n: usize, d: usize, k: usize, reps: usize) -> Value {
     let tall = time_reps(reps, || {
         gemm(y.view_mut(), false, x.view(), m.view(), 1.0, par);
     });
+    // Scalar (SSE-encoded) code right after a GEMM: on x86-64 a wide-vector
+    // kernel that leaves the upper register state dirty (no `vzeroupper`) makes
+    // every later SSE instruction pay a transition penalty.
+    gemm(c.view_mut(), false, a.view(), b.view(), 1.0, par);
+    let exp_after = exp_ns_per_call();
     let sq_rate = gflops(2.0 * (n * n * n) as f64, median(&sq));
     let tall_rate = gflops(2.0 * (rows * 2 * d * k) as f64, median(&tall));
     json!({
@@ -157,7 +163,27 @@ fn gemm_rate(n: usize, d: usize, k: usize, reps: usize) -> Value {
         "tall_s_all": tall,
         "tall_gflops": tall_rate,
         "gflops": sq_rate.max(tall_rate),
+        "scalar_exp_ns_before_gemm": exp_before,
+        "scalar_exp_ns_after_gemm": exp_after,
     })
+}
+
+/// Nanoseconds per `f32::exp` plus an `f64` accumulation, over 2^21 values in
+/// [-30, 0] (the range of centred log-posteriors), on the calling thread.
+fn exp_ns_per_call() -> f64 {
+    let n = 1usize << 21;
+    let mut v: Vec<f32> = (0..n)
+        .map(|i| -30.0 * ((i.wrapping_mul(2_654_435_761) % 1000) as f32) / 1000.0)
+        .collect();
+    let t = Instant::now();
+    let mut sum = 0.0f64;
+    for x in v.iter_mut() {
+        let e = x.exp();
+        sum += f64::from(e);
+        *x = e;
+    }
+    std::hint::black_box(sum);
+    t.elapsed().as_secs_f64() * 1e9 / n as f64
 }
 
 /// Splits bags (B, M, D) into B views (M, D).
