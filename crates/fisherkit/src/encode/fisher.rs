@@ -7,7 +7,7 @@ use crate::float::Float;
 use crate::gmm::{DiagGmm, CHUNK_ROWS};
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
-use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
+use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
 use std::fmt;
 
 /// VLFeat's thresholds: components with $w_k < 10^{-6}$ and posteriors
@@ -223,25 +223,12 @@ impl<F: Float> FisherVector<F> {
     }
 }
 
-/// Per-bag working memory.
-struct Work<F> {
-    lp: Array2<F>,
-    scratch: Array2<F>,
-    sparse: SparsePosteriors<F>,
-    /// $\sum_i q_{ik}$ over all rows, (K).
-    nk: Vec<f64>,
-    /// Sparse rows: $\sum_i q_{ik} z_{ikd}$ and $\sum_i q_{ik} z^2_{ikd}$, (K, D) each.
-    sz: Array2<F>,
-    szz: Array2<F>,
-    /// Dense rows: $Q^\top [y^2, y]$ with $y = x - c$, (K, 2D), and their $\sum q$.
-    raw: Option<(Array2<F>, Vec<f64>)>,
-}
-
-/// $u \mathrel{+}= q z$ and (if `uu`) $uu \mathrel{+}= q z^2$ with $z = (x - \mu)\,s$.
+/// $u \mathrel{+}= q z$ and/or $uu \mathrel{+}= q z^2$ with $z = (x - \mu)\,s$;
+/// all slices of length D.
 #[inline]
-fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: &mut [F], uu: Option<&mut [F]>) {
-    match uu {
-        Some(uu) => {
+fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: Option<&mut [F]>, uu: Option<&mut [F]>) {
+    match (u, uu) {
+        (Some(u), Some(uu)) => {
             for ((((u, uu), &x), &m), &s) in u.iter_mut().zip(uu).zip(x).zip(mu).zip(is) {
                 let z = (x - m) * s;
                 let qz = q * z;
@@ -249,9 +236,160 @@ fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: &mut [F], uu: Option<&
                 *uu += qz * z;
             }
         }
-        None => {
+        (Some(u), None) => {
             for (((u, &x), &m), &s) in u.iter_mut().zip(x).zip(mu).zip(is) {
                 *u += q * ((x - m) * s);
+            }
+        }
+        (None, Some(uu)) => {
+            for (((uu, &x), &m), &s) in uu.iter_mut().zip(x).zip(mu).zip(is) {
+                let z = (x - m) * s;
+                *uu += q * z * z;
+            }
+        }
+        (None, None) => {}
+    }
+}
+
+impl<F: Float> FisherVector<F> {
+    /// The un-normalised blocks into `out` (contiguous, `output_dim()`).
+    fn encode_raw(&self, x: ArrayView2<'_, F>, out: &mut [F]) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        let n = x.nrows();
+        out.fill(F::zero());
+        let (prior_blk, rest) = out.split_at_mut(if self.has_prior { k } else { 0 });
+        let (mean_blk, var_blk) = rest.split_at_mut(if self.has_mean { k * d } else { 0 });
+        let need_z = self.has_mean || self.has_var;
+        let assign = self.assign();
+        let means = self.gmm.means();
+        let means = means.as_slice().expect("model arrays are standard layout");
+        let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
+
+        let rows = n.min(CHUNK_ROWS);
+        let mut lp_buf = Array2::<F>::zeros((rows, k));
+        let mut scratch = Array2::<F>::zeros((0, 0));
+        let mut sparse = SparsePosteriors::default();
+        // Σ_i q_ik over all rows.
+        let mut nk = vec![0.0f64; k];
+        // Dense chunks: (K, 2D) Qᵀ [y², y] with y = x − c, and their Σ q.
+        let mut raw: Option<(Array2<F>, Vec<f64>)> = None;
+
+        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+            let nc = xc.nrows();
+            let mut lp = lp_buf.slice_mut(s![..nc, ..]);
+            self.gmm
+                .log_joint_into(xc, lp.view_mut(), &mut scratch, Par::Seq);
+            sparse.fill_from_log_joint(lp.view(), assign, &self.active);
+            let sp = &sparse;
+            let use_sparse = !need_z
+                || match self.path {
+                    Accumulation::Auto => sp.nnz() * DENSE_FRACTION <= nc * k,
+                    Accumulation::Sparse => true,
+                    Accumulation::Dense => false,
+                };
+            if use_sparse {
+                for (i, xr) in xc.outer_iter().enumerate() {
+                    let xr = xr.to_slice().expect("standard layout");
+                    for j in sp.start[i]..sp.start[i + 1] {
+                        let kk = sp.comp[j] as usize;
+                        let q = sp.q[j];
+                        nk[kk] += q.as_f64();
+                        let r = kk * d..(kk + 1) * d;
+                        let u = if self.has_mean {
+                            Some(&mut mean_blk[r.clone()])
+                        } else {
+                            None
+                        };
+                        let uu = if self.has_var {
+                            Some(&mut var_blk[r.clone()])
+                        } else {
+                            None
+                        };
+                        axpy_z(q, xr, &means[r.clone()], &inv_sigma[r], u, uu);
+                    }
+                }
+            } else {
+                let (raw, nkd) =
+                    raw.get_or_insert_with(|| (Array2::zeros((k, 2 * d)), vec![0.0; k]));
+                lp.fill(F::zero());
+                for i in 0..nc {
+                    for j in sp.start[i]..sp.start[i + 1] {
+                        let kk = sp.comp[j] as usize;
+                        lp[[i, kk]] = sp.q[j];
+                        nkd[kk] += sp.q[j].as_f64();
+                    }
+                }
+                if scratch.dim() != (nc, 2 * d) {
+                    scratch = Array2::zeros((nc, 2 * d));
+                }
+                for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
+                    let (mut sq, mut lin) = yr.view_mut().split_at(Axis(0), d);
+                    Zip::from(&mut sq)
+                        .and(&mut lin)
+                        .and(&xr)
+                        .and(&self.center)
+                        .for_each(|sq, lin, &x, &c| {
+                            let y = x - c;
+                            *lin = y;
+                            *sq = y * y;
+                        });
+                }
+                gemm(
+                    raw.view_mut(),
+                    true,
+                    lp.t(),
+                    scratch.view(),
+                    F::one(),
+                    Par::Seq,
+                );
+            }
+        }
+
+        // Dense sums → Σ q z and Σ q z² (in f64: the expansion cancels).
+        if let Some((raw, nkd)) = &raw {
+            for (a, b) in nk.iter_mut().zip(nkd) {
+                *a += b;
+            }
+            for kk in 0..k {
+                let nq = nkd[kk];
+                for dd in 0..d {
+                    let is = inv_sigma[kk * d + dd].as_f64();
+                    let mu = means[kk * d + dd].as_f64() - self.center[dd].as_f64();
+                    let r2 = raw[[kk, dd]].as_f64();
+                    let r1 = raw[[kk, d + dd]].as_f64();
+                    if self.has_mean {
+                        let u = &mut mean_blk[kk * d + dd];
+                        *u = F::from_f64_lossy(u.as_f64() + (r1 - nq * mu) * is);
+                    }
+                    if self.has_var {
+                        let v = &mut var_blk[kk * d + dd];
+                        let s2 = (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
+                        *v = F::from_f64_lossy(v.as_f64() + s2);
+                    }
+                }
+            }
+        }
+
+        // Fisher-information scaling.
+        let inv_n = 1.0 / n as f64;
+        let weights = self.gmm.weights();
+        for kk in 0..k {
+            let wk = weights[kk].as_f64();
+            if self.has_prior && self.active[kk] {
+                prior_blk[kk] = F::from_f64_lossy((nk[kk] * inv_n - wk) / wk.sqrt());
+            }
+            if self.has_mean {
+                let su = F::from_f64_lossy(inv_n / wk.sqrt());
+                mean_blk[kk * d..(kk + 1) * d]
+                    .iter_mut()
+                    .for_each(|u| *u *= su);
+            }
+            if self.has_var {
+                let sv = F::from_f64_lossy(inv_n / (2.0 * wk).sqrt());
+                let nq = F::from_f64_lossy(nk[kk]);
+                var_blk[kk * d..(kk + 1) * d]
+                    .iter_mut()
+                    .for_each(|v| *v = (*v - nq) * sv);
             }
         }
     }
@@ -270,152 +408,13 @@ impl<F: Float> Encoder<F> for FisherVector<F> {
     }
 
     fn encode_unchecked(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
-        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
-        let n = bag.nrows();
         let x = bag.as_standard_layout();
-        let need_z = self.has_mean || self.has_var;
-        let mut w = Work {
-            lp: Array2::zeros((0, 0)),
-            scratch: Array2::zeros((0, 0)),
-            sparse: SparsePosteriors::default(),
-            nk: vec![0.0; k],
-            sz: Array2::zeros(if need_z { (k, d) } else { (0, 0) }),
-            szz: Array2::zeros(if self.has_var { (k, d) } else { (0, 0) }),
-            raw: None,
-        };
-        let assign = self.assign();
-        let means = self.gmm.means();
-        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
-            let nc = xc.nrows();
-            if w.lp.dim() != (nc, k) {
-                w.lp = Array2::zeros((nc, k));
-            }
-            self.gmm
-                .log_joint_into(xc, w.lp.view_mut(), &mut w.scratch, Par::Seq);
-            w.sparse.fill_from_log_joint(w.lp.view(), assign, &self.active);
-            let sp = &w.sparse;
-            let sparse = match self.path {
-                Accumulation::Auto => sp.nnz() * DENSE_FRACTION <= nc * k,
-                Accumulation::Sparse => true,
-                Accumulation::Dense => false,
-            };
-            if !need_z || sparse {
-                // Sparse accumulation over the non-zero (i, k) pairs.
-                for (i, xr) in xc.outer_iter().enumerate() {
-                    let xr = xr.as_slice().expect("standard layout");
-                    for j in sp.start[i]..sp.start[i + 1] {
-                        let kk = sp.comp[j] as usize;
-                        let q = sp.q[j];
-                        w.nk[kk] += q.as_f64();
-                        if need_z {
-                            let mu = means.row(kk);
-                            let is = self.inv_sigma.row(kk);
-                            let mut u = w.sz.row_mut(kk);
-                            let uu = if self.has_var {
-                                Some(w.szz.row_mut(kk).into_slice().expect("contiguous"))
-                            } else {
-                                None
-                            };
-                            axpy_z(
-                                q,
-                                xr,
-                                mu.as_slice().expect("contiguous"),
-                                is.as_slice().expect("contiguous"),
-                                u.as_slice_mut().expect("contiguous"),
-                                uu,
-                            );
-                        }
-                    }
-                }
-            } else {
-                // Dense accumulation: (K, 2D) += Qᵀ [y², y], y = x − c.
-                let (raw, nkd) = w
-                    .raw
-                    .get_or_insert_with(|| (Array2::zeros((k, 2 * d)), vec![0.0; k]));
-                w.lp.fill(F::zero());
-                for i in 0..nc {
-                    for j in sp.start[i]..sp.start[i + 1] {
-                        let kk = sp.comp[j] as usize;
-                        w.lp[[i, kk]] = sp.q[j];
-                        nkd[kk] += sp.q[j].as_f64();
-                    }
-                }
-                if w.scratch.dim() != (nc, 2 * d) {
-                    w.scratch = Array2::zeros((nc, 2 * d));
-                }
-                for (mut yr, xr) in w.scratch.outer_iter_mut().zip(xc.outer_iter()) {
-                    let (mut sq, mut lin) = yr.view_mut().split_at(Axis(0), d);
-                    Zip::from(&mut sq)
-                        .and(&mut lin)
-                        .and(&xr)
-                        .and(&self.center)
-                        .for_each(|sq, lin, &x, &c| {
-                            let y = x - c;
-                            *lin = y;
-                            *sq = y * y;
-                        });
-                }
-                gemm(
-                    raw.view_mut(),
-                    true,
-                    w.lp.t(),
-                    w.scratch.view(),
-                    F::one(),
-                    Par::Seq,
-                );
-            }
-        }
-        // Totals in f64, then the Fisher-information scaling.
-        let inv_n = 1.0 / n as f64;
-        let weights = self.gmm.weights();
-        let mut nk = w.nk;
-        if let Some((_, nkd)) = &w.raw {
-            for (a, b) in nk.iter_mut().zip(nkd) {
-                *a += b;
-            }
-        }
-        let mut pos = 0;
-        if self.has_prior {
-            for kk in 0..k {
-                let wk = weights[kk].as_f64();
-                out[pos + kk] = if self.active[kk] {
-                    F::from_f64_lossy((nk[kk] * inv_n - wk) / wk.sqrt())
-                } else {
-                    F::zero()
-                };
-            }
-            pos += k;
-        }
-        let mean_off = pos;
-        let var_off = pos + usize::from(self.has_mean) * k * d;
-        for kk in 0..k {
-            if !need_z {
-                break;
-            }
-            let wk = weights[kk].as_f64();
-            let su = inv_n / wk.sqrt();
-            let sv = inv_n / (2.0 * wk).sqrt();
-            for dd in 0..d {
-                let mut s1 = w.sz[[kk, dd]].as_f64();
-                let mut s2 = if self.has_var {
-                    w.szz[[kk, dd]].as_f64()
-                } else {
-                    0.0
-                };
-                if let Some((raw, nkd)) = &w.raw {
-                    let is = self.inv_sigma[[kk, dd]].as_f64();
-                    let mu = means[[kk, dd]].as_f64() - self.center[dd].as_f64();
-                    let r2 = raw[[kk, dd]].as_f64();
-                    let r1 = raw[[kk, d + dd]].as_f64();
-                    s1 += (r1 - nkd[kk] * mu) * is;
-                    s2 += (r2 - 2.0 * mu * r1 + mu * mu * nkd[kk]) * is * is;
-                }
-                if self.has_mean {
-                    out[mean_off + kk * d + dd] = F::from_f64_lossy(s1 * su);
-                }
-                if self.has_var {
-                    out[var_off + kk * d + dd] = F::from_f64_lossy((s2 - nk[kk]) * sv);
-                }
+        match out.as_slice_mut() {
+            Some(o) => self.encode_raw(x.view(), o),
+            None => {
+                let mut tmp = vec![F::zero(); out.len()];
+                self.encode_raw(x.view(), &mut tmp);
+                out.iter_mut().zip(tmp).for_each(|(o, t)| *o = t);
             }
         }
         self.params.normalization.apply(out.view_mut());

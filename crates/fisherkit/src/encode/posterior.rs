@@ -6,6 +6,26 @@
 use crate::float::Float;
 use ndarray::ArrayView2;
 
+/// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
+/// 8 independent lanes so that it vectorises.
+fn row_max<F: Float>(row: &[F]) -> F {
+    let mut lanes = [F::neg_infinity(); 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = l.max(v);
+        }
+    }
+    let mut m = chunks
+        .remainder()
+        .iter()
+        .fold(F::neg_infinity(), |a, &v| a.max(v));
+    for l in lanes {
+        m = m.max(l);
+    }
+    m
+}
+
 /// How the posteriors of a chunk are turned into the triples used by the
 /// accumulation.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,9 +60,9 @@ impl<F: Float> SparsePosteriors<F> {
     /// subtracted. `active[k] == false` excludes component k (VLFeat's prior
     /// skip) from the output, not from the normalisation.
     ///
-    /// A row whose log-joints are not all finite (|x| so large that the GEMM
-    /// form overflows) is hard-assigned to its largest finite entry, or to
-    /// component 0 if it has none; the caller may refine such rows.
+    /// A row whose largest log-joint is not finite (|x| so large that the GEMM
+    /// form overflows) is hard-assigned to that entry, or to component 0 if
+    /// no entry is a number. NaN entries are dropped.
     pub fn fill_from_log_joint(&mut self, lp: ArrayView2<'_, F>, assign: Assign, active: &[bool]) {
         self.start.clear();
         self.comp.clear();
@@ -52,18 +72,11 @@ impl<F: Float> SparsePosteriors<F> {
         let cutoff = F::min_positive_value().ln();
         let mut buf: Vec<(u32, F)> = Vec::new();
         for row in lp.rows() {
-            let (arg, m) =
-                row.iter()
-                    .enumerate()
-                    .fold((0usize, F::neg_infinity()), |(ai, am), (k, &v)| {
-                        if v > am {
-                            (k, v)
-                        } else {
-                            (ai, am)
-                        }
-                    });
-            let all_finite = m.is_finite() && row.iter().all(|v| v.is_finite());
-            if assign == Assign::Hard || !all_finite {
+            let row = row.to_slice().expect("log-joints are standard layout");
+            let m = row_max(row);
+            if assign == Assign::Hard || !m.is_finite() {
+                // First arg-max; component 0 if no entry is finite.
+                let arg = row.iter().position(|&v| v == m).unwrap_or(0);
                 if active[arg] {
                     self.comp.push(arg as u32);
                     self.q.push(F::one());
