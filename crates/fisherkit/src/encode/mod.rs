@@ -5,10 +5,12 @@
 
 mod fisher;
 mod posterior;
+mod vlad;
 
 pub use fisher::{
     parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart, VLFEAT_SKIP,
 };
+pub use vlad::{Vlad, VladParams};
 
 use crate::data::DataError;
 use crate::float::Float;
