@@ -98,8 +98,10 @@ pub struct FisherVectorParams {
     pub normalization: Normalization,
     /// Hard assignment: $q_{ik} = 1$ for the arg-max component (VLFeat's `FAST`).
     pub fast: bool,
-    /// Skip components with $w_k < 10^{-6}$ and posteriors $q_{ik} < 10^{-6}$
-    /// exactly as VLFeat does; default `false` (exact posteriors, as scikit-image).
+    /// VLFeat 0.9.21's skips: components with $w_k < 10^{-6}$ leave the
+    /// mixture (log-weight $-\infty$: zero blocks, excluded from the other
+    /// posteriors' normalisation) and posteriors $q_{ik} < 10^{-6}$ are dropped
+    /// without renormalising. Default `false`: exact posteriors, as scikit-image.
     pub vlfeat_skips: bool,
 }
 
@@ -138,6 +140,7 @@ pub struct FisherVector<F: Float> {
     inv_sigma: Array2<F>,
     /// Components used (false: skipped, prior < 1e-6 with `vlfeat_skips`).
     active: Vec<bool>,
+    any_inactive: bool,
     /// Reference point of the dense accumulation (the mixture mean), (D).
     center: Array1<F>,
     has_prior: bool,
@@ -169,11 +172,12 @@ impl<F: Float> FisherVector<F> {
             .validate()
             .map_err(EncodeError::InvalidOption)?;
         let inv_sigma = gmm.variances().mapv(|v| F::one() / v.sqrt());
-        let active = gmm
+        let active: Vec<bool> = gmm
             .weights()
             .iter()
             .map(|w| !(params.vlfeat_skips && w.as_f64() < VLFEAT_SKIP))
             .collect();
+        let any_inactive = active.contains(&false);
         let mut center = Array1::<f64>::zeros(gmm.dim());
         for (w, m) in gmm.weights().iter().zip(gmm.means().outer_iter()) {
             let w = w.as_f64();
@@ -186,6 +190,7 @@ impl<F: Float> FisherVector<F> {
             gmm: gmm.clone(),
             inv_sigma,
             active,
+            any_inactive,
             center: center.mapv(F::from_f64_lossy),
             has_prior: has(FvPart::Prior),
             has_mean: has(FvPart::Mean),
@@ -279,7 +284,16 @@ impl<F: Float> FisherVector<F> {
             let mut lp = lp_buf.slice_mut(s![..nc, ..]);
             self.gmm
                 .log_joint_into(xc, lp.view_mut(), &mut scratch, Par::Seq);
-            sparse.fill_from_log_joint(lp.view(), assign, &self.active);
+            if self.any_inactive {
+                // VLFeat gives such components log-weight −∞: out of the
+                // posteriors and of their normalisation.
+                for (mut col, &a) in lp.columns_mut().into_iter().zip(&self.active) {
+                    if !a {
+                        col.fill(F::neg_infinity());
+                    }
+                }
+            }
+            sparse.fill_from_log_joint(lp.view(), assign);
             let sp = &sparse;
             let use_sparse = !need_z
                 || match self.path {
@@ -705,20 +719,46 @@ mod tests {
 
     #[test]
     fn vlfeat_skips_drop_small_priors_and_posteriors() {
-        // Component 1 has a prior below 1e-6: its blocks are zero with skips.
-        let g = DiagGmm::new(
-            array![1.0 - 5e-7, 5e-7],
-            array![[0.0], [0.5]],
-            array![[1.0], [1.0]],
-        )
-        .unwrap();
+        // Component 1 has a prior below 1e-6: with skips it leaves the mixture
+        // (VLFeat's log-weight −∞), so component 0 takes every posterior 1.
+        let w0: f64 = 1.0 - 5e-7;
+        let g = DiagGmm::new(array![w0, 5e-7], array![[0.0], [0.5]], array![[1.0], [1.0]]).unwrap();
         let x = array![[0.3], [0.6], [-1.0]];
         let mut p = raw_params(vec![FvPart::Mean, FvPart::Var], false);
         p.vlfeat_skips = true;
+        let got = FisherVector::new(&g, p.clone())
+            .unwrap()
+            .encode(x.view())
+            .unwrap();
+        let (u0, v0) = x
+            .iter()
+            .fold((0.0, 0.0), |(u, v), &z| (u + z, v + z * z - 1.0));
+        let want = [
+            u0 / (3.0 * w0.sqrt()),
+            0.0,
+            v0 / (3.0 * (2.0 * w0).sqrt()),
+            0.0,
+        ];
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-12, "{got} vs {want:?}");
+        }
+        // Posterior skip: at x = 0 component 1 (mean 6) has q ≈ 1.5e-8 < 1e-6,
+        // dropped without renormalising; at x = 3 both have q = 1/2.
+        let g = DiagGmm::new(array![0.5, 0.5], array![[0.0], [6.0]], array![[1.0], [1.0]]).unwrap();
+        let x = array![[0.0], [3.0]];
         let got = FisherVector::new(&g, p).unwrap().encode(x.view()).unwrap();
-        assert_eq!(got[1], 0.0);
-        assert_eq!(got[3], 0.0);
-        let want = naive_fv(&g, &x, false);
-        assert!((got[0] - want[2]).abs() < 1e-12 && (got[2] - want[4]).abs() < 1e-12);
+        let q10 = 1.0 / (1.0 + 18f64.exp());
+        assert!(q10 < 1e-6 && q10 > 1e-9);
+        let s = 1.0 / (2.0 * 0.5f64.sqrt());
+        let t = 1.0 / (2.0 * 1f64.sqrt());
+        let want = [
+            0.5 * 3.0 * s,
+            0.5 * -3.0 * s,
+            ((1.0 - q10) * -1.0 + 0.5 * 8.0) * t,
+            0.5 * 8.0 * t,
+        ];
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-12, "{got} vs {want:?}");
+        }
     }
 }

@@ -57,13 +57,12 @@ impl<F: Float> SparsePosteriors<F> {
 
     /// Fills `self` from the log-joints `lp` (n, K): $q_{ik} = \exp(\ell_{ik} -
     /// \operatorname{logsumexp}_j \ell_{ij})$, computed with the row maximum
-    /// subtracted. `active[k] == false` excludes component k (VLFeat's prior
-    /// skip) from the output, not from the normalisation.
+    /// subtracted.
     ///
     /// A row whose largest log-joint is not finite (|x| so large that the GEMM
     /// form overflows) is hard-assigned to that entry, or to component 0 if
     /// no entry is a number. NaN entries are dropped.
-    pub fn fill_from_log_joint(&mut self, lp: ArrayView2<'_, F>, assign: Assign, active: &[bool]) {
+    pub fn fill_from_log_joint(&mut self, lp: ArrayView2<'_, F>, assign: Assign) {
         self.start.clear();
         self.comp.clear();
         self.q.clear();
@@ -77,10 +76,8 @@ impl<F: Float> SparsePosteriors<F> {
             if assign == Assign::Hard || !m.is_finite() {
                 // First arg-max; component 0 if no entry is finite.
                 let arg = row.iter().position(|&v| v == m).unwrap_or(0);
-                if active[arg] {
-                    self.comp.push(arg as u32);
-                    self.q.push(F::one());
-                }
+                self.comp.push(arg as u32);
+                self.q.push(F::one());
                 self.start.push(self.q.len());
                 continue;
             }
@@ -103,7 +100,7 @@ impl<F: Float> SparsePosteriors<F> {
                 // Compared after rounding to F, as VLFeat compares its stored posteriors.
                 let q = F::from_f64_lossy(e.as_f64() * inv);
                 let qf = q.as_f64();
-                if qf > 0.0 && qf >= thr && active[k as usize] {
+                if qf > 0.0 && qf >= thr {
                     self.comp.push(k);
                     self.q.push(q);
                 }

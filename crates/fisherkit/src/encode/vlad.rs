@@ -208,11 +208,10 @@ impl<F: Float> Vlad<F> {
                 let mut lp = Array2::<F>::zeros((x.nrows().min(CHUNK_ROWS), k));
                 let mut scratch = Array2::zeros((0, 0));
                 let mut sp = SparsePosteriors::default();
-                let active = vec![true; k];
                 for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
                     let mut l = lp.slice_mut(s![..xc.nrows(), ..]);
                     g.log_joint_into(xc, l.view_mut(), &mut scratch, Par::Seq);
-                    sp.fill_from_log_joint(l.view(), Assign::Soft, &active);
+                    sp.fill_from_log_joint(l.view(), Assign::Soft);
                     for (i, xr) in xc.outer_iter().enumerate() {
                         let xr = xr.to_slice().expect("standard layout");
                         for j in sp.start[i]..sp.start[i + 1] {
