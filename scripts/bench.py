@@ -747,6 +747,15 @@ def report(res):
                  "FV = 8·n·D·K per bag; MFA = 4·N·D·K·R per iteration or bag. GEMM = best of a 2048³ and a "
                  "(16384×1000)·(1000×256) f32 product through fisherkit::linalg::gemm.\n")
 
+    for t, g in res["gemm"].items():
+        if g and g.get("scalar_exp_ns_after_gemm") and g.get("scalar_exp_ns_before_gemm"):
+            slow = g["scalar_exp_ns_after_gemm"] / g["scalar_exp_ns_before_gemm"]
+            if slow > 3:
+                lines.append(f"**Warning** ({t} thr): scalar code right after `fisherkit::linalg::gemm` runs {slow:.0f}× "
+                             f"slower ({g['scalar_exp_ns_before_gemm']:.1f} → {g['scalar_exp_ns_after_gemm']:.1f} "
+                             "ns per exp): the GEMM kernel leaves the AVX upper register state dirty (no "
+                             "`vzeroupper`), so every SSE instruction after it pays a transition penalty.\n")
+
     # thread scaling
     ths = res["config"]["threads"]
     if 1 in ths and 2 in ths:

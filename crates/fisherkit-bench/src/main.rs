@@ -149,8 +149,17 @@ fn gemm_rate(n: usize, d: usize, k: usize, reps: usize) -> Value {
     });
     // Scalar (SSE-encoded) code right after a GEMM: on x86-64 a wide-vector
     // kernel that leaves the upper register state dirty (no `vzeroupper`) makes
-    // every later SSE instruction pay a transition penalty.
-    gemm(c.view_mut(), false, a.view(), b.view(), 1.0, par);
+    // every later SSE instruction pay a transition penalty. Probed on this
+    // thread with `Par::Seq`, as the E-step's chunk loop runs inside rayon tasks.
+    let mut small = Array2::<f32>::zeros((256, k));
+    gemm(
+        small.view_mut(),
+        false,
+        x.slice(ndarray::s![..256, ..]),
+        m.view(),
+        1.0,
+        Par::Seq,
+    );
     let exp_after = exp_ns_per_call();
     let sq_rate = gflops(2.0 * (n * n * n) as f64, median(&sq));
     let tall_rate = gflops(2.0 * (rows * 2 * d * k) as f64, median(&tall));
