@@ -15,6 +15,7 @@ pub mod encode;
 pub mod float;
 pub mod gmm;
 pub mod linalg;
+pub mod mfa;
 pub mod normalize;
 
 pub use encode::{EncodeError, Encoder};

@@ -3,6 +3,9 @@
 //! Every encoder (Fisher vector, VLAD, MFA Fisher score) implements
 //! [`Encoder`]; batches of bags are encoded in parallel with rayon.
 
+mod mfa_fs;
+pub use mfa_fs::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
+
 use crate::data::DataError;
 use crate::float::Float;
 use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut1, Axis};
