@@ -3,6 +3,14 @@
 //! Every encoder (Fisher vector, VLAD, MFA Fisher score) implements
 //! [`Encoder`]; batches of bags are encoded in parallel with rayon.
 
+mod fisher;
+mod posterior;
+mod vlad;
+
+pub use fisher::{
+    parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart, VLFEAT_SKIP,
+};
+pub use vlad::{Vlad, VladParams};
 mod mfa_fs;
 pub use mfa_fs::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
 
