@@ -110,6 +110,18 @@ fn main() {
         });
         return;
     }
+    if std::env::args().any(|a| a == "profile-em") {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for _ in 0..3 {
+                std::hint::black_box(m.sufficient_statistics(x.view()).unwrap());
+            }
+        });
+        return;
+    }
     let flops_em = 4.0 * (N * D * K * R) as f64;
     let flops_bag = 4.0 * (BAG * D * K * R) as f64;
     println!("MFA timing, f32: N={N} D={D} K={K} R={R}, bags of {BAG}");
