@@ -10,6 +10,7 @@
 use clap::{Parser, Subcommand};
 use fisherkit::gmm::DiagGmm;
 use fisherkit::linalg::{gemm, par_all, Par};
+use fisherkit::mfa::Mfa;
 use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 use ndarray_npy::{read_npy, write_npy};
 use serde_json::{json, Value};
@@ -18,6 +19,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 mod gmm_work;
+mod mfa_work;
 
 #[derive(Parser)]
 #[command(about = "Times fisherkit's EM iterations and encoders (JSON on stdout)")]
@@ -38,6 +40,19 @@ struct GmmFiles {
     means: PathBuf,
     #[arg(long)]
     variances: PathBuf,
+}
+
+/// Model files of an MFA: weights (K), means (K, D), loadings (K, D, R), psi (1, D), f32 .npy.
+#[derive(clap::Args)]
+struct MfaFiles {
+    #[arg(long)]
+    weights: PathBuf,
+    #[arg(long)]
+    means: PathBuf,
+    #[arg(long)]
+    loadings: PathBuf,
+    #[arg(long)]
+    psi: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -72,6 +87,29 @@ enum Work {
         /// Where to write the encoding of bag 0 (1, 2KD) f32 .npy.
         #[arg(long)]
         out_fv0: Option<PathBuf>,
+    },
+    /// One MFA EM iteration (E-step statistics + M-step) on X (N, D) from the given model.
+    MfaEm {
+        #[arg(long)]
+        x: PathBuf,
+        #[command(flatten)]
+        model: MfaFiles,
+        /// Where to write the means after the iteration (K, D) f32 .npy.
+        #[arg(long)]
+        out_means: Option<PathBuf>,
+        /// Where to write psi after the iteration (1, D) f32 .npy.
+        #[arg(long)]
+        out_psi: Option<PathBuf>,
+    },
+    /// MFA Fisher scores (mean + loading, signed sqrt + L2) of bags (B, M, D).
+    MfaFs {
+        #[arg(long)]
+        bags: PathBuf,
+        #[command(flatten)]
+        model: MfaFiles,
+        /// Where to write the score of bag 0 (1, K·D·(R+1)) f32 .npy.
+        #[arg(long)]
+        out_fs0: Option<PathBuf>,
     },
 }
 
@@ -116,6 +154,14 @@ fn save(path: &Option<PathBuf>, a: &Array2<f32>) -> Result<(), String> {
         write_npy(p, a).map_err(|e| format!("writing {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+fn load_mfa(files: &MfaFiles) -> Result<Mfa<f32>, String> {
+    let w: Array1<f32> = load(&files.weights)?;
+    let mu: Array2<f32> = load(&files.means)?;
+    let lam: Array3<f32> = load(&files.loadings)?;
+    let psi: Array2<f32> = load(&files.psi)?;
+    Mfa::new(w, mu, lam, psi).map_err(|e| format!("model: {e}"))
 }
 
 /// GFLOP/s of `flops` floating-point operations done in `secs`.
@@ -225,6 +271,31 @@ fn run(cli: Cli) -> Result<Value, String> {
             let views = bag_views(&bags);
             let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps)?;
             save(&out_fv0, &fv0)?;
+            v
+        }
+        Work::MfaEm {
+            x,
+            model,
+            out_means,
+            out_psi,
+        } => {
+            let x: Array2<f32> = load(&x)?;
+            let mfa = load_mfa(&model)?;
+            let (v, means, psi) = mfa_work::em_iteration(&mfa, x.view(), reps)?;
+            save(&out_means, &means)?;
+            save(&out_psi, &psi)?;
+            v
+        }
+        Work::MfaFs {
+            bags,
+            model,
+            out_fs0,
+        } => {
+            let bags: Array3<f32> = load(&bags)?;
+            let mfa = load_mfa(&model)?;
+            let views = bag_views(&bags);
+            let (v, fs0) = mfa_work::fisher_scores(&mfa, &views, reps)?;
+            save(&out_fs0, &fs0)?;
             v
         }
     };

@@ -1,0 +1,103 @@
+//! MFA work: one EM iteration and MFA Fisher scores.
+
+use crate::{gflops, median, time_reps};
+use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams, MfaPart};
+use fisherkit::mfa::Mfa;
+use fisherkit::Encoder;
+use ndarray::{Array2, ArrayView2};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// Relative floor on ψ passed to the M-step (times the variance of each dimension).
+const PSI_FLOOR: f64 = 1e-3;
+
+/// One MFA EM iteration from `mfa` on `x` (N, D): `sufficient_statistics` then
+/// `update_from_statistics`. Returns the JSON record, the means (K, D) and ψ
+/// (1, D) after the iteration.
+pub fn em_iteration(
+    mfa: &Mfa<f32>,
+    x: ArrayView2<'_, f32>,
+    reps: usize,
+) -> Result<(Value, Array2<f32>, Array2<f32>), String> {
+    let (n, d) = x.dim();
+    let (k, r) = (mfa.n_components(), mfa.n_factors());
+    let mut err = None;
+    let (mut e_ts, mut m_ts) = (Vec::new(), Vec::new());
+    let mut out = (mfa.means().to_owned(), mfa.psi().to_owned());
+    let it = time_reps(reps, || {
+        let t = Instant::now();
+        let st = match mfa.sufficient_statistics(x) {
+            Ok(st) => st,
+            Err(e) => {
+                err = Some(e.to_string());
+                return;
+            }
+        };
+        let t1 = Instant::now();
+        match mfa.update_from_statistics(&st, PSI_FLOOR) {
+            Ok(m) => out = (m.means().to_owned(), m.psi().to_owned()),
+            Err(e) => err = Some(e.to_string()),
+        }
+        e_ts.push((t1 - t).as_secs_f64());
+        m_ts.push(t1.elapsed().as_secs_f64());
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let stats_s = median(&e_ts[1..]);
+    let it_s = median(&it);
+    let v = json!({
+        "work": "mfa-em",
+        "n": n, "d": d, "k": k, "r": r,
+        "iteration_s_all": it,
+        "iteration_s": it_s,
+        "stats_s": stats_s,
+        "m_step_s": median(&m_ts[1..]),
+        "gflops": gflops(4.0 * (n * d * k * r) as f64, it_s),
+    });
+    Ok((v, out.0, out.1))
+}
+
+/// MFA Fisher scores (mean + loading blocks, signed sqrt + L2) of every bag
+/// through `encode_batch`; per-bag time = batch time / number of bags.
+/// Returns the JSON record and the score of bag 0 (1, K·D·(R+1)).
+pub fn fisher_scores(
+    mfa: &Mfa<f32>,
+    bags: &[ArrayView2<'_, f32>],
+    reps: usize,
+) -> Result<(Value, Array2<f32>), String> {
+    let params = MfaFisherScoreParams {
+        parts: vec![MfaPart::Mean, MfaPart::Loading],
+        ..MfaFisherScoreParams::default()
+    };
+    let enc = MfaFisherScore::new(mfa.clone(), params).map_err(|e| e.to_string())?;
+    let fs0 = enc.encode(bags[0]).map_err(|e| e.to_string())?;
+    let mut err = None;
+    let ts = time_reps(reps, || {
+        if let Err(e) = enc.encode_batch(bags) {
+            err = Some(e.to_string());
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let nb = bags.len() as f64;
+    let per_bag: Vec<f64> = ts.iter().map(|t| t / nb).collect();
+    let (m, d) = bags[0].dim();
+    let (k, r) = (mfa.n_components(), mfa.n_factors());
+    let per = median(&per_bag);
+    let v = json!({
+        "work": "mfa-fs",
+        "bags": bags.len(), "bag_size": m, "d": d, "k": k, "r": r,
+        "output_dim": enc.output_dim(),
+        "per_bag_s_all": per_bag,
+        "per_bag_s": per,
+        "gflops": gflops(4.0 * (m * d * k * r) as f64, per),
+    });
+    let len = fs0.len();
+    Ok((
+        v,
+        fs0.into_shape_with_order((1, len))
+            .map_err(|e| e.to_string())?,
+    ))
+}
