@@ -15,7 +15,10 @@ pub mod encode;
 pub mod float;
 pub mod gmm;
 pub mod linalg;
+pub mod metrics;
 pub mod normalize;
+pub mod pca;
+pub mod svm;
 
 pub use encode::{EncodeError, Encoder};
 pub use float::Float;
