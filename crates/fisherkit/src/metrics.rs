@@ -19,7 +19,9 @@ pub enum MetricsError {
     #[error("n_classes must be at least 1")]
     NoClasses,
     /// A label ≥ `n_classes`.
-    #[error("{which}[{index}] = {label} is out of range: labels must be < n_classes = {n_classes}")]
+    #[error(
+        "{which}[{index}] = {label} is out of range: labels must be < n_classes = {n_classes}"
+    )]
     LabelOutOfRange {
         which: &'static str,
         index: usize,

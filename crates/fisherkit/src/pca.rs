@@ -139,11 +139,8 @@ impl PcaParams {
         let denom = if self.center { n - 1 } else { n } as f64;
         cov.mapv_inplace(|v| v / denom);
 
-        let cov_ref = faer::MatRef::from_row_major_slice(
-            cov.as_slice().expect("standard layout"),
-            d,
-            d,
-        );
+        let cov_ref =
+            faer::MatRef::from_row_major_slice(cov.as_slice().expect("standard layout"), d, d);
         let evd = cov_ref
             .self_adjoint_eigen(faer::Side::Lower)
             .map_err(|_| PcaError::Eigen(d))?;
@@ -202,7 +199,9 @@ fn column_mean<F: Float>(x: ArrayView2<'_, F>) -> Array1<f64> {
         .map(|c| {
             let mut s = Array1::<f64>::zeros(d);
             for row in c.outer_iter() {
-                Zip::from(&mut s).and(&row).for_each(|a, &v| *a += v.as_f64());
+                Zip::from(&mut s)
+                    .and(&row)
+                    .for_each(|a, &v| *a += v.as_f64());
             }
             s
         })
@@ -328,9 +327,7 @@ impl<F: Float> Pca<F> {
             .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
             .for_each(|(mut o, xc)| {
                 let mut y = xc.to_owned();
-                y.rows_mut()
-                    .into_iter()
-                    .for_each(|mut r| r -= &self.mean);
+                y.rows_mut().into_iter().for_each(|mut r| r -= &self.mean);
                 gemm(
                     o.view_mut(),
                     false,

@@ -58,7 +58,9 @@ pub enum SvmError {
     )]
     MissingClass { class: usize, n_classes: usize },
     /// A label ≥ `n_classes`.
-    #[error("label y[{index}] = {label} is out of range: labels must be < n_classes = {n_classes}")]
+    #[error(
+        "label y[{index}] = {label} is out of range: labels must be < n_classes = {n_classes}"
+    )]
     LabelOutOfRange {
         index: usize,
         label: usize,
@@ -136,7 +138,13 @@ impl BinarySvm {
     /// $f(x) = w^\top x + b$ for every row of `x` (N, D), in `f64`.
     pub fn decision_function<F: Float>(&self, x: ArrayView2<'_, F>) -> Array1<f64> {
         x.outer_iter()
-            .map(|r| r.iter().zip(&self.w).map(|(a, b)| a.as_f64() * b).sum::<f64>() + self.bias)
+            .map(|r| {
+                r.iter()
+                    .zip(&self.w)
+                    .map(|(a, b)| a.as_f64() * b)
+                    .sum::<f64>()
+                    + self.bias
+            })
             .collect()
     }
 
@@ -533,8 +541,7 @@ impl LinearSvcParams {
         let xs = x.as_standard_layout();
         let sh = shared(&xs);
         let rows: Vec<usize> = (0..x.nrows()).collect();
-        let (w, b, alpha, n_iter, converged) =
-            solve_binary(&sh, &rows, |r| positive[r], self, 0);
+        let (w, b, alpha, n_iter, converged) = solve_binary(&sh, &rows, |r| positive[r], self, 0);
         Ok(BinarySvm {
             w: Array1::from(w),
             bias: b,
@@ -573,7 +580,9 @@ impl LinearSvcParams {
     ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
         let n_classes = self.check_xy(x, y, None)?;
         if grid.is_empty() {
-            return Err(SvmError::InvalidCrossValidation("the C grid is empty".into()));
+            return Err(SvmError::InvalidCrossValidation(
+                "the C grid is empty".into(),
+            ));
         }
         if let Some(c) = grid.iter().find(|c| !(c.is_finite() && **c > 0.0)) {
             return Err(SvmError::InvalidCrossValidation(format!(
@@ -592,30 +601,32 @@ impl LinearSvcParams {
         let jobs: Vec<(usize, usize)> = (0..grid.len())
             .flat_map(|g| (0..folds).map(move |f| (g, f)))
             .collect();
-        let scores: Vec<f64> = jobs
-            .par_iter()
-            .map(|&(g, f)| {
-                let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
-                let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
-                let p = LinearSvcParams { c: grid[g], ..*self };
-                let fit = fit_ovr(&sh, &train, y, n_classes, &p);
-                let pred: Vec<usize> = test
-                    .iter()
-                    .map(|&i| {
-                        let xi = sh.row(i);
-                        argmax(
-                            fit.w
-                                .outer_iter()
-                                .zip(&fit.b)
-                                .map(|(w, b)| dot(w.as_slice().expect("row-major"), xi) + b),
-                        )
-                    })
-                    .collect();
-                let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
-                mean_per_class_accuracy(&truth, &pred, n_classes)
-                    .expect("labels validated, test folds non-empty")
-            })
-            .collect();
+        let scores: Vec<f64> =
+            jobs.par_iter()
+                .map(|&(g, f)| {
+                    let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
+                    let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
+                    let p = LinearSvcParams {
+                        c: grid[g],
+                        ..*self
+                    };
+                    let fit = fit_ovr(&sh, &train, y, n_classes, &p);
+                    let pred: Vec<usize> =
+                        test.iter()
+                            .map(|&i| {
+                                let xi = sh.row(i);
+                                argmax(
+                                    fit.w.outer_iter().zip(&fit.b).map(|(w, b)| {
+                                        dot(w.as_slice().expect("row-major"), xi) + b
+                                    }),
+                                )
+                            })
+                            .collect();
+                    let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
+                    mean_per_class_accuracy(&truth, &pred, n_classes)
+                        .expect("labels validated, test folds non-empty")
+                })
+                .collect();
         let table: Vec<(f64, f64)> = (0..grid.len())
             .map(|g| {
                 let s: f64 = scores[g * folds..(g + 1) * folds].iter().sum();
@@ -738,7 +749,9 @@ impl<F: Float> LinearSvc<F> {
             .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
             .for_each(|(mut o, xc)| {
                 gemm(o.view_mut(), false, xc, self.coef.t(), F::one(), Par::Seq);
-                o.rows_mut().into_iter().for_each(|mut r| r += &self.intercept);
+                o.rows_mut()
+                    .into_iter()
+                    .for_each(|mut r| r += &self.intercept);
             });
         Ok(out)
     }

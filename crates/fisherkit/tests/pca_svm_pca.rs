@@ -100,7 +100,7 @@ fn planted_low_rank_is_recovered() {
     // reconstruction
     let zt = PcaParams::new(r).fit(x.view()).unwrap();
     let proj = zt.transform(x.view()).unwrap();
-    let rec = proj.dot(&zt.components()) + &zt.mean();
+    let rec = proj.dot(&zt.components()) + zt.mean();
     assert!((&rec - &x).iter().all(|v| v.abs() < 1e-9));
     // projected data have the explained variances and are uncorrelated
     let pc = &proj - &proj.mean_axis(Axis(0)).unwrap();
@@ -156,7 +156,11 @@ fn whitening_gives_unit_variance() {
     for i in 0..5 {
         for j in 0..5 {
             let want = if i == j { 1.0 } else { 0.0 };
-            assert!((cov[[i, j]] - want).abs() < 1e-9, "cov[{i},{j}] = {}", cov[[i, j]]);
+            assert!(
+                (cov[[i, j]] - want).abs() < 1e-9,
+                "cov[{i},{j}] = {}",
+                cov[[i, j]]
+            );
         }
     }
     // constant data: zero variance, whitened output 0, never NaN
@@ -173,7 +177,9 @@ fn uncentred_uses_second_moment() {
     let m = x.t().dot(&x) / 200.0;
     let w = pca.components().row(0).to_owned();
     let lam = pca.explained_variance()[0];
-    assert!((&m.dot(&w) - &(&w * lam)).iter().all(|v| v.abs() < 1e-9 * lam));
+    assert!((&m.dot(&w) - &(&w * lam))
+        .iter()
+        .all(|v| v.abs() < 1e-9 * lam));
 }
 
 #[test]
