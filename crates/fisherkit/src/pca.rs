@@ -47,6 +47,9 @@ pub enum PcaError {
     /// Centred PCA needs two samples to estimate a variance.
     #[error("PCA with centring needs at least 2 samples, got {0}")]
     TooFewSamples(usize),
+    /// A negative or non-finite explained variance given to [`Pca::from_parts`].
+    #[error("explained variance {index} is {value}; variances must be finite and >= 0")]
+    InvalidVariance { index: usize, value: f64 },
     /// The eigensolver did not converge.
     #[error("the eigendecomposition of the {0}x{0} covariance matrix did not converge")]
     Eigen(usize),
@@ -273,6 +276,69 @@ pub struct Pca<F: Float> {
 }
 
 impl<F: Float> Pca<F> {
+    /// Rebuilds a fitted PCA from its parts (e.g. read from a model file):
+    /// `mean` (D), `components` (k, D) with orthonormal rows, `explained_variance`
+    /// (k), $\lambda_j \ge 0$, and whether to whiten (with the rule of
+    /// [`PcaParams::whiten`], $\lambda_1$ taken as the largest given variance).
+    ///
+    /// # Errors
+    /// Shape mismatches, k = 0, D = 0, non-finite values, negative variances.
+    pub fn from_parts(
+        mean: Array1<F>,
+        components: Array2<F>,
+        explained_variance: Array1<f64>,
+        whiten: bool,
+    ) -> Result<Self, PcaError> {
+        let (k, d) = components.dim();
+        if k == 0 {
+            return Err(PcaError::NoComponents);
+        }
+        check_matrix(components.view(), Some(mean.len()), "PCA components")?;
+        check_matrix(mean.view().insert_axis(Axis(0)), Some(d), "PCA mean")?;
+        if explained_variance.len() != k {
+            return Err(PcaError::Data(DataError::DimensionMismatch {
+                what: "PCA explained variances",
+                got: explained_variance.len(),
+                expected: k,
+            }));
+        }
+        if let Some((j, v)) = explained_variance
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
+        {
+            return Err(PcaError::InvalidVariance {
+                index: j,
+                value: *v,
+            });
+        }
+        let top = explained_variance.iter().cloned().fold(0.0, f64::max);
+        let floor = top * d as f64 * f64::EPSILON;
+        let scale = explained_variance.mapv(|l| {
+            if !whiten {
+                1.0
+            } else if l > floor {
+                1.0 / l.sqrt()
+            } else {
+                0.0
+            }
+        });
+        let mut projection = Array2::<F>::zeros((d, k));
+        for j in 0..k {
+            for i in 0..d {
+                projection[[i, j]] = F::from_f64_lossy(components[[j, i]].as_f64() * scale[j]);
+            }
+        }
+        Ok(Self {
+            components,
+            mean,
+            total_variance: explained_variance.sum(),
+            explained_variance,
+            whiten,
+            projection,
+        })
+    }
+
     /// Number of components k.
     pub fn n_components(&self) -> usize {
         self.components.nrows()
@@ -299,7 +365,8 @@ impl<F: Float> Pca<F> {
         self.explained_variance.view()
     }
 
-    /// $\lambda_j / \operatorname{tr} S$ (k): fraction of the total variance.
+    /// $\lambda_j / \operatorname{tr} S$ (k): fraction of the total variance
+    /// (for a PCA built by [`Pca::from_parts`], of the kept variance).
     pub fn explained_variance_ratio(&self) -> Array1<f64> {
         if self.total_variance > 0.0 {
             &self.explained_variance / self.total_variance

@@ -170,6 +170,42 @@ fn whitening_gives_unit_variance() {
 }
 
 #[test]
+fn from_parts_round_trips() {
+    let x = correlated(100, 6, 12);
+    for whiten in [false, true] {
+        let pca = PcaParams::new(3).whiten(whiten).fit(x.view()).unwrap();
+        let back = fisherkit::pca::Pca::from_parts(
+            pca.mean().to_owned(),
+            pca.components().to_owned(),
+            pca.explained_variance().to_owned(),
+            whiten,
+        )
+        .unwrap();
+        assert_eq!(
+            back.transform(x.view()).unwrap(),
+            pca.transform(x.view()).unwrap()
+        );
+    }
+    let bad = fisherkit::pca::Pca::from_parts(
+        Array1::<f64>::zeros(6),
+        Array2::zeros((2, 6)),
+        Array1::from(vec![1.0, -1.0]),
+        false,
+    );
+    assert!(matches!(
+        bad,
+        Err(PcaError::InvalidVariance { index: 1, .. })
+    ));
+    let bad = fisherkit::pca::Pca::from_parts(
+        Array1::<f64>::zeros(5),
+        Array2::zeros((2, 6)),
+        Array1::from(vec![1.0, 1.0]),
+        false,
+    );
+    assert!(bad.is_err());
+}
+
+#[test]
 fn uncentred_uses_second_moment() {
     let x = correlated(200, 5, 9);
     let pca = PcaParams::new(1).center(false).fit(x.view()).unwrap();

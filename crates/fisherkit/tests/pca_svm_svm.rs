@@ -240,6 +240,30 @@ fn select_c_prefers_a_sensible_c() {
 }
 
 #[test]
+fn without_bias_and_with_zero_rows() {
+    let (mut x, pos) = separable(100, 6, 0.5, 11);
+    x.row_mut(0).fill(0.0);
+    let y: Vec<usize> = pos.iter().map(|&p| p as usize).collect();
+    for loss in [SvmLoss::Hinge, SvmLoss::SquaredHinge] {
+        let p = LinearSvcParams {
+            bias: false,
+            loss,
+            ..Default::default()
+        };
+        let m = p.fit(x.view(), &y).unwrap();
+        assert!(m.intercept().iter().all(|v| *v == 0.0));
+        assert!(m.coef().iter().all(|v| v.is_finite()));
+        let b = p.fit_binary(x.view(), &pos).unwrap();
+        assert_eq!(b.bias, 0.0);
+        assert!(b.alpha.iter().all(|a| a.is_finite()));
+        // the zero row has y f = 0 < 1: its α is at the bound (C) for the hinge
+        if loss == SvmLoss::Hinge {
+            assert_eq!(b.alpha[0], p.c);
+        }
+    }
+}
+
+#[test]
 fn errors_are_clear() {
     let x = gaussian(6, 3, 0);
     let p = LinearSvcParams::default();
