@@ -263,6 +263,7 @@ fn shared<'a, F: Float>(x: &'a CowArray<'_, F, Ix2>, p: &LinearSvcParams) -> Sha
 /// relative error of about $\sqrt{1024}\,\epsilon_{32} \approx 2\cdot 10^{-6}$),
 /// split by rows of the output over the threads and added to the `f64` sum
 /// in block order, so the result does not depend on the number of threads.
+/// Only the lower triangle is computed ($N^2 D$ multiply-adds), then mirrored.
 /// Extra memory: one (N, [`COL_BLOCK`]) block plus a (256, N) buffer per thread.
 fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
     let (n, d) = x.dim();
@@ -272,22 +273,25 @@ fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
             .slice(ndarray::s![.., b * COL_BLOCK..((b + 1) * COL_BLOCK).min(d)])
             .as_standard_layout()
             .into_owned();
+        // lower triangle only (by 256-row chunks): rows I against columns 0..end(I)
         acc.axis_chunks_iter_mut(Axis(0), 256)
             .into_par_iter()
             .enumerate()
             .for_each(|(c, mut a)| {
-                let xi = xb.slice(ndarray::s![c * 256..c * 256 + a.nrows(), ..]);
-                let mut g = Array2::<F>::zeros(a.dim());
-                gemm(g.view_mut(), false, xi, xb.t(), F::one(), Par::Seq);
-                a.zip_mut_with(&g, |s, v| *s += v.as_f64());
+                let end = c * 256 + a.nrows();
+                let xi = xb.slice(ndarray::s![c * 256..end, ..]);
+                let xj = xb.slice(ndarray::s![..end, ..]);
+                let mut g = Array2::<F>::zeros((a.nrows(), end));
+                gemm(g.view_mut(), false, xi, xj.t(), F::one(), Par::Seq);
+                a.slice_mut(ndarray::s![.., ..end])
+                    .zip_mut_with(&g, |s, v| *s += v.as_f64());
             });
     }
-    // exact symmetry
+    // mirror the lower triangle (the diagonal chunks were computed in full,
+    // their upper parts are overwritten by the same products transposed)
     for i in 0..n {
         for j in 0..i {
-            let v = 0.5 * (acc[[i, j]] + acc[[j, i]]);
-            acc[[i, j]] = v;
-            acc[[j, i]] = v;
+            acc[[j, i]] = acc[[i, j]];
         }
     }
     acc
@@ -842,6 +846,51 @@ impl LinearSvcParams {
         folds: usize,
         seed: u64,
     ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        Ok(self.cv_table(&sh, y, n_classes, grid, folds, seed))
+    }
+
+    /// [`LinearSvcParams::select_c`] then a fit on all of `x` with the best
+    /// C, sharing the data preparation (in Gram mode the Gram matrix is
+    /// computed once). Returns the model, the best C and the CV table.
+    ///
+    /// # Errors
+    /// As [`LinearSvcParams::select_c`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_with_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(LinearSvc<F>, f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
+        let p = LinearSvcParams { c: best, ..*self };
+        let rows: Vec<usize> = (0..x.nrows()).collect();
+        let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
+        let model = LinearSvc {
+            coef: fit.weights(&sh).mapv(F::from_f64_lossy),
+            intercept: fit.b.mapv(F::from_f64_lossy),
+            n_iter: fit.n_iter,
+            converged: fit.converged,
+        };
+        Ok((model, best, table))
+    }
+
+    /// Validates a cross-validation request; returns the number of classes.
+    fn check_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+    ) -> Result<usize, SvmError> {
         let n_classes = self.check_xy(x, y, None)?;
         if grid.is_empty() {
             return Err(SvmError::InvalidCrossValidation(
@@ -859,9 +908,21 @@ impl LinearSvcParams {
                 "folds must be between 2 and the number of samples ({n}), got {folds}"
             )));
         }
+        Ok(n_classes)
+    }
+
+    /// The CV table and the best C (smallest among equal best scores).
+    fn cv_table<F: Float>(
+        &self,
+        sh: &Shared<'_, F>,
+        y: &[usize],
+        n_classes: usize,
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> (f64, Vec<(f64, f64)>) {
+        let n = y.len();
         let fold_of = stratified_folds(y, n_classes, folds, seed);
-        let xs = x.as_standard_layout();
-        let sh = shared(&xs, self);
         let jobs: Vec<(usize, usize)> = (0..grid.len())
             .flat_map(|g| (0..folds).map(move |f| (g, f)))
             .collect();
@@ -874,10 +935,10 @@ impl LinearSvcParams {
                     c: grid[g],
                     ..*self
                 };
-                let fit = fit_ovr(&sh, &train, y, n_classes, &p);
+                let fit = fit_ovr(sh, &train, y, n_classes, &p);
                 let pred: Vec<usize> = test
                     .iter()
-                    .map(|&i| argmax(fit.decision_row(&sh, i).into_iter()))
+                    .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
                     .collect();
                 let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
                 mean_per_class_accuracy(&truth, &pred, n_classes)
@@ -896,7 +957,7 @@ impl LinearSvcParams {
                 best = (c, s);
             }
         }
-        Ok((best.0, table))
+        (best.0, table)
     }
 }
 

@@ -238,6 +238,15 @@ fn select_c_prefers_a_sensible_c() {
     let smallest_best = table.iter().find(|t| t.1 == top).unwrap().0;
     assert_eq!(best, smallest_best);
     assert!(top > 0.6, "cv scores {table:?}");
+    // fit_with_cv = select_c, then fit with the chosen C
+    let (model, best2, table2) = LinearSvcParams::default()
+        .fit_with_cv(x.view(), &y, &grid, 5, 0)
+        .unwrap();
+    assert_eq!((best2, &table2), (best, &table));
+    assert_eq!(
+        model,
+        LinearSvcParams::with_c(best).fit(x.view(), &y).unwrap()
+    );
     // folds > N and bad grids are errors
     assert!(matches!(
         LinearSvcParams::default().select_c(x.view(), &y, &grid, 1000, 0),
@@ -440,4 +449,39 @@ fn gram_and_direct_solvers_agree() {
             assert!((s1 - s2).abs() < 1e-12, "C {c1}: {s1} vs {s2}");
         }
     }
+}
+
+#[test]
+fn gram_solver_across_row_chunks_and_column_blocks() {
+    // N = 600 > 256-row chunks, D = 2100 > two 1024-column blocks.
+    let (x, y) = blobs(200, 3, 2100, 6.0, 31);
+    let base = LinearSvcParams {
+        c: 0.01,
+        tol: 1e-6,
+        max_iter: 100_000,
+        ..Default::default()
+    };
+    let fit = |solver, threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                LinearSvcParams { solver, ..base }
+                    .fit(x.view(), &y)
+                    .unwrap()
+            })
+    };
+    let a = fit(DualSolver::Direct, 2);
+    let b = fit(DualSolver::Gram, 2);
+    assert_eq!(
+        b,
+        fit(DualSolver::Gram, 1),
+        "Gram fit depends on thread count"
+    );
+    let dw = (&a.coef() - &b.coef())
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = a.coef().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(dw < 1e-6 * scale.max(1.0), "Δw {dw} (scale {scale})");
 }
