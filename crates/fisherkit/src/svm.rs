@@ -21,9 +21,16 @@
 //! rank-one updates would drift in `f32`; the passes are memory-bound on the
 //! rows, so the wider accumulator costs nothing measurable).
 //!
+//! Two interchangeable ways to run the steps ([`DualSolver`]): *direct*
+//! keeps $w$ and reads a row of X per step (O(D)); *Gram* caches
+//! $X X^\top$ (N, N) once and keeps the N decision values instead (O(N) per
+//! step, $W$ formed at the end) — the fast choice when N ≤ D, e.g. 1000 Fisher
+//! vectors of 250 000 dimensions, and chosen automatically then.
+//!
 //! Classes are solved in parallel (rayon). The data are never copied per class
 //! or per cross-validation fold: solvers take index lists into the shared
-//! row-major X (a non-row-major X is copied once per call).
+//! row-major X (a non-row-major X is copied once per call), and the Gram
+//! matrix is shared by all classes, folds and C values of a call.
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;

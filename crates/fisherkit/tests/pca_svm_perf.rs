@@ -65,7 +65,11 @@ fn svm_at_fisher_vector_size() {
 #[test]
 #[ignore]
 fn pca_at_descriptor_size() {
-    let (n, d) = (169_000, 1000);
+    let n: usize = std::env::var("PERF_PCA_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(169_000);
+    let d = 1000;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let basis = Array2::from_shape_simple_fn((50, d), || rng.random::<f32>() - 0.5);
     let z = Array2::from_shape_simple_fn((n, 50), || rng.random::<f32>() - 0.5);
