@@ -208,8 +208,8 @@ mod tests {
     ) -> Array3<f32> {
         let (c, h, w) = x.dim();
         let (o, _, kh, kw) = w4.dim();
-        let ho = (h + stride - 1) / stride;
-        let wo = (w + stride - 1) / stride;
+        let ho = h.div_ceil(stride);
+        let wo = w.div_ceil(stride);
         let pad_h = ((ho - 1) * stride + kh).saturating_sub(h);
         let pad_w = ((wo - 1) * stride + kw).saturating_sub(w);
         let (pt, pl) = (pad_h / 2, pad_w / 2);
