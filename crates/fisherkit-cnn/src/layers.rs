@@ -70,19 +70,13 @@ impl Conv {
             .and(&self.bias)
             .for_each(|mut row, &b| row.fill(b));
         if self.kh == 1 && self.kw == 1 && self.stride == 1 {
-            let x2 = x
-                .as_standard_layout()
-                .into_owned()
+            // A view (no copy) when `x` is already row-major, as every layer output is.
+            let xs = x.as_standard_layout();
+            let x2 = xs
+                .view()
                 .into_shape_with_order((c, h * w))
-                .expect("contiguous");
-            gemm(
-                out.view_mut(),
-                true,
-                self.weight.view(),
-                x2.view(),
-                1.0,
-                par,
-            );
+                .expect("standard layout");
+            gemm(out.view_mut(), true, self.weight.view(), x2, 1.0, par);
         } else {
             let cols = self.im2col(x, !matches!(par, Par::Seq));
             gemm(
