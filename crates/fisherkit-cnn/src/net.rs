@@ -14,7 +14,7 @@
 //! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
 //! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
 
-use crate::layers::{max_pool, pool_out, same_geometry, Conv};
+use crate::layers::{bias_rows, max_pool, pool_out, same_geometry, Conv};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
 use rayon::prelude::*;
@@ -83,7 +83,7 @@ impl Fire {
         let (_, h, w) = x.dim();
         let sq = self.squeeze.forward(x, true, par);
         let (e1, e3) = (self.expand1.out_ch(), self.expand3.out_ch());
-        let mut out = Array2::<f32>::zeros((e1 + e3, h * w));
+        let mut out = bias_rows([&self.expand1.bias, &self.expand3.bias], h * w);
         {
             let (a, b) = out.view_mut().split_at(Axis(0), e1);
             self.expand1.forward_into(sq.view(), a, true, par);
@@ -226,8 +226,10 @@ impl SqueezeNet {
         if c != 3 || Self::score_map_size(h, w).is_none() {
             return Err(CnnError::InputShape(input.shape().to_vec()));
         }
-        if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
-            return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
+        if !input.iter().all(|v| v.is_finite()) {
+            if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
+                return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
+            }
         }
         Ok(())
     }
