@@ -296,7 +296,24 @@ pub(crate) fn pool_scores(map: &Array3<f32>) -> Array1<f32> {
 /// $m = \max_l s_l$, the sum in f64. Never takes the log of a rounded probability, so
 /// scores far apart give finite values. `s` has shape (C), C ≥ 1, finite entries.
 pub fn log_softmax(s: ndarray::ArrayView1<'_, f32>) -> Array1<f32> {
-    let m = s.fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let lse = s.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
-    s.mapv(|v| ((v as f64 - m) - lse) as f32)
+    let mut out = s.to_owned();
+    log_softmax_inplace(out.as_slice_mut().expect("owned 1-D array is contiguous"));
+    out
+}
+
+/// [`log_softmax`] in place on a slice.
+fn log_softmax_inplace(s: &mut [f32]) {
+    let m = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    // Terms below e^-80 (relative to the largest term, 1) cannot change an f64 sum >= 1;
+    // skipping them also avoids libm's slow underflow path.
+    let sum: f64 = s
+        .iter()
+        .map(|&v| v - m)
+        .filter(|&d| d > -80.0)
+        .map(|d| d.exp() as f64)
+        .sum();
+    let lse = sum.ln();
+    for v in s.iter_mut() {
+        *v = ((*v - m) as f64 - lse) as f32;
+    }
 }
