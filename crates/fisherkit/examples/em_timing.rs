@@ -2,12 +2,14 @@
 //!
 //!     RAYON_NUM_THREADS=1 cargo run --release -p fisherkit --example em_timing -- [N D K ITERS MODE]
 //!
-//! Defaults: N=100000, D=500, K=256, 3 iterations, f32. MODE `blobs` (default):
+//! (add a 6th argument `em-only` to skip the timings of the model's own
+//! posterior kernel, or `fit` to time a whole `GmmParams::fit` with its
+//! k-means initialisation). Defaults: N=100000, D=500, K=256, 3 iterations, f32. MODE `blobs` (default):
 //! rows drawn around 256 random centres (spread 3) with unit noise; `noise`:
 //! i.i.d. standard normal rows. The model starts from K random rows with unit
 //! variances and uniform weights (no k-means: only the EM iteration is timed).
 
-use fisherkit::gmm::{DiagGmm, VarianceFloor};
+use fisherkit::gmm::{DiagGmm, GmmParams, VarianceFloor};
 use ndarray::{Array1, Array2};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -39,6 +41,36 @@ fn main() {
         let _ = i;
     }
     eprintln!("data {n}x{d} ({mode}) generated in {:.2?}", t.elapsed());
+    if args.get(5).is_some_and(|a| a == "fit") {
+        // the whole fit: k-means++ and k-means initialisation, then EM
+        let t0 = Instant::now();
+        let c0 = cpu_seconds();
+        let mut last = (0.0, 0.0);
+        let fit = GmmParams::<f32>::new(k)
+            .max_iter(iters)
+            .tol(0.0)
+            .fit_with_progress(x.view(), &mut |it| {
+                let now = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+                if it.iter == 0 {
+                    println!(
+                        "initialisation + iteration 0: {:.3} s wall, {:.3} s CPU",
+                        now.0, now.1
+                    );
+                } else {
+                    println!(
+                        "iteration {}: {:.3} s wall, {:.3} s CPU, mean loglik {:.4}",
+                        it.iter,
+                        now.0 - last.0,
+                        now.1 - last.1,
+                        it.log_likelihood
+                    );
+                }
+                last = now;
+            })
+            .unwrap();
+        println!("fit: {} iterations", fit.n_iter);
+        return;
+    }
     let means = Array2::from_shape_fn((k, d), |(a, b)| x[[(a * 7919) % n, b]]);
     let mut g = DiagGmm::new(
         Array1::from_elem(k, 1.0 / k as f32),
@@ -66,7 +98,10 @@ fn main() {
             st.mean_log_likelihood()
         );
     }
-    // breakdown of the posterior kernel, sequentially over chunks
+    if args.get(5).is_some_and(|a| a == "em-only") {
+        return;
+    }
+    // breakdown of the model's own posterior kernel, sequentially over chunks
     {
         use fisherkit::gmm::CHUNK_ROWS;
         use fisherkit::linalg::Par;

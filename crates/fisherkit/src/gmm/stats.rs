@@ -931,3 +931,82 @@ mod exp_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod merge_props {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Statistics of shards, merged in any grouping, equal those of the
+        /// whole, and so does the M-step from them; f32 and f64.
+        #[test]
+        fn shard_statistics_merge_to_the_whole(
+            seed in 0u64..1000,
+            n in 1usize..700,
+            cuts in proptest::collection::vec(0.0f64..1.0, 0..5),
+            shift in -100.0f64..100.0,
+        ) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let d = 1 + (seed % 4) as usize;
+            let x = Array2::from_shape_fn((n, d), |(i, _)| {
+                shift + rng.random::<f64>() + (i % 3) as f64
+            });
+            let k = 3;
+            let means = Array2::from_shape_fn((k, d), |(a, _)| shift + a as f64 + rng.random::<f64>());
+            let vars = Array2::from_shape_fn((k, d), |_| 0.2 + rng.random::<f64>());
+            let g = DiagGmm::new(Array1::from_elem(k, 1.0 / 3.0), means, vars).unwrap();
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| (c * n as f64) as usize).collect();
+            bounds.push(0);
+            bounds.push(n);
+            bounds.sort();
+            bounds.dedup();
+            let whole = g.sufficient_statistics(x.view()).unwrap();
+            let parts: Vec<GmmStats> = bounds
+                .windows(2)
+                .map(|w| g.sufficient_statistics(x.slice(s![w[0]..w[1], ..])).unwrap())
+                .collect();
+            // merge right to left, to vary the grouping
+            let mut merged = parts.last().unwrap().clone();
+            for p in parts.iter().rev().skip(1) {
+                merged.merge(p).unwrap();
+            }
+            let tol = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * (scale + a.abs().max(b.abs()));
+            prop_assert_eq!(merged.n_rows(), n as f64);
+            prop_assert!(tol(merged.log_likelihood(), whole.log_likelihood(), 1.0));
+            for (a, b) in merged.resp_sums().iter().zip(whole.resp_sums()) {
+                prop_assert!(tol(*a, *b, 1.0));
+            }
+            for (a, b) in merged.sum_y().iter().zip(whole.sum_y()) {
+                prop_assert!(tol(*a, *b, n as f64));
+            }
+            for (a, b) in merged.sum_y2().iter().zip(whole.sum_y2()) {
+                prop_assert!(tol(*a, *b, n as f64));
+            }
+            let floor = VarianceFloor::Relative(1e-3);
+            let ga = g.update_from_statistics(&merged, floor).unwrap();
+            let gb = g.update_from_statistics(&whole, floor).unwrap();
+            for (a, b) in ga.means().iter().zip(gb.means()) {
+                prop_assert!(tol(*a, *b, 1.0));
+            }
+            for (a, b) in ga.variances().iter().zip(gb.variances()) {
+                prop_assert!((a - b).abs() <= 1e-6 * b);
+            }
+            // f32: the same merge property at f32 precision
+            let x32 = x.mapv(|v| v as f32);
+            let g32: DiagGmm<f32> = g.cast();
+            let w32 = g32.sufficient_statistics(x32.view()).unwrap();
+            let parts32: Vec<GmmStats> = bounds
+                .windows(2)
+                .map(|w| g32.sufficient_statistics(x32.slice(s![w[0]..w[1], ..])).unwrap())
+                .collect();
+            let m32 = GmmStats::sum(&parts32).unwrap();
+            for (a, b) in m32.sum_y2().iter().zip(w32.sum_y2()) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs().max(b.abs())));
+            }
+        }
+    }
+}
