@@ -465,10 +465,10 @@ const SPARSE_DENSITY_INV: usize = 10;
 /// (−43.7 in `f32`, −354 in `f64`): their posteriors, below $10^{-19}$
 /// (resp. $10^{-154}$) of the largest, are invisible at the type's precision,
 /// and flushing them avoids the slow underflow path of `exp` and denormal
-/// arithmetic. The exponentials use [`exp_nonpositive`], which vectorises
+/// arithmetic. The exponentials use a branch-free polynomial `exp` that vectorises
 /// (the libm call made this step several times slower than the GEMM).
 /// Returns the number of non-zero posteriors. `lp` (n, K), `loglik` (n).
-pub(crate) fn log_joint_to_posteriors_flushed<F: Float>(
+pub fn log_joint_to_posteriors_flushed<F: Float>(
     mut lp: ArrayViewMut2<'_, F>,
     loglik: &mut [f64],
 ) -> usize {
@@ -727,6 +727,58 @@ mod tests {
         }
         close(&st.sum_x(), &sx, 1e-10);
         close(&st.sum_x2(), &sx2, 1e-10);
+    }
+
+    #[test]
+    fn sparse_accumulation_equals_direct_sums() {
+        // clusters 1000 apart: all but one posterior per row flush to 0, so
+        // every chunk takes the sparse path, in f64 and f32
+        let g = DiagGmm::new(
+            array![0.25, 0.25, 0.5],
+            array![[0.0, 0.0], [1000.0, 0.0], [0.0, 1000.0]],
+            array![[1.0, 2.0], [1.0, 1.0], [3.0, 1.0]],
+        )
+        .unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let x = Array2::from_shape_fn((600, 2), |(i, j)| {
+            let c = g.means()[[i % 3, j]];
+            c + rng.random::<f64>() - 0.5
+        });
+        let mut ll = vec![0.0; 600];
+        let mut lj = Array2::zeros((600, 3));
+        g.log_joint_into(
+            x.view(),
+            lj.view_mut(),
+            &mut Array2::zeros((0, 0)),
+            Par::Seq,
+        );
+        let nnz = log_joint_to_posteriors_flushed(lj.view_mut(), &mut ll);
+        assert_eq!(nnz, 600);
+        let st = g.sufficient_statistics(x.view()).unwrap();
+        // direct sums about the same centre (re-adding a far centre would
+        // lose more digits than the statistics themselves)
+        let y = &x - &st.center().insert_axis(Axis(0));
+        let shifted = DiagGmm::new(
+            g.weights().to_owned(),
+            &g.means() - &st.center().insert_axis(Axis(0)),
+            g.variances().to_owned(),
+        )
+        .unwrap();
+        let (nk, sy, sy2, llsum) = direct(&shifted, &y);
+        assert!((st.log_likelihood() - llsum).abs() < 1e-9 * llsum.abs());
+        for (a, b) in st.resp_sums().iter().zip(&nk) {
+            assert!((a - b).abs() < 1e-9);
+        }
+        close(&st.sum_y().to_owned(), &sy, 1e-12);
+        close(&st.sum_y2().to_owned(), &sy2, 1e-12);
+        let st32 = g
+            .cast::<f32>()
+            .sufficient_statistics(x.mapv(|v| v as f32).view())
+            .unwrap();
+        let mut st32 = st32;
+        st32.recenter(st.center()).unwrap();
+        close(&st32.sum_y().to_owned(), &sy, 1e-5);
+        close(&st32.sum_y2().to_owned(), &sy2, 1e-5);
     }
 
     #[test]
