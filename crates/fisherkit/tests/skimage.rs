@@ -56,12 +56,14 @@ fn peers_required() -> bool {
 }
 
 type Case = (DiagGmm<f64>, Vec<Array2<f64>>);
+/// scikit-image's (plain, improved) vectors of one bag.
+type SkFv = (Vec<f64>, Vec<f64>);
 
 /// scikit-image's (plain, improved) Fisher vectors of every bag of every case,
 /// in one python3 run; `None` (after printing why) if python3, numpy,
 /// scikit-learn or scikit-image is missing — a panic instead with
 /// `FISHERKIT_REQUIRE_PEERS=1`.
-fn skimage_fv(cases: &[Case]) -> Option<Vec<Vec<(Vec<f64>, Vec<f64>)>>> {
+fn skimage_fv(cases: &[Case]) -> Option<Vec<Vec<SkFv>>> {
     let mut input = String::new();
     let mut push = |v: &mut dyn Iterator<Item = f64>| {
         for x in v {
