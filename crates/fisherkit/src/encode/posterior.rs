@@ -4,7 +4,7 @@
 //! Shared by the Fisher vector and (soft-assignment) VLAD encoders.
 
 use crate::float::Float;
-use ndarray::ArrayView2;
+use ndarray::{ArrayView2, ArrayViewMut2};
 
 /// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
 /// 8 independent lanes so that it vectorises.
@@ -63,6 +63,30 @@ impl<F: Float> SparsePosteriors<F> {
     /// form overflows) is hard-assigned to that entry, or to component 0 if
     /// no entry is a number. NaN entries are dropped.
     pub fn fill_from_log_joint(&mut self, lp: ArrayView2<'_, F>, assign: Assign) {
+        self.fill(
+            lp.rows()
+                .into_iter()
+                .map(|r| r.to_slice().expect("standard layout")),
+            assign,
+        );
+    }
+
+    /// As [`Self::fill_from_log_joint`] for the log-joints `lp + bias` (bias
+    /// (K) added to every row of `lp` (n, K) in place first).
+    pub fn fill_from_scores(&mut self, mut lp: ArrayViewMut2<'_, F>, bias: &[F], assign: Assign) {
+        for mut r in lp.rows_mut() {
+            let r = r.as_slice_mut().expect("standard layout");
+            r.iter_mut().zip(bias).for_each(|(v, &b)| *v += b);
+        }
+        self.fill(
+            lp.rows()
+                .into_iter()
+                .map(|r| r.to_slice().expect("standard layout")),
+            assign,
+        );
+    }
+
+    fn fill<'a>(&mut self, rows: impl Iterator<Item = &'a [F]>, assign: Assign) {
         self.start.clear();
         self.comp.clear();
         self.q.clear();
@@ -70,8 +94,7 @@ impl<F: Float> SparsePosteriors<F> {
         // exp(t) for t below this is subnormal or 0 in F: treated as exactly 0.
         let cutoff = F::min_positive_value().ln();
         let mut buf: Vec<(u32, F)> = Vec::new();
-        for row in lp.rows() {
-            let row = row.to_slice().expect("log-joints are standard layout");
+        for row in rows {
             let m = row_max(row);
             if assign == Assign::Hard || !m.is_finite() {
                 // First arg-max; component 0 if no entry is finite.
