@@ -297,6 +297,9 @@ struct Workspace<F> {
     /// Dense chunks: (K, 2D) $Q^\top [y^2, y]$, and their $\sum_i q_{ik}$ (K).
     raw: Array2<F>,
     nkd: Vec<f64>,
+    /// Sparse pairs grouped by component (see `group_by_component`).
+    by_start: Vec<usize>,
+    by_pairs: Vec<(u32, F)>,
 }
 
 impl<F: Float> FisherVector<F> {
@@ -333,6 +336,8 @@ impl<F: Float> FisherVector<F> {
             nk,
             raw,
             nkd,
+            by_start,
+            by_pairs,
         } = ws;
 
         for xc in x.axis_chunks_iter(Axis(0), rows) {
@@ -343,9 +348,11 @@ impl<F: Float> FisherVector<F> {
                 let yr = yr.as_slice_mut().expect("standard layout");
                 let (sq, lin) = yr.split_at_mut(d);
                 let xr = xr.to_slice().expect("standard layout");
-                for (((sq, lin), &x), &c) in sq.iter_mut().zip(lin).zip(xr).zip(center) {
-                    let y = x - c;
-                    *lin = y;
+                // Two simple loops: each vectorises.
+                for ((lin, &x), &c) in lin.iter_mut().zip(xr).zip(center) {
+                    *lin = x - c;
+                }
+                for (sq, &y) in sq.iter_mut().zip(&*lin) {
                     *sq = y * y;
                 }
             }
@@ -366,24 +373,32 @@ impl<F: Float> FisherVector<F> {
                     Accumulation::Dense => false,
                 };
             if use_sparse {
-                for (i, xr) in xc.outer_iter().enumerate() {
-                    let xr = xr.to_slice().expect("standard layout");
-                    for j in sp.start[i]..sp.start[i + 1] {
-                        let kk = sp.comp[j] as usize;
-                        let q = sp.q[j];
+                // Component by component, so that μ_k, 1/σ_k and the output
+                // rows stay in cache while the bag rows stream past.
+                sp.group_by_component(k, by_start, by_pairs);
+                let xs = xc.to_slice().expect("standard layout");
+                for kk in 0..k {
+                    let group = &by_pairs[by_start[kk]..by_start[kk + 1]];
+                    if group.is_empty() {
+                        continue;
+                    }
+                    let r = kk * d..(kk + 1) * d;
+                    let (mu, is) = (&means[r.clone()], &inv_sigma[r.clone()]);
+                    let mut u = if self.has_mean {
+                        Some(&mut mean_blk[r.clone()])
+                    } else {
+                        None
+                    };
+                    let mut uu = if self.has_var {
+                        Some(&mut var_blk[r.clone()])
+                    } else {
+                        None
+                    };
+                    for &(i, q) in group {
                         nk[kk] += q.as_f64();
-                        let r = kk * d..(kk + 1) * d;
-                        let u = if self.has_mean {
-                            Some(&mut mean_blk[r.clone()])
-                        } else {
-                            None
-                        };
-                        let uu = if self.has_var {
-                            Some(&mut var_blk[r.clone()])
-                        } else {
-                            None
-                        };
-                        axpy_z(q, xr, &means[r.clone()], &inv_sigma[r], u, uu);
+                        let i = i as usize;
+                        let xr = &xs[i * d..(i + 1) * d];
+                        axpy_z(q, xr, mu, is, u.as_deref_mut(), uu.as_deref_mut());
                     }
                 }
             } else {
