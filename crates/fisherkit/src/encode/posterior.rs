@@ -129,12 +129,19 @@ impl<F: Float> SparsePosteriors<F> {
             }
             buf.clear();
             let mut sum = 0.0f64;
-            for (k, &v) in row.iter().enumerate() {
-                let t = v - m;
-                if t >= cutoff {
-                    let e = t.exp();
-                    sum += e.as_f64();
-                    buf.push((k as u32, e));
+            // Blocks of 8 entries all far below the maximum are skipped with
+            // one vectorised test (the loose bound only pre-filters).
+            let loose = m + cutoff - F::one();
+            for (b, blk) in row.chunks(8).enumerate() {
+                if blk.iter().fold(false, |a, &v| a | (v >= loose)) {
+                    for (j, &v) in blk.iter().enumerate() {
+                        let t = v - m;
+                        if t >= cutoff {
+                            let e = t.exp();
+                            sum += e.as_f64();
+                            buf.push(((8 * b + j) as u32, e));
+                        }
+                    }
                 }
             }
             let inv = 1.0 / sum;
