@@ -1,0 +1,3 @@
+//! The `fisherkit` command-line tool (work in progress).
+
+fn main() {}
