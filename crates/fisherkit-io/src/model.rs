@@ -496,14 +496,16 @@ fn get_tensor<'a>(
     };
     match dtype {
         None => *dtype = Some((dt, name)),
-        Some((first, first_name)) if *first != dt => return Err(IoError::model(
-            path,
-            format!(
+        Some((first, first_name)) if *first != dt => {
+            return Err(IoError::model(
+                path,
+                format!(
                 "tensor `{name}` is {} but `{first_name}` is {}; all tensors must have one dtype",
                 st_dtype(dt),
                 st_dtype(*first)
             ),
-        )),
+            ))
+        }
         Some(_) => {}
     }
     Ok(RawTensor { name, view })
