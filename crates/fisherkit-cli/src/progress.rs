@@ -40,6 +40,7 @@ impl Ui {
     }
 
     /// A spinner for work of unknown length.
+    #[allow(dead_code)] // used once k-means is wired
     pub fn spinner(&self, msg: &str) -> ProgressBar {
         let bar = ProgressBar::with_draw_target(None, self.target());
         bar.set_style(

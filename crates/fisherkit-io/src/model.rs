@@ -26,7 +26,7 @@ use fisherkit::Float;
 use ndarray::{Array1, Array2, Array3, ArrayD, IxDyn};
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -311,29 +311,55 @@ fn to_le_bytes<'a, F: Element>(values: impl Iterator<Item = &'a F>) -> Vec<u8> {
 
 /// Serialises named tensors (shape, little-endian bytes) with metadata and
 /// writes them atomically.
+///
+/// The safetensors layout is written here rather than by
+/// `safetensors::serialize` so that the file is byte-for-byte deterministic
+/// (that function emits the metadata from a `HashMap`, in random order): an
+/// 8-byte little-endian header length, the JSON header with sorted keys
+/// (`__metadata__`, then each tensor's `dtype`, `shape`, `data_offsets`),
+/// padded with spaces to a multiple of 8 bytes, then the tensors' data
+/// back to back in the order of their names.
 fn write_safetensors<F: Element>(
     path: &Path,
     kind: &str,
-    tensors: Vec<(&str, Vec<usize>, Vec<u8>)>,
+    mut tensors: Vec<(&str, Vec<usize>, Vec<u8>)>,
     extra: &BTreeMap<String, String>,
 ) -> Result<()> {
-    let mut meta: HashMap<String, String> =
-        extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut meta = extra.clone();
     meta.insert("kind".into(), kind.into());
     meta.insert("format_version".into(), FORMAT_VERSION.into());
     meta.insert("fisherkit_version".into(), env!("CARGO_PKG_VERSION").into());
     meta.insert("dtype".into(), F::DTYPE.numpy_name().into());
-    let views = tensors
-        .iter()
-        .map(|(name, shape, data)| {
-            TensorView::new(st_dtype(F::DTYPE), shape.clone(), data)
-                .map(|v| (name.to_string(), v))
-                .map_err(|e| IoError::model(path, format!("tensor `{name}`: {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::serialize(views, Some(meta))
-        .map_err(|e| IoError::model(path, format!("cannot serialise the model: {e}")))?;
-    write_atomically(path, |w| w.write_all(&bytes))
+    tensors.sort_by(|a, b| a.0.cmp(b.0));
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), serde_json::json!(meta));
+    let mut offset = 0usize;
+    for (name, shape, data) in &tensors {
+        debug_assert_eq!(
+            shape.iter().product::<usize>() * F::DTYPE.size(),
+            data.len()
+        );
+        header.insert(
+            name.to_string(),
+            serde_json::json!({
+                "dtype": st_dtype(F::DTYPE).to_string(),
+                "shape": shape,
+                "data_offsets": [offset, offset + data.len()],
+            }),
+        );
+        offset += data.len();
+    }
+    let mut json = serde_json::to_vec(&serde_json::Value::Object(header))
+        .map_err(|e| IoError::model(path, format!("cannot serialise the header: {e}")))?;
+    json.resize(json.len().div_ceil(8) * 8, b' ');
+    write_atomically(path, |w| {
+        w.write_all(&(json.len() as u64).to_le_bytes())?;
+        w.write_all(&json)?;
+        for (_, _, data) in &tensors {
+            w.write_all(data)?;
+        }
+        Ok(())
+    })
 }
 
 /// Writes a diagonal GMM as a `kind = gmm` safetensors file, atomically.

@@ -496,3 +496,32 @@ fn foreign_and_truncated_files_are_refused() {
     assert!(matches!(e, IoError::Os { .. }), "{e:?}");
     assert!(e.to_string().contains("missing.safetensors"), "{e}");
 }
+
+#[test]
+fn model_files_are_byte_for_byte_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = DiagGmm::new(
+        array![0.5f32, 0.5],
+        array![[0.0f32, 1.0], [2.0, 3.0]],
+        array![[1.0f32, 2.0], [3.0, 4.0]],
+    )
+    .unwrap();
+    let mut extra = BTreeMap::new();
+    for i in 0..20 {
+        extra.insert(format!("key{i}"), format!("value{i}"));
+    }
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_gmm(&a, &g, &extra).unwrap();
+    write_gmm(&b, &g, &extra).unwrap();
+    let bytes = std::fs::read(&a).unwrap();
+    assert_eq!(bytes, std::fs::read(&b).unwrap());
+    // The header is 8-byte aligned JSON that the safetensors crate accepts.
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    assert_eq!(n % 8, 0);
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    assert_eq!(header["__metadata__"]["kind"], "gmm");
+    assert_eq!(header["means"]["dtype"], "F32");
+    assert_eq!(header["means"]["shape"], serde_json::json!([2, 2]));
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(st.len(), 3);
+}

@@ -69,7 +69,7 @@ impl Options {
 /// What `--model` holds.
 enum Loaded {
     /// A safetensors model file.
-    Model(Model),
+    Model(Box<Model>),
     /// k-means centroids (K, D) from an `.npy` file (VLAD only).
     Centroids(Matrix),
 }
@@ -99,7 +99,7 @@ fn load_model(path: &Path, encoder: EncoderArg) -> Result<Loaded, CliError> {
         }
         return Ok(Loaded::Centroids(c));
     }
-    Ok(Loaded::Model(read_model(path)?))
+    Ok(Loaded::Model(Box::new(read_model(path)?)))
 }
 
 fn check_centroids<F: fisherkit::Float>(path: &Path, c: ArrayView2<'_, F>) -> Result<(), CliError> {
@@ -196,16 +196,18 @@ fn build_encoder<F: Element>(
         &opts.parts,
     );
     match model {
-        Loaded::Model(Model::Gmm(g)) => {
-            let _gmm = gmm_as::<F>(model_path, g)?;
-            Err(CliError::other("the GMM encoders are not wired yet"))
-        }
         Loaded::Centroids(_) => Err(CliError::other("VLAD is not wired yet")),
-        // MFA models: wired when `fisherkit::mfa` lands.
-        Loaded::Model(Model::Mfa(_)) => Err(CliError::other(format!(
-            "{}: MFA models are not supported yet by `fisherkit encode`",
-            model_path.display()
-        ))),
+        Loaded::Model(m) => match &**m {
+            Model::Gmm(g) => {
+                let _gmm = gmm_as::<F>(model_path, g)?;
+                Err(CliError::other("the GMM encoders are not wired yet"))
+            }
+            // MFA models: wired when `fisherkit::mfa` lands.
+            Model::Mfa(_) => Err(CliError::other(format!(
+                "{}: MFA models are not supported yet by `fisherkit encode`",
+                model_path.display()
+            ))),
+        },
     }
 }
 
