@@ -54,31 +54,40 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum GmmCommand {
     /// Fit a diagonal GMM by EM and save it as a safetensors model file.
-    #[command(after_help = "\
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
 Examples:
   fisherkit gmm fit --input X.npy --components 64 --output gmm.safetensors
   fisherkit gmm fit --input X.npy --components 256 --seed 3 --n-init 4 --max-iter 200 \\
       --variance-floor-absolute 1e-4 --output gmm.safetensors
 
-The model is computed in the dtype of X (float32 or float64) and saved in it.")]
+The model is computed in the dtype of X (float32 or float64) and saved in it."
+    )]
     Fit(GmmFitArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum KmeansCommand {
     /// Run k-means (k-means++ seeding, Lloyd iterations) and save the centroids (K, D) as .npy.
-    #[command(after_help = "\
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
 Example:
-  fisherkit kmeans fit --input X.npy --clusters 64 --seed 0 --output centroids.npy")]
+  fisherkit kmeans fit --input X.npy --clusters 64 --seed 0 --output centroids.npy"
+    )]
     Fit(KmeansFitArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum MfaCommand {
     /// Fit a mixture of factor analysers by EM and save it as a safetensors model file.
-    #[command(after_help = "\
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
 Example:
-  fisherkit mfa fit --input X.npy --components 50 --factors 10 --output mfa.safetensors")]
+  fisherkit mfa fit --input X.npy --components 50 --factors 10 --output mfa.safetensors"
+    )]
     Fit(MfaFitArgs),
 }
 
@@ -94,7 +103,7 @@ pub enum InitArg {
 #[derive(Debug, Args)]
 pub struct GmmFitArgs {
     /// Training descriptors, an (N, D) float32/float64 .npy file.
-    #[arg(long, value_name = "X.npy")]
+    #[arg(long, short, value_name = "X.npy")]
     pub input: PathBuf,
     /// Number of mixture components K.
     #[arg(long, short = 'k', value_name = "K")]
@@ -128,7 +137,7 @@ pub struct GmmFitArgs {
 #[derive(Debug, Args)]
 pub struct KmeansFitArgs {
     /// Training descriptors, an (N, D) float32/float64 .npy file.
-    #[arg(long, value_name = "X.npy")]
+    #[arg(long, short, value_name = "X.npy")]
     pub input: PathBuf,
     /// Number of clusters K.
     #[arg(long, short = 'k', value_name = "K")]
@@ -159,7 +168,7 @@ pub enum PsiArg {
 #[derive(Debug, Args)]
 pub struct MfaFitArgs {
     /// Training descriptors, an (N, D) float32/float64 .npy file.
-    #[arg(long, value_name = "X.npy")]
+    #[arg(long, short, value_name = "X.npy")]
     pub input: PathBuf,
     /// Number of components K.
     #[arg(long, short = 'k', value_name = "K")]
@@ -197,7 +206,9 @@ pub enum EncoderArg {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "\
+#[command(
+    allow_negative_numbers = true,
+    after_help = "\
 Examples:
   fisherkit encode --model gmm.safetensors --input bag.npy --output fv.npy       # (1, dim)
   fisherkit encode --model gmm.safetensors --input bags.npz --output fv.npy      # (n_bags, dim)
@@ -208,7 +219,8 @@ Examples:
 The Fisher vector blocks come in the order prior, mean, var, each
 component-major (VLFeat's layout); --power 1 --no-l2 gives the raw gradient.
 Rows of the output follow the order of the arrays in the .npz archive.
-The computation runs in the dtype of the bags; the model is converted to it.")]
+The computation runs in the dtype of the bags; the model is converted to it."
+)]
 pub struct EncodeArgs {
     /// Model file: a GMM (.safetensors); for VLAD also k-means centroids (.npy).
     #[arg(long, short, value_name = "M.safetensors")]

@@ -8,6 +8,9 @@
 use crate::atomic::write_atomically;
 use crate::error::{IoError, Result};
 use crate::npy::{read_header, read_matrix_data, Dtype, Element, Matrix, NPY_MAGIC, ZIP_MAGIC};
+
+/// The end-of-central-directory signature that starts an empty zip archive.
+const ZIP_EMPTY_MAGIC: &[u8; 4] = b"PK\x05\x06";
 use ndarray::{Array2, ArrayView2};
 use ndarray_npy::NpzWriter;
 use std::fs::File;
@@ -207,7 +210,7 @@ pub fn file_kind(path: impl AsRef<Path>) -> Result<FileKind> {
     }
     Ok(if n == 6 && &head == NPY_MAGIC {
         FileKind::Npy
-    } else if n >= 4 && &head[..4] == ZIP_MAGIC {
+    } else if n >= 4 && (&head[..4] == ZIP_MAGIC || &head[..4] == ZIP_EMPTY_MAGIC) {
         FileKind::Npz
     } else {
         FileKind::Unknown

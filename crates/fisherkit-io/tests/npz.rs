@@ -177,6 +177,14 @@ fn empty_and_broken_archives_are_refused() {
     let m = err_of(&[]);
     assert!(m.contains("holds no arrays"), "{m}");
     let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.npz");
+    write_npz::<f32>(&empty, &[], false).unwrap();
+    assert_eq!(file_kind(&empty).unwrap(), FileKind::Npz);
+    let e = read_bags(&empty).unwrap_err().to_string();
+    assert!(
+        e.contains("empty.npz: the .npz archive holds no arrays"),
+        "{e}"
+    );
     let p = dir.path().join("cut.npz");
     let views = [("a", bag(50, 8, 0.0)), ("b", bag(50, 8, 1.0))];
     let v: Vec<_> = views.iter().map(|(n, b)| (*n, b.view())).collect();
