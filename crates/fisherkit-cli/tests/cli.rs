@@ -618,7 +618,7 @@ fn encode_vlad_with_kmeans_centroids() {
     .assert()
     .success();
     // Reference: nearest centroid, residual sums, global L2.
-    let mut v = vec![0.0; 12];
+    let mut v = [0.0; 12];
     for r in bag.rows() {
         let k = (0..3)
             .min_by(|&a, &b| {
