@@ -3,6 +3,15 @@
 //! Every encoder (Fisher vector, VLAD, MFA Fisher score) implements
 //! [`Encoder`]; batches of bags are encoded in parallel with rayon.
 
+mod fisher;
+mod posterior;
+mod vlad;
+
+pub use fisher::{
+    parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart, VLFEAT_SKIP,
+};
+pub use vlad::{Vlad, VladParams};
+
 use crate::data::DataError;
 use crate::float::Float;
 use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut1, Axis};

@@ -3,9 +3,16 @@
 //! $p(x) = \sum_k w_k \, \mathcal N(x; \mu_k, \operatorname{diag} \sigma_k^2)$.
 //! [`DiagGmm`] holds the parameters and computes posteriors and
 //! log-likelihoods in log space with one GEMM per chunk of rows.
+//! [`GmmParams`] fits a mixture by EM; [`GmmStats`] are the mergeable E-step
+//! sums behind it (streaming and distributed EM).
 
 mod error;
+mod fit;
 mod model;
+pub(crate) mod reduce;
+mod stats;
 
 pub use error::GmmError;
+pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 pub use model::{DiagGmm, CHUNK_ROWS};
+pub use stats::{GmmStats, VarianceFloor, STARVED_FRACTION};

@@ -163,6 +163,13 @@ impl<F: Float> DiagGmm<F> {
         self.variances.view()
     }
 
+    /// Reference point $c = \sum_k w_k \mu_k$ (D) of the GEMM form, rounded
+    /// to `F`. [`DiagGmm::log_joint_into`] leaves $[y^2, y]$, $y = x - c$, in
+    /// its scratch (n, 2D); the EM statistics reuse it.
+    pub fn center(&self) -> ArrayView1<'_, F> {
+        self.center.view()
+    }
+
     /// Consumes the model, returning `(weights, means, variances)`.
     pub fn into_parts(self) -> (Array1<F>, Array2<F>, Array2<F>) {
         (self.weights, self.means, self.variances)

@@ -1,0 +1,764 @@
+//! The Fisher vector of a diagonal GMM (MATH.md §2), VLFeat's
+//! `vl_fisher_encode` layout, with scikit-image's optional prior block.
+
+use super::posterior::{Assign, SparsePosteriors};
+use super::{EncodeError, Encoder};
+use crate::float::Float;
+use crate::gmm::{DiagGmm, CHUNK_ROWS};
+use crate::linalg::{gemm, Par};
+use crate::normalize::Normalization;
+use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
+use std::fmt;
+
+/// VLFeat's thresholds: components with $w_k < 10^{-6}$ and posteriors
+/// $q_{ik} < 10^{-6}$ are skipped when [`FisherVectorParams::vlfeat_skips`] is set.
+pub const VLFEAT_SKIP: f64 = 1e-6;
+
+/// A chunk whose non-zero posteriors exceed `n·K / DENSE_FRACTION` is
+/// accumulated with two GEMMs instead of the sparse loop (the GEMM runs about
+/// this many times faster per multiply-add than the scattered row updates).
+const DENSE_FRACTION: usize = 12;
+
+/// One block of the Fisher vector. Blocks are always laid out in the order
+/// prior, mean, var, whatever the order they are requested in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FvPart {
+    /// $d_{\pi,k} = (\frac1N\sum_i q_{ik} - w_k)/\sqrt{w_k}$, length K.
+    Prior,
+    /// $u_{kd}$, length K·D (component-major).
+    Mean,
+    /// $v_{kd}$, length K·D (component-major).
+    Var,
+}
+
+impl FvPart {
+    /// All parts, in layout order.
+    pub const ALL: [FvPart; 3] = [FvPart::Prior, FvPart::Mean, FvPart::Var];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FvPart::Prior => "prior",
+            FvPart::Mean => "mean",
+            FvPart::Var => "var",
+        }
+    }
+}
+
+impl fmt::Display for FvPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses a comma-separated list of parts (`"prior,mean,var"`, case- and
+/// space-insensitive). Unknown, empty or repeated parts are errors.
+pub fn parse_fv_parts(s: &str) -> Result<Vec<FvPart>, EncodeError> {
+    let mut parts = Vec::new();
+    for tok in s.split(',') {
+        let t = tok.trim().to_ascii_lowercase();
+        let part = FvPart::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == t)
+            .ok_or_else(|| {
+                EncodeError::InvalidOption(format!(
+                    "unknown Fisher vector part `{}`; valid parts are prior, mean, var",
+                    tok.trim()
+                ))
+            })?;
+        parts.push(part);
+    }
+    check_parts(&parts)?;
+    Ok(parts)
+}
+
+fn check_parts(parts: &[FvPart]) -> Result<(), EncodeError> {
+    if parts.is_empty() {
+        return Err(EncodeError::InvalidOption(
+            "no Fisher vector part selected; choose among prior, mean, var".into(),
+        ));
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if parts[..i].contains(p) {
+            return Err(EncodeError::InvalidOption(format!(
+                "Fisher vector part `{p}` is given twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Options of [`FisherVector`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FisherVectorParams {
+    /// Blocks to output (non-empty, no duplicates); default `[Mean, Var]`.
+    pub parts: Vec<FvPart>,
+    /// Post-processing; default signed square root then L2 (the improved FV).
+    pub normalization: Normalization,
+    /// Hard assignment: $q_{ik} = 1$ for the arg-max component (VLFeat's `FAST`).
+    pub fast: bool,
+    /// VLFeat 0.9.21's skips: components with $w_k < 10^{-6}$ leave the
+    /// mixture (log-weight $-\infty$: zero blocks, excluded from the other
+    /// posteriors' normalisation) and posteriors $q_{ik} < 10^{-6}$ are dropped
+    /// without renormalising. Default `false`: exact posteriors, as scikit-image.
+    pub vlfeat_skips: bool,
+}
+
+impl Default for FisherVectorParams {
+    fn default() -> Self {
+        Self {
+            parts: vec![FvPart::Mean, FvPart::Var],
+            normalization: Normalization::default(),
+            fast: false,
+            vlfeat_skips: false,
+        }
+    }
+}
+
+/// Fisher vector encoder of a diagonal GMM with K components in D dimensions.
+///
+/// For a bag $x_1 \dots x_N$ (N, D), with posteriors $q_{ik}$ (computed in log
+/// space) and $z_{ikd} = (x_{id} - \mu_{kd})/\sigma_{kd}$:
+/// $$u_{kd} = \frac{1}{N\sqrt{w_k}} \sum_i q_{ik} z_{ikd}, \qquad
+///   v_{kd} = \frac{1}{N\sqrt{2 w_k}} \sum_i q_{ik} (z_{ikd}^2 - 1),$$
+/// $$d_{\pi,k} = \frac{\frac1N \sum_i q_{ik} - w_k}{\sqrt{w_k}}.$$
+/// Output: the selected blocks in the order $[d_\pi]$ (K), $[u_1 \dots u_K]$
+/// (K·D), $[v_1 \dots v_K]$ (K·D), then [`Normalization::apply`]. With power 1
+/// and no L2 the mean and var blocks equal VLFeat's un-normalised
+/// `vl_fisher_encode`; scikit-image's variance block is $-v$.
+///
+/// These are the gradients of $\frac1N\sum_i \log p(x_i)$ scaled by the
+/// diagonal Fisher information: $u_{kd} = \frac{\sigma_{kd}}{\sqrt{w_k}}
+/// \partial_{\mu_{kd}}$, $v_{kd} = \frac{2\sigma^2_{kd}}{\sqrt{2 w_k}}
+/// \partial_{\sigma^2_{kd}}$.
+#[derive(Debug, Clone)]
+pub struct FisherVector<F: Float> {
+    gmm: DiagGmm<F>,
+    params: FisherVectorParams,
+    /// $1/\sigma_{kd}$, (K, D).
+    inv_sigma: Array2<F>,
+    /// Components used (false: skipped, prior < 1e-6 with `vlfeat_skips`).
+    active: Vec<bool>,
+    any_inactive: bool,
+    /// Reference point of the dense accumulation (the mixture mean), (D).
+    center: Array1<F>,
+    has_prior: bool,
+    has_mean: bool,
+    has_var: bool,
+    path: Accumulation,
+}
+
+/// How the sums $\sum_i q_{ik} z_{ikd}$, $\sum_i q_{ik} z^2_{ikd}$ are accumulated
+/// (a performance knob; every path computes the same vector up to rounding).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accumulation {
+    /// Per chunk of rows: sparse when few posteriors are non-zero, else GEMM.
+    Auto,
+    /// Always the loop over non-zero $(i, k)$ pairs.
+    Sparse,
+    /// Always the GEMMs $Q^\top [y^2, y]$.
+    Dense,
+}
+
+impl<F: Float> FisherVector<F> {
+    /// Builds the encoder, validating `params` (parts non-empty and distinct,
+    /// power finite and > 0). The GMM is cloned.
+    pub fn new(gmm: &DiagGmm<F>, params: FisherVectorParams) -> Result<Self, EncodeError> {
+        check_parts(&params.parts)?;
+        params
+            .normalization
+            .validate()
+            .map_err(EncodeError::InvalidOption)?;
+        let inv_sigma = gmm.variances().mapv(|v| F::one() / v.sqrt());
+        let active: Vec<bool> = gmm
+            .weights()
+            .iter()
+            .map(|w| !(params.vlfeat_skips && w.as_f64() < VLFEAT_SKIP))
+            .collect();
+        let any_inactive = active.contains(&false);
+        let mut center = Array1::<f64>::zeros(gmm.dim());
+        for (w, m) in gmm.weights().iter().zip(gmm.means().outer_iter()) {
+            let w = w.as_f64();
+            Zip::from(&mut center)
+                .and(&m)
+                .for_each(|c, m| *c += w * m.as_f64());
+        }
+        let has = |p| params.parts.contains(&p);
+        Ok(Self {
+            gmm: gmm.clone(),
+            inv_sigma,
+            active,
+            any_inactive,
+            center: center.mapv(F::from_f64_lossy),
+            has_prior: has(FvPart::Prior),
+            has_mean: has(FvPart::Mean),
+            has_var: has(FvPart::Var),
+            params,
+            path: Accumulation::Auto,
+        })
+    }
+
+    /// Forces an accumulation path (for tests and benchmarks).
+    #[doc(hidden)]
+    pub fn with_accumulation(mut self, path: Accumulation) -> Self {
+        self.path = path;
+        self
+    }
+
+    /// The mixture the encoder was built from.
+    pub fn gmm(&self) -> &DiagGmm<F> {
+        &self.gmm
+    }
+
+    /// The encoder's options.
+    pub fn params(&self) -> &FisherVectorParams {
+        &self.params
+    }
+
+    fn assign(&self) -> Assign {
+        if self.params.fast {
+            Assign::Hard
+        } else if self.params.vlfeat_skips {
+            Assign::SoftSkip(VLFEAT_SKIP)
+        } else {
+            Assign::Soft
+        }
+    }
+}
+
+/// $u \mathrel{+}= q z$ and/or $uu \mathrel{+}= q z^2$ with $z = (x - \mu)\,s$;
+/// all slices of length D.
+#[inline]
+fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: Option<&mut [F]>, uu: Option<&mut [F]>) {
+    match (u, uu) {
+        (Some(u), Some(uu)) => {
+            for ((((u, uu), &x), &m), &s) in u.iter_mut().zip(uu).zip(x).zip(mu).zip(is) {
+                let z = (x - m) * s;
+                let qz = q * z;
+                *u += qz;
+                *uu += qz * z;
+            }
+        }
+        (Some(u), None) => {
+            for (((u, &x), &m), &s) in u.iter_mut().zip(x).zip(mu).zip(is) {
+                *u += q * ((x - m) * s);
+            }
+        }
+        (None, Some(uu)) => {
+            for (((uu, &x), &m), &s) in uu.iter_mut().zip(x).zip(mu).zip(is) {
+                let z = (x - m) * s;
+                *uu += q * z * z;
+            }
+        }
+        (None, None) => {}
+    }
+}
+
+impl<F: Float> FisherVector<F> {
+    /// The un-normalised blocks into `out` (contiguous, `output_dim()`).
+    fn encode_raw(&self, x: ArrayView2<'_, F>, out: &mut [F]) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        let n = x.nrows();
+        out.fill(F::zero());
+        let (prior_blk, rest) = out.split_at_mut(if self.has_prior { k } else { 0 });
+        let (mean_blk, var_blk) = rest.split_at_mut(if self.has_mean { k * d } else { 0 });
+        let need_z = self.has_mean || self.has_var;
+        let assign = self.assign();
+        let means = self.gmm.means();
+        let means = means.as_slice().expect("model arrays are standard layout");
+        let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
+
+        let rows = n.min(CHUNK_ROWS);
+        let mut lp_buf = Array2::<F>::zeros((rows, k));
+        let mut scratch = Array2::<F>::zeros((0, 0));
+        let mut sparse = SparsePosteriors::default();
+        // Σ_i q_ik over all rows.
+        let mut nk = vec![0.0f64; k];
+        // Dense chunks: (K, 2D) Qᵀ [y², y] with y = x − c, and their Σ q.
+        let mut raw: Option<(Array2<F>, Vec<f64>)> = None;
+
+        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+            let nc = xc.nrows();
+            let mut lp = lp_buf.slice_mut(s![..nc, ..]);
+            self.gmm
+                .log_joint_into(xc, lp.view_mut(), &mut scratch, Par::Seq);
+            if self.any_inactive {
+                // VLFeat gives such components log-weight −∞: out of the
+                // posteriors and of their normalisation.
+                for (mut col, &a) in lp.columns_mut().into_iter().zip(&self.active) {
+                    if !a {
+                        col.fill(F::neg_infinity());
+                    }
+                }
+            }
+            sparse.fill_from_log_joint(lp.view(), assign);
+            let sp = &sparse;
+            let use_sparse = !need_z
+                || match self.path {
+                    Accumulation::Auto => sp.nnz() * DENSE_FRACTION <= nc * k,
+                    Accumulation::Sparse => true,
+                    Accumulation::Dense => false,
+                };
+            if use_sparse {
+                for (i, xr) in xc.outer_iter().enumerate() {
+                    let xr = xr.to_slice().expect("standard layout");
+                    for j in sp.start[i]..sp.start[i + 1] {
+                        let kk = sp.comp[j] as usize;
+                        let q = sp.q[j];
+                        nk[kk] += q.as_f64();
+                        let r = kk * d..(kk + 1) * d;
+                        let u = if self.has_mean {
+                            Some(&mut mean_blk[r.clone()])
+                        } else {
+                            None
+                        };
+                        let uu = if self.has_var {
+                            Some(&mut var_blk[r.clone()])
+                        } else {
+                            None
+                        };
+                        axpy_z(q, xr, &means[r.clone()], &inv_sigma[r], u, uu);
+                    }
+                }
+            } else {
+                let (raw, nkd) =
+                    raw.get_or_insert_with(|| (Array2::zeros((k, 2 * d)), vec![0.0; k]));
+                lp.fill(F::zero());
+                for i in 0..nc {
+                    for j in sp.start[i]..sp.start[i + 1] {
+                        let kk = sp.comp[j] as usize;
+                        lp[[i, kk]] = sp.q[j];
+                        nkd[kk] += sp.q[j].as_f64();
+                    }
+                }
+                if scratch.dim() != (nc, 2 * d) {
+                    scratch = Array2::zeros((nc, 2 * d));
+                }
+                for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
+                    let (mut sq, mut lin) = yr.view_mut().split_at(Axis(0), d);
+                    Zip::from(&mut sq)
+                        .and(&mut lin)
+                        .and(&xr)
+                        .and(&self.center)
+                        .for_each(|sq, lin, &x, &c| {
+                            let y = x - c;
+                            *lin = y;
+                            *sq = y * y;
+                        });
+                }
+                gemm(
+                    raw.view_mut(),
+                    true,
+                    lp.t(),
+                    scratch.view(),
+                    F::one(),
+                    Par::Seq,
+                );
+            }
+        }
+
+        // Dense sums → Σ q z and Σ q z² (in f64: the expansion cancels).
+        if let Some((raw, nkd)) = &raw {
+            for (a, b) in nk.iter_mut().zip(nkd) {
+                *a += b;
+            }
+            for kk in 0..k {
+                let nq = nkd[kk];
+                for dd in 0..d {
+                    let is = inv_sigma[kk * d + dd].as_f64();
+                    let mu = means[kk * d + dd].as_f64() - self.center[dd].as_f64();
+                    let r2 = raw[[kk, dd]].as_f64();
+                    let r1 = raw[[kk, d + dd]].as_f64();
+                    if self.has_mean {
+                        let u = &mut mean_blk[kk * d + dd];
+                        *u = F::from_f64_lossy(u.as_f64() + (r1 - nq * mu) * is);
+                    }
+                    if self.has_var {
+                        let v = &mut var_blk[kk * d + dd];
+                        let s2 = (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
+                        *v = F::from_f64_lossy(v.as_f64() + s2);
+                    }
+                }
+            }
+        }
+
+        // Fisher-information scaling.
+        let inv_n = 1.0 / n as f64;
+        let weights = self.gmm.weights();
+        for kk in 0..k {
+            let wk = weights[kk].as_f64();
+            if self.has_prior && self.active[kk] {
+                prior_blk[kk] = F::from_f64_lossy((nk[kk] * inv_n - wk) / wk.sqrt());
+            }
+            if self.has_mean {
+                let su = F::from_f64_lossy(inv_n / wk.sqrt());
+                mean_blk[kk * d..(kk + 1) * d]
+                    .iter_mut()
+                    .for_each(|u| *u *= su);
+            }
+            if self.has_var {
+                let sv = F::from_f64_lossy(inv_n / (2.0 * wk).sqrt());
+                let nq = F::from_f64_lossy(nk[kk]);
+                var_blk[kk * d..(kk + 1) * d]
+                    .iter_mut()
+                    .for_each(|v| *v = (*v - nq) * sv);
+            }
+        }
+    }
+}
+
+impl<F: Float> Encoder<F> for FisherVector<F> {
+    fn input_dim(&self) -> usize {
+        self.gmm.dim()
+    }
+
+    fn output_dim(&self) -> usize {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        usize::from(self.has_prior) * k
+            + usize::from(self.has_mean) * k * d
+            + usize::from(self.has_var) * k * d
+    }
+
+    fn encode_unchecked(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
+        let x = bag.as_standard_layout();
+        match out.as_slice_mut() {
+            Some(o) => self.encode_raw(x.view(), o),
+            None => {
+                let mut tmp = vec![F::zero(); out.len()];
+                self.encode_raw(x.view(), &mut tmp);
+                out.iter_mut().zip(tmp).for_each(|(o, t)| *o = t);
+            }
+        }
+        self.params.normalization.apply(out.view_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::DataError;
+    use ndarray::{array, Array1, Array2};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// log w_k N(x; mu_k, var_k) straight from the formula, f64.
+    fn log_joint(w: &[f64], mu: &Array2<f64>, var: &Array2<f64>, x: &[f64]) -> Vec<f64> {
+        (0..w.len())
+            .map(|k| {
+                let mut acc = 0.0;
+                for (d, &xd) in x.iter().enumerate() {
+                    let v = var[[k, d]];
+                    let z = xd - mu[[k, d]];
+                    acc += (2.0 * std::f64::consts::PI * v).ln() + z * z / v;
+                }
+                w[k].ln() - 0.5 * acc
+            })
+            .collect()
+    }
+
+    fn lse(v: &[f64]) -> f64 {
+        let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        m + v.iter().map(|a| (a - m).exp()).sum::<f64>().ln()
+    }
+
+    /// Mean log-likelihood of the bag.
+    fn mean_ll(w: &[f64], mu: &Array2<f64>, var: &Array2<f64>, x: &Array2<f64>) -> f64 {
+        x.outer_iter()
+            .map(|r| lse(&log_joint(w, mu, var, r.as_slice().unwrap())))
+            .sum::<f64>()
+            / x.nrows() as f64
+    }
+
+    /// [prior, mean, var] straight from MATH.md §2 with naive loops.
+    fn naive_fv(g: &DiagGmm<f64>, x: &Array2<f64>, hard: bool) -> Vec<f64> {
+        let (k, d) = (g.n_components(), g.dim());
+        let w = g.weights().to_vec();
+        let mu = g.means().to_owned();
+        let var = g.variances().to_owned();
+        let n = x.nrows() as f64;
+        let mut prior = vec![0.0; k];
+        let mut u = vec![0.0; k * d];
+        let mut v = vec![0.0; k * d];
+        for r in x.outer_iter() {
+            let lj = log_joint(&w, &mu, &var, r.as_slice().unwrap());
+            let l = lse(&lj);
+            let arg = (0..k).fold(0, |a, j| if lj[j] > lj[a] { j } else { a });
+            for kk in 0..k {
+                let q = if hard {
+                    f64::from(u8::from(kk == arg))
+                } else {
+                    (lj[kk] - l).exp()
+                };
+                prior[kk] += q;
+                for dd in 0..d {
+                    let z = (r[dd] - mu[[kk, dd]]) / var[[kk, dd]].sqrt();
+                    u[kk * d + dd] += q * z;
+                    v[kk * d + dd] += q * (z * z - 1.0);
+                }
+            }
+        }
+        for kk in 0..k {
+            prior[kk] = (prior[kk] / n - w[kk]) / w[kk].sqrt();
+            for dd in 0..d {
+                u[kk * d + dd] /= n * w[kk].sqrt();
+                v[kk * d + dd] /= n * (2.0 * w[kk]).sqrt();
+            }
+        }
+        [prior, u, v].concat()
+    }
+
+    fn random_gmm(rng: &mut ChaCha8Rng, k: usize, d: usize, spread: f64) -> DiagGmm<f64> {
+        let mut w: Vec<f64> = (0..k).map(|_| rng.random_range(0.2..1.0)).collect();
+        let s: f64 = w.iter().sum();
+        w.iter_mut().for_each(|v| *v /= s);
+        let mu = Array2::from_shape_fn((k, d), |_| rng.random_range(-spread..spread));
+        let var = Array2::from_shape_fn((k, d), |_| rng.random_range(0.3..2.0));
+        DiagGmm::new(Array1::from(w), mu, var).unwrap()
+    }
+
+    fn random_bag(rng: &mut ChaCha8Rng, n: usize, d: usize, spread: f64) -> Array2<f64> {
+        Array2::from_shape_fn((n, d), |_| rng.random_range(-spread..spread))
+    }
+
+    fn raw_params(parts: Vec<FvPart>, fast: bool) -> FisherVectorParams {
+        FisherVectorParams {
+            parts,
+            normalization: Normalization::NONE,
+            fast,
+            vlfeat_skips: false,
+        }
+    }
+
+    fn assert_close(a: &[f64], b: &[f64], tol: f64) {
+        assert_eq!(a.len(), b.len());
+        let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * scale,
+                "entry {i}: {x} vs {y} (scale {scale})"
+            );
+        }
+    }
+
+    #[test]
+    fn hand_sized_case_matches_formula_on_every_path() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        // Overlapping components (dense posteriors) and separated ones (sparse);
+        // more rows than CHUNK_ROWS so several chunks are summed.
+        for (spread, n) in [(0.5, 7), (6.0, 300), (2.0, 600)] {
+            let g = random_gmm(&mut rng, 4, 3, spread);
+            let x = random_bag(&mut rng, n, 3, spread + 1.0);
+            for fast in [false, true] {
+                let want = naive_fv(&g, &x, fast);
+                for path in [
+                    Accumulation::Auto,
+                    Accumulation::Sparse,
+                    Accumulation::Dense,
+                ] {
+                    let fv = FisherVector::new(&g, raw_params(FvPart::ALL.to_vec(), fast))
+                        .unwrap()
+                        .with_accumulation(path);
+                    let got = fv.encode(x.view()).unwrap();
+                    assert_eq!(got.len(), fv.output_dim());
+                    assert_close(got.as_slice().unwrap(), &want, 1e-10);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parts_select_blocks_in_layout_order() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let g = random_gmm(&mut rng, 3, 2, 1.0);
+        let x = random_bag(&mut rng, 20, 2, 2.0);
+        let full = naive_fv(&g, &x, false);
+        let (k, kd) = (3, 6);
+        for (parts, want) in [
+            (vec![FvPart::Var, FvPart::Mean], full[k..].to_vec()),
+            (vec![FvPart::Mean], full[k..k + kd].to_vec()),
+            (vec![FvPart::Var], full[k + kd..].to_vec()),
+            (vec![FvPart::Prior], full[..k].to_vec()),
+            (
+                vec![FvPart::Var, FvPart::Prior],
+                [&full[..k], &full[k + kd..]].concat(),
+            ),
+        ] {
+            let fv = FisherVector::new(&g, raw_params(parts, false)).unwrap();
+            let got = fv.encode(x.view()).unwrap();
+            assert_close(got.as_slice().unwrap(), &want, 1e-10);
+        }
+    }
+
+    #[test]
+    fn blocks_are_scaled_gradients_of_mean_log_likelihood() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (k, d) = (3, 4);
+        let g = random_gmm(&mut rng, k, d, 1.5);
+        let x = random_bag(&mut rng, 40, d, 2.5);
+        let fv = FisherVector::new(&g, raw_params(FvPart::ALL.to_vec(), false)).unwrap();
+        let got = fv.encode(x.view()).unwrap();
+        let w = g.weights().to_vec();
+        let mu = g.means().to_owned();
+        let var = g.variances().to_owned();
+        let h = 1e-5;
+        let mut fd = Vec::new();
+        // prior: softmax parametrisation w = softmax(alpha), alpha = ln w.
+        for kk in 0..k {
+            let f = |e: f64| {
+                let a: Vec<f64> = (0..k)
+                    .map(|j| w[j].ln() + if j == kk { e } else { 0.0 })
+                    .collect();
+                let z = lse(&a);
+                let ww: Vec<f64> = a.iter().map(|v| (v - z).exp()).collect();
+                mean_ll(&ww, &mu, &var, &x)
+            };
+            fd.push((f(h) - f(-h)) / (2.0 * h) / w[kk].sqrt());
+        }
+        for kk in 0..k {
+            for dd in 0..d {
+                let mut p = mu.clone();
+                p[[kk, dd]] += h;
+                let mut m = mu.clone();
+                m[[kk, dd]] -= h;
+                let grad = (mean_ll(&w, &p, &var, &x) - mean_ll(&w, &m, &var, &x)) / (2.0 * h);
+                fd.push(var[[kk, dd]].sqrt() / w[kk].sqrt() * grad);
+            }
+        }
+        for kk in 0..k {
+            for dd in 0..d {
+                let mut p = var.clone();
+                p[[kk, dd]] += h;
+                let mut m = var.clone();
+                m[[kk, dd]] -= h;
+                let grad = (mean_ll(&w, &mu, &p, &x) - mean_ll(&w, &mu, &m, &x)) / (2.0 * h);
+                fd.push(2.0 * var[[kk, dd]] / (2.0 * w[kk]).sqrt() * grad);
+            }
+        }
+        for (i, (a, b)) in got.iter().zip(&fd).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1e-3),
+                "entry {i}: encoder {a} vs finite difference {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn f32_matches_f64() {
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let g = random_gmm(&mut rng, 5, 6, 2.0);
+        let x = random_bag(&mut rng, 50, 6, 3.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        for path in [Accumulation::Sparse, Accumulation::Dense] {
+            let p = FisherVectorParams::default();
+            let a = FisherVector::new(&g, p.clone())
+                .unwrap()
+                .encode(x.view())
+                .unwrap();
+            let b = FisherVector::new(&g32, p)
+                .unwrap()
+                .with_accumulation(path)
+                .encode(x32.view())
+                .unwrap();
+            let b: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+            assert_close(&b, a.as_slice().unwrap(), 1e-4);
+        }
+    }
+
+    #[test]
+    fn bad_options_and_bags_are_errors() {
+        let g = DiagGmm::new(array![1.0], array![[0.0, 0.0]], array![[1.0, 1.0]]).unwrap();
+        let msg = |p: FisherVectorParams| FisherVector::new(&g, p).unwrap_err().to_string();
+        assert!(msg(raw_params(vec![], false)).contains("no Fisher vector part"));
+        assert!(msg(raw_params(vec![FvPart::Mean, FvPart::Mean], false))
+            .contains("`mean` is given twice"));
+        let mut p = FisherVectorParams::default();
+        p.normalization.power = 0.0;
+        assert!(msg(p).contains("power"));
+
+        let fv = FisherVector::new(&g, FisherVectorParams::default()).unwrap();
+        let e = fv.encode(Array2::<f64>::zeros((0, 2)).view()).unwrap_err();
+        assert!(matches!(
+            e,
+            EncodeError::Bag {
+                index: 0,
+                source: DataError::Empty { .. }
+            }
+        ));
+        let e = fv.encode(array![[1.0, 2.0, 3.0]].view()).unwrap_err();
+        assert!(e.to_string().contains("3 columns"), "{e}");
+        let e = fv
+            .encode(array![[1.0, 2.0], [0.0, f64::NAN]].view())
+            .unwrap_err();
+        assert!(e.to_string().contains("row 1"), "{e}");
+        let bags = [array![[1.0, 2.0]], array![[1.0]]];
+        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
+        let e = fv.encode_batch(&views).unwrap_err();
+        assert!(matches!(e, EncodeError::Bag { index: 1, .. }), "{e}");
+    }
+
+    #[test]
+    fn parse_parts() {
+        assert_eq!(
+            parse_fv_parts("prior, Mean,var").unwrap(),
+            vec![FvPart::Prior, FvPart::Mean, FvPart::Var]
+        );
+        let e = parse_fv_parts("mean,sigma").unwrap_err().to_string();
+        assert!(
+            e.contains("`sigma`") && e.contains("prior, mean, var"),
+            "{e}"
+        );
+        assert!(parse_fv_parts("var,var")
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+        assert!(parse_fv_parts("").is_err());
+    }
+
+    #[test]
+    fn vlfeat_skips_drop_small_priors_and_posteriors() {
+        // Component 1 has a prior below 1e-6: with skips it leaves the mixture
+        // (VLFeat's log-weight −∞), so component 0 takes every posterior 1.
+        let w0: f64 = 1.0 - 5e-7;
+        let g = DiagGmm::new(array![w0, 5e-7], array![[0.0], [0.5]], array![[1.0], [1.0]]).unwrap();
+        let x = array![[0.3], [0.6], [-1.0]];
+        let mut p = raw_params(vec![FvPart::Mean, FvPart::Var], false);
+        p.vlfeat_skips = true;
+        let got = FisherVector::new(&g, p.clone())
+            .unwrap()
+            .encode(x.view())
+            .unwrap();
+        let (u0, v0) = x
+            .iter()
+            .fold((0.0, 0.0), |(u, v), &z| (u + z, v + z * z - 1.0));
+        let want = [
+            u0 / (3.0 * w0.sqrt()),
+            0.0,
+            v0 / (3.0 * (2.0 * w0).sqrt()),
+            0.0,
+        ];
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-12, "{got} vs {want:?}");
+        }
+        // Posterior skip: at x = 0 component 1 (mean 6) has q ≈ 1.5e-8 < 1e-6,
+        // dropped without renormalising; at x = 3 both have q = 1/2.
+        let g = DiagGmm::new(array![0.5, 0.5], array![[0.0], [6.0]], array![[1.0], [1.0]]).unwrap();
+        let x = array![[0.0], [3.0]];
+        let got = FisherVector::new(&g, p).unwrap().encode(x.view()).unwrap();
+        let q10 = 1.0 / (1.0 + 18f64.exp());
+        assert!(q10 < 1e-6 && q10 > 1e-9);
+        let s = 1.0 / (2.0 * 0.5f64.sqrt());
+        let t = 1.0 / (2.0 * 1f64.sqrt());
+        let want = [
+            0.5 * 3.0 * s,
+            0.5 * -3.0 * s,
+            (-(1.0 - q10) + 0.5 * 8.0) * t,
+            0.5 * 8.0 * t,
+        ];
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-12, "{got} vs {want:?}");
+        }
+    }
+}

@@ -1,0 +1,565 @@
+//! Fitting a diagonal GMM by expectation-maximisation.
+
+use super::model::DiagGmm;
+use super::stats::{data_mean_var, m_step, GmmStats, VarianceFloor};
+use super::GmmError;
+use crate::data::check_matrix;
+use crate::float::Float;
+use crate::kmeans::{kmeans_plus_plus, KMeansError, KMeansParams};
+use ndarray::{Array1, Array2, ArrayView2};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// How EM is initialised.
+// `Given` is large, but one `GmmInit` lives per fit: boxing would only burden callers.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum GmmInit<F: Float> {
+    /// k-means (k-means++ seeding, `kmeans_max_iter` Lloyd updates), then one
+    /// M-step from the hard assignments. The default.
+    KMeans,
+    /// k-means++ seeds as means, the global per-dimension data variance
+    /// (floored) for every component, uniform weights.
+    Random,
+    /// Start from this model (then `n_init` is ignored: one run).
+    Given(DiagGmm<F>),
+}
+
+/// Progress report of one EM iteration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmIteration {
+    /// Index of the restart (0-based).
+    pub restart: usize,
+    /// Index of the iteration within the restart (0-based).
+    pub iter: usize,
+    /// Mean log-likelihood per row of the parameters entering this iteration.
+    pub log_likelihood: f64,
+    /// $|\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, 1)$ (infinite at iteration 0).
+    pub rel_change: f64,
+    /// Number of starved components re-seeded by this iteration's M-step.
+    pub reseeded: usize,
+}
+
+/// A fitted mixture and the trace of its EM run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GmmFit<F: Float> {
+    /// The model after the last M-step.
+    pub model: DiagGmm<F>,
+    /// Mean log-likelihood per row, one per iteration, of the parameters
+    /// entering that iteration (as scikit-learn's `lower_bound_`); the
+    /// returned model's own log-likelihood is at least the last entry.
+    pub log_likelihood: Vec<f64>,
+    /// Number of EM iterations run (E-step + M-step each).
+    pub n_iter: usize,
+    /// Whether the relative change fell below `tol` before `max_iter`.
+    pub converged: bool,
+}
+
+/// Hyper-parameters of diagonal-GMM EM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GmmParams<F: Float> {
+    n_components: usize,
+    max_iter: usize,
+    tol: f64,
+    n_init: usize,
+    seed: u64,
+    init: GmmInit<F>,
+    variance_floor: VarianceFloor,
+    kmeans_max_iter: usize,
+}
+
+impl<F: Float> GmmParams<F> {
+    /// K components; `max_iter` 100, `tol` 1e-6, `n_init` 1, `seed` 0,
+    /// `init` [`GmmInit::KMeans`], `variance_floor` `Relative(1e-3)`,
+    /// `kmeans_max_iter` 20.
+    pub fn new(n_components: usize) -> Self {
+        Self {
+            n_components,
+            max_iter: 100,
+            tol: 1e-6,
+            n_init: 1,
+            seed: 0,
+            init: GmmInit::KMeans,
+            variance_floor: VarianceFloor::default(),
+            kmeans_max_iter: 20,
+        }
+    }
+
+    /// Maximum number of EM iterations per restart (≥ 1).
+    pub fn max_iter(mut self, v: usize) -> Self {
+        self.max_iter = v;
+        self
+    }
+
+    /// Stop when the relative change of the log-likelihood (see
+    /// [`EmIteration::rel_change`]) is below `tol` (≥ 0; 0 runs `max_iter`).
+    pub fn tol(mut self, v: f64) -> Self {
+        self.tol = v;
+        self
+    }
+
+    /// Number of restarts; the best final log-likelihood wins (≥ 1).
+    pub fn n_init(mut self, v: usize) -> Self {
+        self.n_init = v;
+        self
+    }
+
+    /// Seed of every random choice (restart r uses stream r of ChaCha8).
+    pub fn seed(mut self, v: u64) -> Self {
+        self.seed = v;
+        self
+    }
+
+    /// Initialisation.
+    pub fn init(mut self, v: GmmInit<F>) -> Self {
+        self.init = v;
+        self
+    }
+
+    /// Variance floor of the M-step.
+    pub fn variance_floor(mut self, v: VarianceFloor) -> Self {
+        self.variance_floor = v;
+        self
+    }
+
+    /// Lloyd updates of the k-means initialisation (≥ 1).
+    pub fn kmeans_max_iter(mut self, v: usize) -> Self {
+        self.kmeans_max_iter = v;
+        self
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.n_components
+    }
+
+    fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
+        let bad = |name, reason: String| Err(GmmError::InvalidHyperParameter { name, reason });
+        if self.n_components == 0 {
+            return bad("n_components", "must be at least 1, got 0".into());
+        }
+        if self.max_iter == 0 {
+            return bad("max_iter", "must be at least 1, got 0".into());
+        }
+        if !(self.tol >= 0.0 && self.tol.is_finite()) {
+            return bad("tol", format!("must be finite and >= 0, got {}", self.tol));
+        }
+        if self.n_init == 0 {
+            return bad("n_init", "must be at least 1, got 0".into());
+        }
+        if self.kmeans_max_iter == 0 {
+            return bad("kmeans_max_iter", "must be at least 1, got 0".into());
+        }
+        self.variance_floor.validate()?;
+        check_matrix(x, None, "training data")?;
+        if self.n_components > x.nrows() {
+            return Err(GmmError::TooFewRows {
+                n_rows: x.nrows(),
+                n_components: self.n_components,
+            });
+        }
+        if let GmmInit::Given(m) = &self.init {
+            if m.n_components() != self.n_components || m.dim() != x.ncols() {
+                return Err(GmmError::InvalidHyperParameter {
+                    name: "init",
+                    reason: format!(
+                        "the given model has {} components in dimension {}, expected {} components in dimension {}",
+                        m.n_components(),
+                        m.dim(),
+                        self.n_components,
+                        x.ncols()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Fits the mixture to the rows of `x` (N, D) by EM.
+    ///
+    /// Each iteration: E-step sums ([`DiagGmm::sufficient_statistics`]),
+    /// M-step ([`DiagGmm::update_from_statistics`]). Stops when the relative
+    /// change of the mean log-likelihood is below `tol` (and nothing was
+    /// re-seeded), or after `max_iter` iterations. With `n_init` > 1 the run
+    /// with the highest final log-likelihood is kept (first on ties).
+    ///
+    /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0, a floor
+    /// ≤ 0, a given model of the wrong shape, an empty matrix or a
+    /// non-finite value (its row and column are named).
+    pub fn fit(&self, x: ArrayView2<'_, F>) -> Result<GmmFit<F>, GmmError> {
+        self.fit_with_progress(x, &mut |_| {})
+    }
+
+    /// [`GmmParams::fit`], calling `on_iter` after every iteration.
+    pub fn fit_with_progress(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut dyn FnMut(&EmIteration),
+    ) -> Result<GmmFit<F>, GmmError> {
+        self.validate(x)?;
+        let n_init = match self.init {
+            GmmInit::Given(_) => 1,
+            _ => self.n_init,
+        };
+        let mut best: Option<GmmFit<F>> = None;
+        for r in 0..n_init {
+            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+            rng.set_stream(r as u64);
+            let init = self.initial_model(x, &mut rng)?;
+            let fit = self.run_em(x, init, r, on_iter)?;
+            let last = |f: &GmmFit<F>| *f.log_likelihood.last().expect("max_iter >= 1");
+            if best.as_ref().is_none_or(|b| last(&fit) > last(b)) {
+                best = Some(fit);
+            }
+        }
+        Ok(best.expect("n_init >= 1"))
+    }
+
+    /// The starting model of one restart.
+    pub(crate) fn initial_model(
+        &self,
+        x: ArrayView2<'_, F>,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<DiagGmm<F>, GmmError> {
+        let k = self.n_components;
+        match &self.init {
+            GmmInit::Given(m) => Ok(m.clone()),
+            GmmInit::KMeans => {
+                let km = KMeansParams::new(k)
+                    .max_iter(self.kmeans_max_iter)
+                    .seed(rng.next_u64())
+                    .fit(x)
+                    .map_err(kmeans_error)?;
+                let (mean, _) = data_mean_var(x);
+                let st = GmmStats::from_labels(x, km.labels(), k, mean);
+                Ok(m_step(&st, self.variance_floor)?.model)
+            }
+            GmmInit::Random => {
+                let means = kmeans_plus_plus(x, k, rng).map_err(kmeans_error)?;
+                let (_, var) = data_mean_var(x);
+                let min_var = F::min_positive_value().as_f64().sqrt();
+                let fl = self.variance_floor.per_dim(&var);
+                let v: Array1<F> = ndarray::Zip::from(&var)
+                    .and(&fl)
+                    .map_collect(|&v, &f| F::from_f64_lossy(v.max(f).max(min_var)));
+                let variances = Array2::from_shape_fn((k, x.ncols()), |(_, d)| v[d]);
+                let weights = Array1::from_elem(k, F::from_f64_lossy(1.0 / k as f64));
+                Ok(DiagGmm::from_valid(weights, means, variances))
+            }
+        }
+    }
+
+    fn run_em(
+        &self,
+        x: ArrayView2<'_, F>,
+        mut model: DiagGmm<F>,
+        restart: usize,
+        on_iter: &mut dyn FnMut(&EmIteration),
+    ) -> Result<GmmFit<F>, GmmError> {
+        let mut lls: Vec<f64> = Vec::with_capacity(self.max_iter);
+        let mut converged = false;
+        for iter in 0..self.max_iter {
+            let st = model.statistics_unchecked(x);
+            let ll = st.mean_log_likelihood();
+            let m = m_step(&st, self.variance_floor)?;
+            model = m.model;
+            let rel_change = match lls.last() {
+                Some(&prev) => (ll - prev).abs() / prev.abs().max(1.0),
+                None => f64::INFINITY,
+            };
+            lls.push(ll);
+            on_iter(&EmIteration {
+                restart,
+                iter,
+                log_likelihood: ll,
+                rel_change,
+                reseeded: m.reseeded,
+            });
+            if rel_change < self.tol && m.reseeded == 0 {
+                converged = true;
+                break;
+            }
+        }
+        Ok(GmmFit {
+            model,
+            n_iter: lls.len(),
+            log_likelihood: lls,
+            converged,
+        })
+    }
+}
+
+fn kmeans_error(e: KMeansError) -> GmmError {
+    match e {
+        KMeansError::Data(d) => GmmError::Data(d),
+        other => GmmError::InvalidHyperParameter {
+            name: "init",
+            reason: format!("k-means initialisation failed: {other}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{array, Axis};
+    use rand::Rng;
+    use rand_distr::{Distribution, StandardNormal};
+
+    /// A planted mixture: K components in D dims, weights `w`, means 8 apart
+    /// per axis on average, standard deviations in [0.5, 1.5].
+    fn planted(
+        n: usize,
+        w: &[f64],
+        d: usize,
+        seed: u64,
+    ) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
+        let k = w.len();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let means = Array2::from_shape_fn((k, d), |_| {
+            let z: f64 = StandardNormal.sample(&mut rng);
+            8.0 * z
+        });
+        let sd = Array2::from_shape_fn((k, d), |_| 0.5 + rng.random::<f64>());
+        let mut x = Array2::zeros((n, d));
+        for i in 0..n {
+            let u: f64 = rng.random();
+            let mut c = 0;
+            let mut acc = w[0];
+            while u > acc && c + 1 < k {
+                c += 1;
+                acc += w[c];
+            }
+            for j in 0..d {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                x[[i, j]] = means[[c, j]] + sd[[c, j]] * z;
+            }
+        }
+        (x, means, sd.mapv(|s| s * s))
+    }
+
+    fn uniform(n: usize, d: usize, seed: u64) -> Array2<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Array2::from_shape_fn((n, d), |_| rng.random::<f64>())
+    }
+
+    #[test]
+    fn planted_mixture_is_recovered() {
+        let w = [0.1, 0.2, 0.3, 0.4];
+        let (x, means, vars) = planted(4000, &w, 8, 1);
+        let fit = GmmParams::new(4).seed(3).fit(x.view()).unwrap();
+        assert!(fit.converged);
+        let g = &fit.model;
+        for t in 0..4 {
+            // match by nearest mean
+            let k = (0..4)
+                .min_by(|&a, &b| {
+                    let da: f64 = (&g.means().row(a) - &means.row(t)).mapv(|v| v * v).sum();
+                    let db: f64 = (&g.means().row(b) - &means.row(t)).mapv(|v| v * v).sum();
+                    da.total_cmp(&db)
+                })
+                .unwrap();
+            assert!((g.weights()[k] - w[t]).abs() < 0.03, "weight {t}");
+            for j in 0..8 {
+                assert!(
+                    (g.means()[[k, j]] - means[[t, j]]).abs() < 0.25,
+                    "mean {t} {j}"
+                );
+                assert!(
+                    (g.variances()[[k, j]] / vars[[t, j]] - 1.0).abs() < 0.35,
+                    "var {t} {j}"
+                );
+            }
+        }
+    }
+
+    fn check_monotone<F: Float>(x: ArrayView2<F>, init: GmmInit<F>, slack: f64) {
+        let fit = GmmParams::new(6)
+            .init(init)
+            .max_iter(30)
+            .tol(0.0)
+            .fit(x)
+            .unwrap();
+        assert_eq!(fit.n_iter, 30);
+        for (t, w) in fit.log_likelihood.windows(2).enumerate() {
+            assert!(
+                w[1] >= w[0] - slack * w[0].abs().max(1.0),
+                "{} iteration {t}: {} -> {}",
+                F::NAME,
+                w[0],
+                w[1]
+            );
+        }
+        let first = fit.log_likelihood[0];
+        assert!(*fit.log_likelihood.last().unwrap() > first);
+    }
+
+    #[test]
+    fn log_likelihood_never_decreases() {
+        let x = uniform(1500, 5, 2);
+        check_monotone(x.view(), GmmInit::KMeans, 1e-10);
+        check_monotone(x.view(), GmmInit::Random, 1e-10);
+        let x32 = x.mapv(|v| v as f32);
+        // f32 posteriors and GEMMs: rounding of order 1e-7 per row
+        check_monotone(x32.view(), GmmInit::KMeans, 1e-6);
+        check_monotone(x32.view(), GmmInit::Random, 1e-6);
+    }
+
+    #[test]
+    fn f32_and_f64_fits_agree() {
+        let (x, _, _) = planted(3000, &[0.3, 0.3, 0.4], 6, 5);
+        let x = x.mapv(|v| v + 50.0);
+        let f64fit = GmmParams::new(3)
+            .max_iter(15)
+            .tol(0.0)
+            .fit(x.view())
+            .unwrap();
+        let x32 = x.mapv(|v| v as f32);
+        let f32fit = GmmParams::new(3)
+            .max_iter(15)
+            .tol(0.0)
+            .fit(x32.view())
+            .unwrap();
+        for (a, b) in f64fit.log_likelihood.iter().zip(&f32fit.log_likelihood) {
+            assert!((a - b).abs() < 1e-5 * a.abs(), "{a} vs {b}");
+        }
+        let (g, h) = (&f64fit.model, &f32fit.model);
+        for (a, b) in g.means().iter().zip(h.means()) {
+            assert!((a - *b as f64).abs() < 1e-4 * (1.0 + a.abs()));
+        }
+        for (a, b) in g.variances().iter().zip(h.variances()) {
+            assert!((a - *b as f64).abs() < 1e-3 * a);
+        }
+    }
+
+    #[test]
+    fn em_step_equals_update_from_statistics() {
+        let x = uniform(800, 3, 6);
+        let init: DiagGmm<f64> = GmmParams::new(4)
+            .initial_model(x.view(), &mut ChaCha8Rng::seed_from_u64(1))
+            .unwrap();
+        let fit = GmmParams::new(4)
+            .init(GmmInit::Given(init.clone()))
+            .max_iter(1)
+            .fit(x.view())
+            .unwrap();
+        let st = init.sufficient_statistics(x.view()).unwrap();
+        let by_hand = init
+            .update_from_statistics(&st, VarianceFloor::default())
+            .unwrap();
+        assert_eq!(fit.model, by_hand);
+        assert_eq!(fit.log_likelihood, vec![init.score(x.view()).unwrap()]);
+    }
+
+    #[test]
+    fn same_seed_same_model_for_any_thread_count() {
+        let x = uniform(3000, 4, 7).mapv(|v| v as f32);
+        let run = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+                .install(|| {
+                    GmmParams::new(5)
+                        .n_init(2)
+                        .max_iter(10)
+                        .fit(x.view())
+                        .unwrap()
+                })
+        };
+        let a = run(1);
+        assert_eq!(a, run(3));
+        let other = GmmParams::new(5)
+            .n_init(2)
+            .max_iter(10)
+            .seed(1)
+            .fit(x.view())
+            .unwrap();
+        assert_ne!(a.model, other.model);
+    }
+
+    #[test]
+    fn progress_reports_every_iteration() {
+        let x = uniform(300, 2, 8);
+        let mut seen = Vec::new();
+        let fit = GmmParams::new(3)
+            .n_init(2)
+            .max_iter(5)
+            .tol(0.0)
+            .fit_with_progress(x.view(), &mut |it| seen.push(*it))
+            .unwrap();
+        assert_eq!(seen.len(), 10);
+        assert_eq!((seen[7].restart, seen[7].iter), (1, 2));
+        assert!(seen[0].rel_change.is_infinite());
+        assert_eq!(fit.n_iter, 5);
+    }
+
+    #[test]
+    fn degenerate_data_give_finite_models() {
+        // duplicated points, a constant column, fewer distinct points than components
+        let x: Array2<f64> = array![
+            [1.0, 7.0, 0.0],
+            [1.0, 7.0, 0.0],
+            [2.0, 7.0, 1.0],
+            [2.0, 7.0, 1.0],
+            [2.0, 7.0, 1.0],
+            [1.0, 7.0, 0.0]
+        ];
+        for init in [GmmInit::KMeans, GmmInit::Random] {
+            for k in 1..=5 {
+                let fit = GmmParams::new(k).init(init.clone()).fit(x.view()).unwrap();
+                let g = &fit.model;
+                assert!(fit.log_likelihood.iter().all(|v| v.is_finite()));
+                assert!(g.weights().iter().all(|v| v.is_finite() && *v > 0.0));
+                assert!(g.means().iter().all(|v| v.is_finite()));
+                assert!(g.variances().iter().all(|v| v.is_finite() && *v > 0.0));
+                assert!((g.weights().sum() - 1.0).abs() < 1e-12);
+                // the constant column's mean is exact
+                assert!(g.means().column(1).iter().all(|&m| (m - 7.0).abs() < 1e-12));
+                assert!(g.score(x.view()).unwrap().is_finite());
+            }
+        }
+        // all rows identical
+        let same = Array2::from_elem((4, 2), 3.0f32);
+        let fit = GmmParams::new(2).fit(same.view()).unwrap();
+        assert!(fit
+            .model
+            .variances()
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0));
+        assert!(fit.model.means().iter().all(|&m| (m - 3.0).abs() < 1e-2));
+    }
+
+    #[test]
+    fn invalid_inputs_are_clear_errors() {
+        let x = uniform(10, 2, 9);
+        let msg = |p: GmmParams<f64>, x: ArrayView2<f64>| p.fit(x).unwrap_err().to_string();
+        assert!(msg(GmmParams::new(0), x.view()).contains("n_components"));
+        assert!(msg(GmmParams::new(11), x.view()).contains("11 components to 10 rows"));
+        assert!(msg(GmmParams::new(2).max_iter(0), x.view()).contains("max_iter"));
+        assert!(msg(GmmParams::new(2).tol(-1e-3), x.view()).contains("tol"));
+        assert!(msg(GmmParams::new(2).n_init(0), x.view()).contains("n_init"));
+        assert!(msg(
+            GmmParams::new(2).variance_floor(VarianceFloor::Relative(0.0)),
+            x.view()
+        )
+        .contains("variance_floor"));
+        assert!(msg(
+            GmmParams::new(2).variance_floor(VarianceFloor::Absolute(-1.0)),
+            x.view()
+        )
+        .contains("variance_floor"));
+        let mut y = x.clone();
+        y[[4, 1]] = f64::NAN;
+        assert!(msg(GmmParams::new(2), y.view()).contains("row 4"));
+        let g = DiagGmm::new(
+            array![1.0],
+            array![[0.0, 0.0, 0.0]],
+            array![[1.0, 1.0, 1.0]],
+        )
+        .unwrap();
+        assert!(msg(GmmParams::new(1).init(GmmInit::Given(g)), x.view()).contains("dimension 3"));
+        assert!(msg(GmmParams::new(1), x.slice(ndarray::s![..0, ..])).contains("empty"));
+        let _ = Axis(0);
+    }
+}

@@ -1,0 +1,95 @@
+//! Deterministic parallel reductions over the rows of a data matrix.
+//!
+//! Floating-point sums depend on the order of the additions. To make EM and
+//! k-means bit-reproducible whatever the number of rayon threads, the rows are
+//! cut into *leaves* whose size depends only on the number of rows, each leaf
+//! is reduced sequentially, and the leaf results are combined along a fixed
+//! balanced binary tree (split at the midpoint), in parallel with
+//! [`rayon::join`]. Work stealing changes which thread computes a node, never
+//! the order of the additions.
+
+use super::CHUNK_ROWS;
+use std::ops::Range;
+
+/// Upper bound on the number of leaves (each leaf owns one accumulator).
+pub(crate) const MAX_LEAVES: usize = 64;
+
+/// Rows per leaf for `n` rows: a multiple of [`CHUNK_ROWS`], chosen from `n`
+/// only, so that there are at most [`MAX_LEAVES`] leaves.
+pub(crate) fn leaf_rows(n: usize) -> usize {
+    let chunks = n.div_ceil(CHUNK_ROWS).max(1);
+    CHUNK_ROWS * chunks.div_ceil(MAX_LEAVES)
+}
+
+/// The row ranges of the leaves of `n` rows (at least one, possibly empty, range).
+pub(crate) fn leaves(n: usize) -> Vec<Range<usize>> {
+    let step = leaf_rows(n);
+    let mut out: Vec<Range<usize>> = (0..n).step_by(step).map(|s| s..(s + step).min(n)).collect();
+    if out.is_empty() {
+        out.push(0..0);
+    }
+    out
+}
+
+/// Reduces `leaf(range)` over the leaves of `n` rows with `merge(left, right)`
+/// along a fixed binary tree; the result does not depend on the thread count.
+pub(crate) fn reduce_rows<T, L, M>(n: usize, leaf: &L, merge: &M) -> T
+where
+    T: Send,
+    L: Fn(Range<usize>) -> T + Sync,
+    M: Fn(T, T) -> T + Sync,
+{
+    fn rec<T: Send, L, M>(ranges: &[Range<usize>], leaf: &L, merge: &M) -> T
+    where
+        L: Fn(Range<usize>) -> T + Sync,
+        M: Fn(T, T) -> T + Sync,
+    {
+        if ranges.len() == 1 {
+            return leaf(ranges[0].clone());
+        }
+        let (a, b) = ranges.split_at(ranges.len() / 2);
+        let (l, r) = rayon::join(|| rec(a, leaf, merge), || rec(b, leaf, merge));
+        merge(l, r)
+    }
+    rec(&leaves(n), leaf, merge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaves_cover_rows_exactly_once() {
+        for n in [0, 1, 255, 256, 257, 10_000, 1_000_000] {
+            let l = leaves(n);
+            assert!(l.len() <= MAX_LEAVES);
+            let mut next = 0;
+            for r in &l {
+                assert_eq!(r.start, next);
+                next = r.end;
+            }
+            assert_eq!(next, n);
+        }
+    }
+
+    #[test]
+    fn reduction_is_independent_of_thread_count() {
+        let vals: Vec<f64> = (0..100_000).map(|i| 1.0 / (1.0 + i as f64)).collect();
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    reduce_rows(
+                        vals.len(),
+                        &|r: Range<usize>| vals[r].iter().sum::<f64>(),
+                        &|a, b| a + b,
+                    )
+                })
+        };
+        let one = run(1);
+        assert_eq!(one.to_bits(), run(3).to_bits());
+        assert!((one - vals.iter().sum::<f64>()).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,755 @@
+//! Mergeable E-step sufficient statistics of a diagonal GMM and the M-step.
+//!
+//! For posteriors $q_{ik}$ and a reference point $c$ (D), with $y_i = x_i - c$:
+//! $n_k = \sum_i q_{ik}$, $S^1_k = \sum_i q_{ik}\, y_i$,
+//! $S^2_k = \sum_i q_{ik}\, y_i^2$ (element-wise square), plus the number of
+//! rows and $\sum_i \log p(x_i)$. Sums over disjoint shards add up (after
+//! shifting to a common $c$), so EM can run over streamed or distributed data:
+//! `update_from_statistics(sum of shard statistics)` is exactly one batch EM
+//! step. Centring on $c$ (the model's mixture mean) avoids the cancellation of
+//! $E[x^2] - \mu^2$ when the data sit far from the origin.
+
+use super::model::DiagGmm;
+use super::reduce::reduce_rows;
+use super::{GmmError, CHUNK_ROWS};
+use crate::data::check_matrix;
+use crate::float::Float;
+use crate::linalg::{gemm, Par};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
+
+/// Lower bound on the variances, applied in the M-step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum VarianceFloor {
+    /// $\sigma^2_{kd} \ge f \cdot \operatorname{Var}(x_d)$, the variance of
+    /// dimension d of the data (derived from the statistics themselves). A
+    /// constant dimension uses the mean variance of the other dimensions
+    /// (or 1 if all are constant). The default is `Relative(1e-3)`.
+    Relative(f64),
+    /// $\sigma^2_{kd} \ge a$ (VLFeat uses 1e-4).
+    Absolute(f64),
+}
+
+impl Default for VarianceFloor {
+    fn default() -> Self {
+        VarianceFloor::Relative(1e-3)
+    }
+}
+
+impl VarianceFloor {
+    pub(crate) fn validate(&self) -> Result<(), GmmError> {
+        let (VarianceFloor::Relative(v) | VarianceFloor::Absolute(v)) = *self;
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(GmmError::InvalidHyperParameter {
+                name: "variance_floor",
+                reason: format!("must be finite and > 0, got {self:?}"),
+            })
+        }
+    }
+
+    /// The floor of each dimension (D), given the data variance (D).
+    pub(crate) fn per_dim(&self, data_var: &Array1<f64>) -> Array1<f64> {
+        match *self {
+            VarianceFloor::Absolute(a) => Array1::from_elem(data_var.len(), a),
+            VarianceFloor::Relative(f) => {
+                let mean = data_var.mean().unwrap_or(0.0);
+                let fallback = if mean > 0.0 { mean } else { 1.0 };
+                data_var.mapv(|v| f * if v > 0.0 { v } else { fallback })
+            }
+        }
+    }
+}
+
+/// A component whose share $n_k / N$ falls below this is re-seeded.
+pub const STARVED_FRACTION: f64 = 1e-6;
+
+/// E-step sums of a diagonal GMM over some rows, in `f64` (see the module doc).
+///
+/// Shapes: `resp_sums` $n_k$ (K), `sum_y` $S^1$ (K, D), `sum_y2` $S^2$ (K, D),
+/// `center` $c$ (D).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GmmStats {
+    n_rows: f64,
+    log_likelihood: f64,
+    center: Array1<f64>,
+    resp_sums: Array1<f64>,
+    sum_y: Array2<f64>,
+    sum_y2: Array2<f64>,
+}
+
+impl GmmStats {
+    /// Empty statistics (no rows) for K components in D dimensions about `center` (D).
+    pub fn zeros(n_components: usize, center: Array1<f64>) -> Self {
+        let d = center.len();
+        Self {
+            n_rows: 0.0,
+            log_likelihood: 0.0,
+            center,
+            resp_sums: Array1::zeros(n_components),
+            sum_y: Array2::zeros((n_components, d)),
+            sum_y2: Array2::zeros((n_components, d)),
+        }
+    }
+
+    /// Rebuilds statistics from their parts (e.g. received from another
+    /// process), validating shapes and values: `n_rows` ≥ 0, finite
+    /// `log_likelihood`, `center` (D), `resp_sums` (K) ≥ 0, `sum_y` and
+    /// `sum_y2` (K, D) finite, `sum_y2` ≥ 0.
+    pub fn from_parts(
+        n_rows: f64,
+        log_likelihood: f64,
+        center: Array1<f64>,
+        resp_sums: Array1<f64>,
+        sum_y: Array2<f64>,
+        sum_y2: Array2<f64>,
+    ) -> Result<Self, GmmError> {
+        let bad = |m: String| Err(GmmError::InvalidStatistics(m));
+        let (k, d) = (resp_sums.len(), center.len());
+        if sum_y.dim() != (k, d) || sum_y2.dim() != (k, d) {
+            return bad(format!(
+                "sum_y {:?} and sum_y2 {:?} must both be (K, D) = ({k}, {d})",
+                sum_y.dim(),
+                sum_y2.dim()
+            ));
+        }
+        if !(n_rows.is_finite() && n_rows >= 0.0) {
+            return bad(format!("n_rows is {n_rows}; it must be finite and >= 0"));
+        }
+        if !log_likelihood.is_finite() {
+            return bad(format!("log_likelihood is {log_likelihood}"));
+        }
+        if center.iter().chain(sum_y.iter()).any(|v| !v.is_finite()) {
+            return bad("center or sum_y has a non-finite value".into());
+        }
+        if resp_sums
+            .iter()
+            .chain(sum_y2.iter())
+            .any(|v| !(v.is_finite() && *v >= 0.0))
+        {
+            return bad("resp_sums and sum_y2 must be finite and >= 0".into());
+        }
+        Ok(Self {
+            n_rows,
+            log_likelihood,
+            center,
+            resp_sums,
+            sum_y,
+            sum_y2,
+        })
+    }
+
+    /// Number of rows summed (a float so that weighted or scaled statistics fit).
+    pub fn n_rows(&self) -> f64 {
+        self.n_rows
+    }
+
+    /// $\sum_i \log p(x_i)$ under the model that computed the posteriors.
+    pub fn log_likelihood(&self) -> f64 {
+        self.log_likelihood
+    }
+
+    /// $\frac1N \sum_i \log p(x_i)$ (0 when there are no rows).
+    pub fn mean_log_likelihood(&self) -> f64 {
+        if self.n_rows > 0.0 {
+            self.log_likelihood / self.n_rows
+        } else {
+            0.0
+        }
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.resp_sums.len()
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        self.center.len()
+    }
+
+    /// Reference point $c$ (D).
+    pub fn center(&self) -> ArrayView1<'_, f64> {
+        self.center.view()
+    }
+
+    /// $n_k = \sum_i q_{ik}$ (K).
+    pub fn resp_sums(&self) -> ArrayView1<'_, f64> {
+        self.resp_sums.view()
+    }
+
+    /// $\sum_i q_{ik} (x_i - c)$ (K, D).
+    pub fn sum_y(&self) -> ArrayView2<'_, f64> {
+        self.sum_y.view()
+    }
+
+    /// $\sum_i q_{ik} (x_i - c)^2$ (K, D).
+    pub fn sum_y2(&self) -> ArrayView2<'_, f64> {
+        self.sum_y2.view()
+    }
+
+    /// $\sum_i q_{ik} x_i = S^1_k + n_k c$ (K, D).
+    pub fn sum_x(&self) -> Array2<f64> {
+        let mut out = self.sum_y.clone();
+        for (mut r, &n) in out.rows_mut().into_iter().zip(&self.resp_sums) {
+            r.scaled_add(n, &self.center);
+        }
+        out
+    }
+
+    /// $\sum_i q_{ik} x_i^2 = S^2_k + 2 c S^1_k + n_k c^2$ (K, D).
+    pub fn sum_x2(&self) -> Array2<f64> {
+        let mut out = self.sum_y2.clone();
+        for ((mut r, s1), &n) in out
+            .rows_mut()
+            .into_iter()
+            .zip(self.sum_y.rows())
+            .zip(&self.resp_sums)
+        {
+            Zip::from(&mut r)
+                .and(&s1)
+                .and(&self.center)
+                .for_each(|o, &s, &c| *o += 2.0 * c * s + n * c * c);
+        }
+        out
+    }
+
+    /// Re-expresses the sums about another reference point `center` (D),
+    /// exactly: $S^1{}' = S^1 + n (c - c')$,
+    /// $S^2{}' = S^2 + 2 (c - c') S^1 + n (c - c')^2$.
+    pub fn recenter(&mut self, center: ArrayView1<'_, f64>) -> Result<(), GmmError> {
+        if center.len() != self.dim() {
+            return Err(GmmError::InvalidStatistics(format!(
+                "new center has {} values but the statistics have dimension {}",
+                center.len(),
+                self.dim()
+            )));
+        }
+        if center == self.center {
+            return Ok(());
+        }
+        let delta = &self.center - &center;
+        for ((mut s1, mut s2), &n) in self
+            .sum_y
+            .rows_mut()
+            .into_iter()
+            .zip(self.sum_y2.rows_mut())
+            .zip(&self.resp_sums)
+        {
+            Zip::from(&mut s1)
+                .and(&mut s2)
+                .and(&delta)
+                .for_each(|a, b, &t| {
+                    *b = (*b + 2.0 * t * *a + n * t * t).max(0.0);
+                    *a += n * t;
+                });
+        }
+        self.center = center.to_owned();
+        Ok(())
+    }
+
+    /// Adds `other` into `self` (statistics of the union of the rows). If the
+    /// centres differ, `other`'s sums are shifted exactly to `self`'s centre.
+    ///
+    /// Errors: different K or D.
+    pub fn merge(&mut self, other: &GmmStats) -> Result<(), GmmError> {
+        if other.n_components() != self.n_components() || other.dim() != self.dim() {
+            return Err(GmmError::InvalidStatistics(format!(
+                "cannot merge statistics of {} components in dimension {} into {} components in dimension {}",
+                other.n_components(),
+                other.dim(),
+                self.n_components(),
+                self.dim()
+            )));
+        }
+        if other.center != self.center {
+            let mut o = other.clone();
+            o.recenter(self.center.view())?;
+            self.add_same_center(&o);
+        } else {
+            self.add_same_center(other);
+        }
+        Ok(())
+    }
+
+    fn add_same_center(&mut self, o: &GmmStats) {
+        self.n_rows += o.n_rows;
+        self.log_likelihood += o.log_likelihood;
+        self.resp_sums += &o.resp_sums;
+        self.sum_y += &o.sum_y;
+        self.sum_y2 += &o.sum_y2;
+    }
+
+    /// Sums statistics of several shards (in the order given).
+    ///
+    /// Errors: no statistics, or different K or D.
+    pub fn sum<'a>(stats: impl IntoIterator<Item = &'a GmmStats>) -> Result<GmmStats, GmmError> {
+        let mut it = stats.into_iter();
+        let mut acc = it
+            .next()
+            .ok_or_else(|| GmmError::InvalidStatistics("no statistics to sum".into()))?
+            .clone();
+        for s in it {
+            acc.merge(s)?;
+        }
+        Ok(acc)
+    }
+
+    /// Per-dimension variance of the data the statistics summarise (D),
+    /// $\frac1N \sum_k S^2_k - (\frac1N \sum_k S^1_k)^2$ (as $\sum_k q_{ik} = 1$).
+    pub fn data_variance(&self) -> Array1<f64> {
+        let n = self.n_rows.max(f64::MIN_POSITIVE);
+        let m1 = self.sum_y.sum_axis(Axis(0)) / n;
+        let m2 = self.sum_y2.sum_axis(Axis(0)) / n;
+        Zip::from(&m2)
+            .and(&m1)
+            .map_collect(|&a, &b| (a - b * b).max(0.0))
+    }
+
+    /// Statistics of hard assignments: $q_{ik} = [l_i = k]$ for the rows of
+    /// `x` (N, D) and `labels` (N), about `center` (D). Log-likelihood 0.
+    pub(crate) fn from_labels<F: Float>(
+        x: ArrayView2<'_, F>,
+        labels: ArrayView1<'_, usize>,
+        k: usize,
+        center: Array1<f64>,
+    ) -> Self {
+        reduce_rows(
+            x.nrows(),
+            &|r| {
+                let mut st = GmmStats::zeros(k, center.clone());
+                for i in r {
+                    let l = labels[i];
+                    st.n_rows += 1.0;
+                    st.resp_sums[l] += 1.0;
+                    let (mut s1, mut s2) = (st.sum_y.row_mut(l), st.sum_y2.row_mut(l));
+                    Zip::from(&mut s1)
+                        .and(&mut s2)
+                        .and(x.row(i))
+                        .and(&center)
+                        .for_each(|a, b, &v, &c| {
+                            let y = v.as_f64() - c;
+                            *a += y;
+                            *b += y * y;
+                        });
+                }
+                st
+            },
+            &|mut a, b| {
+                a.add_same_center(&b);
+                a
+            },
+        )
+    }
+}
+
+/// Mean (D) and variance (D) of the rows of `x` (N, D), two-pass, in `f64`.
+pub(crate) fn data_mean_var<F: Float>(x: ArrayView2<'_, F>) -> (Array1<f64>, Array1<f64>) {
+    let (n, d) = x.dim();
+    let pass = |m: Option<&Array1<f64>>| {
+        reduce_rows(
+            n,
+            &|r| {
+                let mut acc = Array1::<f64>::zeros(d);
+                for row in x.slice(s![r, ..]).rows() {
+                    match m {
+                        None => Zip::from(&mut acc)
+                            .and(&row)
+                            .for_each(|a, &v| *a += v.as_f64()),
+                        Some(m) => Zip::from(&mut acc).and(&row).and(m).for_each(|a, &v, &c| {
+                            let t = v.as_f64() - c;
+                            *a += t * t
+                        }),
+                    }
+                }
+                acc
+            },
+            &|a, b| a + b,
+        ) / n.max(1) as f64
+    };
+    let mean = pass(None);
+    let var = pass(Some(&mean));
+    (mean, var)
+}
+
+/// Result of an M-step: the model and how many components were re-seeded.
+pub(crate) struct MStep<F: Float> {
+    pub model: DiagGmm<F>,
+    pub reseeded: usize,
+}
+
+/// The M-step: $w_k = n_k/N$, $\mu_k = c + S^1_k/n_k$,
+/// $\sigma^2_k = \max(S^2_k/n_k - (S^1_k/n_k)^2, \text{floor})$; components with
+/// $n_k < $ [`STARVED_FRACTION`]$\cdot N$ are re-seeded by splitting the
+/// heaviest component along its largest-variance dimension.
+pub(crate) fn m_step<F: Float>(st: &GmmStats, floor: VarianceFloor) -> Result<MStep<F>, GmmError> {
+    floor.validate()?;
+    let n = st.n_rows;
+    if n.is_nan() || n <= 0.0 {
+        return Err(GmmError::InvalidStatistics(
+            "the statistics hold no rows: cannot update the model".into(),
+        ));
+    }
+    let (k, d) = (st.n_components(), st.dim());
+    // the smallest variance whose reciprocal stays finite in F
+    let min_var = F::min_positive_value().as_f64().sqrt();
+    let fl = floor.per_dim(&st.data_variance()).mapv(|v| v.max(min_var));
+    let mut w = vec![0.0f64; k];
+    let mut mu = Array2::<f64>::zeros((k, d));
+    let mut var = Array2::<f64>::zeros((k, d));
+    let mut starved = Vec::new();
+    for kk in 0..k {
+        let nk = st.resp_sums[kk];
+        if nk.is_nan() || nk <= 0.0 || nk < STARVED_FRACTION * n {
+            starved.push(kk);
+            continue;
+        }
+        w[kk] = nk / n;
+        let inv = 1.0 / nk;
+        for dd in 0..d {
+            let m1 = st.sum_y[[kk, dd]] * inv;
+            let m2 = st.sum_y2[[kk, dd]] * inv;
+            mu[[kk, dd]] = st.center[dd] + m1;
+            var[[kk, dd]] = (m2 - m1 * m1).max(fl[dd]);
+        }
+    }
+    if starved.len() == k {
+        return Err(GmmError::InvalidStatistics(
+            "every component has a zero responsibility sum".into(),
+        ));
+    }
+    for &kk in &starved {
+        // heaviest component (first on ties), split along its widest dimension
+        let j = (0..k)
+            .filter(|&j| w[j] > 0.0)
+            .fold(None, |b: Option<usize>, j| match b {
+                Some(b) if w[b] >= w[j] => Some(b),
+                _ => Some(j),
+            })
+            .expect("a live component exists");
+        let dstar = (0..d).fold(0, |b, dd| if var[[j, dd]] > var[[j, b]] { dd } else { b });
+        let delta = 0.5 * var[[j, dstar]].sqrt();
+        let row_mu = mu.row(j).to_owned();
+        let row_var = var.row(j).to_owned();
+        mu.row_mut(kk).assign(&row_mu);
+        var.row_mut(kk).assign(&row_var);
+        mu[[kk, dstar]] += delta;
+        mu[[j, dstar]] -= delta;
+        w[j] *= 0.5;
+        w[kk] = w[j];
+    }
+    let total: f64 = w.iter().sum();
+    let weights = Array1::from_iter(w.iter().map(|v| F::from_f64_lossy(v / total)));
+    let means = mu.mapv(F::from_f64_lossy);
+    let variances = var.mapv(|v| {
+        let f = F::from_f64_lossy(v);
+        if f > F::zero() {
+            f
+        } else {
+            F::min_positive_value()
+        }
+    });
+    Ok(MStep {
+        model: DiagGmm::from_valid(weights, means, variances),
+        reseeded: starved.len(),
+    })
+}
+
+impl<F: Float> DiagGmm<F> {
+    /// E-step sums over the rows of `x` (N, D) about the model's mixture mean
+    /// $c = \sum_k w_k \mu_k$ (see [`GmmStats`]).
+    ///
+    /// Per chunk of [`CHUNK_ROWS`] rows: log-space posteriors $Q$ (n, K) with
+    /// [`DiagGmm::posteriors_into`], then one GEMM $Q^\top [y^2, y]$ (K, 2D)
+    /// in `F`, added into `f64` totals; $n_k$ and the log-likelihood are summed
+    /// in `f64`. Memory O(chunk·(K + D) + K·D) per thread. Chunks run in
+    /// parallel; the result does not depend on the number of threads.
+    ///
+    /// Errors: a matrix that is empty, of the wrong width, or non-finite.
+    pub fn sufficient_statistics(&self, x: ArrayView2<'_, F>) -> Result<GmmStats, GmmError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        Ok(self.statistics_unchecked(x))
+    }
+
+    pub(crate) fn statistics_unchecked(&self, x: ArrayView2<'_, F>) -> GmmStats {
+        let (k, d) = (self.n_components(), self.dim());
+        let center = self.center().mapv(|v| v.as_f64());
+        reduce_rows(
+            x.nrows(),
+            &|r| {
+                let mut st = GmmStats::zeros(k, center.clone());
+                let mut q = Array2::<F>::zeros((CHUNK_ROWS, k));
+                let mut scratch = Array2::<F>::zeros((0, 0));
+                let mut acc = Array2::<F>::zeros((k, 2 * d));
+                let mut ll = vec![0.0f64; CHUNK_ROWS];
+                for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+                    let n = xc.nrows();
+                    let mut qc = q.slice_mut(s![..n, ..]);
+                    self.posteriors_into(xc, qc.view_mut(), &mut ll[..n], &mut scratch);
+                    // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
+                    debug_assert_eq!(scratch.dim(), (n, 2 * d));
+                    gemm(
+                        acc.view_mut(),
+                        false,
+                        qc.t(),
+                        scratch.view(),
+                        F::one(),
+                        Par::Seq,
+                    );
+                    Zip::from(&mut st.sum_y2)
+                        .and(acc.slice(s![.., ..d]))
+                        .for_each(|a, &v| *a += v.as_f64());
+                    Zip::from(&mut st.sum_y)
+                        .and(acc.slice(s![.., d..]))
+                        .for_each(|a, &v| *a += v.as_f64());
+                    for row in qc.rows() {
+                        Zip::from(&mut st.resp_sums)
+                            .and(&row)
+                            .for_each(|a, &v| *a += v.as_f64());
+                    }
+                    st.log_likelihood += ll[..n].iter().sum::<f64>();
+                    st.n_rows += n as f64;
+                }
+                st
+            },
+            &|mut a, b| {
+                a.add_same_center(&b);
+                a
+            },
+        )
+    }
+
+    /// The M-step from (merged) statistics `st` of K components in D
+    /// dimensions: a new model (see [`GmmStats`] and the module doc for the
+    /// formulas; starved components are re-seeded by splitting the heaviest).
+    ///
+    /// Errors: K or D different from this model's, no rows, invalid `floor`.
+    pub fn update_from_statistics(
+        &self,
+        st: &GmmStats,
+        floor: VarianceFloor,
+    ) -> Result<DiagGmm<F>, GmmError> {
+        if st.n_components() != self.n_components() || st.dim() != self.dim() {
+            return Err(GmmError::InvalidStatistics(format!(
+                "statistics of {} components in dimension {} do not fit a model of {} components in dimension {}",
+                st.n_components(),
+                st.dim(),
+                self.n_components(),
+                self.dim()
+            )));
+        }
+        Self::from_statistics(st, floor)
+    }
+
+    /// A model from statistics alone (the M-step; see
+    /// [`DiagGmm::update_from_statistics`]).
+    pub fn from_statistics(st: &GmmStats, floor: VarianceFloor) -> Result<DiagGmm<F>, GmmError> {
+        Ok(m_step(st, floor)?.model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn random_data(n: usize, d: usize, seed: u64) -> Array2<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Array2::from_shape_fn((n, d), |(i, j)| {
+            rng.random::<f64>() * (1.0 + j as f64) + 5.0 * ((i % 3) as f64) + 100.0
+        })
+    }
+
+    fn model(d: usize) -> DiagGmm<f64> {
+        let k = 3;
+        let means = Array2::from_shape_fn((k, d), |(a, b)| 100.0 + 5.0 * a as f64 + 0.1 * b as f64);
+        let vars = Array2::from_shape_fn((k, d), |(a, b)| 0.5 + 0.1 * (a + b) as f64);
+        DiagGmm::new(array![0.2, 0.3, 0.5], means, vars).unwrap()
+    }
+
+    /// Statistics computed directly from the posteriors, in f64, about 0.
+    fn direct(g: &DiagGmm<f64>, x: &Array2<f64>) -> (Array1<f64>, Array2<f64>, Array2<f64>, f64) {
+        let q = g.predict_proba(x.view()).unwrap();
+        let ll = g.score_samples(x.view()).unwrap().sum();
+        let nk = q.sum_axis(Axis(0));
+        let sx = q.t().dot(x);
+        let sx2 = q.t().dot(&x.mapv(|v| v * v));
+        (nk, sx, sx2, ll)
+    }
+
+    fn close(a: &Array2<f64>, b: &Array2<f64>, rtol: f64) {
+        assert_eq!(a.dim(), b.dim());
+        for (u, v) in a.iter().zip(b) {
+            assert!(
+                (u - v).abs() <= rtol * (1.0 + u.abs().max(v.abs())),
+                "{u} vs {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn statistics_equal_direct_sums() {
+        let x = random_data(700, 4, 1);
+        let g = model(4);
+        let st = g.sufficient_statistics(x.view()).unwrap();
+        let (nk, sx, sx2, ll) = direct(&g, &x);
+        assert_eq!(st.n_rows(), 700.0);
+        assert!((st.log_likelihood() - ll).abs() < 1e-9 * ll.abs());
+        for (a, b) in st.resp_sums().iter().zip(&nk) {
+            assert!((a - b).abs() < 1e-9 * 700.0);
+        }
+        close(&st.sum_x(), &sx, 1e-10);
+        close(&st.sum_x2(), &sx2, 1e-10);
+    }
+
+    #[test]
+    fn merged_shards_equal_the_whole_and_the_batch_m_step() {
+        let x = random_data(1000, 5, 2);
+        let g = model(5);
+        let whole = g.sufficient_statistics(x.view()).unwrap();
+        for cuts in [
+            vec![0, 1, 1000],
+            vec![0, 300, 301, 777, 1000],
+            vec![0, 999, 1000],
+        ] {
+            let parts: Vec<GmmStats> = cuts
+                .windows(2)
+                .filter(|w| w[1] > w[0])
+                .map(|w| {
+                    g.sufficient_statistics(x.slice(s![w[0]..w[1], ..]))
+                        .unwrap()
+                })
+                .collect();
+            let merged = GmmStats::sum(&parts).unwrap();
+            assert_eq!(merged.n_rows(), whole.n_rows());
+            assert!(
+                (merged.log_likelihood() - whole.log_likelihood()).abs()
+                    < 1e-9 * whole.log_likelihood().abs()
+            );
+            close(&merged.sum_y().to_owned(), &whole.sum_y().to_owned(), 1e-10);
+            close(
+                &merged.sum_y2().to_owned(),
+                &whole.sum_y2().to_owned(),
+                1e-10,
+            );
+            let a = g
+                .update_from_statistics(&merged, VarianceFloor::default())
+                .unwrap();
+            let b = g
+                .update_from_statistics(&whole, VarianceFloor::default())
+                .unwrap();
+            close(&a.means().to_owned(), &b.means().to_owned(), 1e-10);
+            close(&a.variances().to_owned(), &b.variances().to_owned(), 1e-10);
+        }
+    }
+
+    #[test]
+    fn merging_different_centres_shifts_exactly() {
+        let x = random_data(400, 3, 3);
+        let g1 = model(3);
+        let st_a = g1.sufficient_statistics(x.slice(s![..150, ..])).unwrap();
+        let mut st_b = g1.sufficient_statistics(x.slice(s![150.., ..])).unwrap();
+        st_b.recenter(array![1.0, -2.0, 50.0].view()).unwrap();
+        let mut m = st_a.clone();
+        m.merge(&st_b).unwrap();
+        let whole = g1.sufficient_statistics(x.view()).unwrap();
+        close(&m.sum_x(), &whole.sum_x(), 1e-10);
+        close(&m.sum_x2(), &whole.sum_x2(), 1e-10);
+        let bad = GmmStats::zeros(2, Array1::zeros(3));
+        assert!(m
+            .merge(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("2 components"));
+    }
+
+    #[test]
+    fn m_step_matches_direct_formulas() {
+        let x = random_data(600, 4, 4);
+        let g = model(4);
+        let st = g.sufficient_statistics(x.view()).unwrap();
+        let new = g
+            .update_from_statistics(&st, VarianceFloor::Absolute(1e-12))
+            .unwrap();
+        let q = g.predict_proba(x.view()).unwrap();
+        for k in 0..3 {
+            let nk: f64 = q.column(k).sum();
+            assert!((new.weights()[k] - nk / 600.0).abs() < 1e-12);
+            for d in 0..4 {
+                let mu: f64 = (0..600).map(|i| q[[i, k]] * x[[i, d]]).sum::<f64>() / nk;
+                let var: f64 = (0..600)
+                    .map(|i| q[[i, k]] * (x[[i, d]] - mu).powi(2))
+                    .sum::<f64>()
+                    / nk;
+                assert!((new.means()[[k, d]] - mu).abs() < 1e-10 * mu.abs());
+                assert!((new.variances()[[k, d]] - var).abs() < 1e-9 * var);
+            }
+        }
+    }
+
+    #[test]
+    fn starved_component_is_split_not_nan() {
+        let mut st = GmmStats::zeros(3, array![0.0, 0.0]);
+        st.n_rows = 10.0;
+        st.resp_sums = array![6.0, 4.0, 0.0];
+        st.sum_y = array![[6.0, 12.0], [-4.0, 0.0], [0.0, 0.0]];
+        st.sum_y2 = array![[6.0 + 6.0 * 4.0, 24.0 + 6.0], [4.0 + 4.0, 4.0], [0.0, 0.0]];
+        let m = m_step::<f64>(&st, VarianceFloor::default()).unwrap();
+        assert_eq!(m.reseeded, 1);
+        let g = m.model;
+        assert!(g
+            .means()
+            .iter()
+            .chain(g.variances().iter())
+            .all(|v| v.is_finite()));
+        // component 0 (weight 0.6, mean (1, 2), variances (4, 1)) is split in
+        // two along dim 0, ± half a standard deviation
+        assert!((g.weights()[0] - 0.3).abs() < 1e-12 && (g.weights()[2] - 0.3).abs() < 1e-12);
+        assert_eq!(g.means()[[0, 1]], g.means()[[2, 1]]);
+        assert!((g.means()[[0, 0]] - 0.0).abs() < 1e-12);
+        assert!((g.means()[[2, 0]] - 2.0).abs() < 1e-12);
+        assert_eq!(g.variances().row(0), g.variances().row(2));
+    }
+
+    #[test]
+    fn floors_and_invalid_statistics() {
+        // a constant column: its floor falls back to the mean data variance
+        let x: Array2<f64> = array![[1.0, 5.0], [2.0, 5.0], [3.0, 5.0], [4.0, 5.0]];
+        let g = DiagGmm::new(array![1.0], array![[2.5, 5.0]], array![[1.0, 1.0]]).unwrap();
+        let st = g.sufficient_statistics(x.view()).unwrap();
+        let new: DiagGmm<f64> = g
+            .update_from_statistics(&st, VarianceFloor::Relative(0.01))
+            .unwrap();
+        assert!((new.variances()[[0, 0]] - 1.25).abs() < 1e-12);
+        assert!((new.variances()[[0, 1]] - 0.01 * 0.625).abs() < 1e-12);
+        let new = g
+            .update_from_statistics(&st, VarianceFloor::Absolute(0.5))
+            .unwrap();
+        assert_eq!(new.variances()[[0, 1]], 0.5);
+        assert!(g
+            .update_from_statistics(&st, VarianceFloor::Absolute(0.0))
+            .is_err());
+        assert!(g
+            .update_from_statistics(&st, VarianceFloor::Relative(f64::NAN))
+            .is_err());
+        let empty = GmmStats::zeros(1, array![0.0, 0.0]);
+        assert!(g
+            .update_from_statistics(&empty, VarianceFloor::default())
+            .is_err());
+        let wrong = GmmStats::zeros(2, array![0.0, 0.0]);
+        assert!(g
+            .update_from_statistics(&wrong, VarianceFloor::default())
+            .is_err());
+        assert!(GmmStats::from_parts(
+            1.0,
+            0.0,
+            array![0.0],
+            array![1.0],
+            array![[0.0]],
+            array![[-1.0]]
+        )
+        .is_err());
+    }
+}

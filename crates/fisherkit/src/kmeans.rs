@@ -1,0 +1,669 @@
+//! k-means clustering: k-means++ seeding and Lloyd iterations.
+//!
+//! Minimises the inertia $\sum_i \min_k \lVert x_i - c_k \rVert^2$ over the
+//! centroids $c_k$. The squared distances of a chunk of rows to all centroids
+//! are one GEMM, $\lVert y \rVert^2 - 2\, y \cdot c'_k + \lVert c'_k \rVert^2$
+//! with $y = x - m$, $c' = c - m$ and $m$ the data mean (centring keeps the
+//! expansion accurate in `f32` when the data sit far from the origin). Chunks
+//! run in parallel with rayon; sums are reduced in an order that does not
+//! depend on the number of threads, so a seed fixes the result bit for bit.
+
+use crate::data::{check_matrix, DataError};
+use crate::float::Float;
+use crate::gmm::reduce::reduce_rows;
+use crate::gmm::CHUNK_ROWS;
+use crate::linalg::{gemm, Par};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+/// Errors of the [`crate::kmeans`] module.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KMeansError {
+    /// A hyper-parameter out of range.
+    #[error("invalid k-means hyper-parameter `{name}`: {reason}")]
+    InvalidHyperParameter { name: &'static str, reason: String },
+    /// Fewer rows than clusters.
+    #[error("cannot make {n_clusters} clusters from {n_rows} rows: k-means needs at least as many rows as clusters")]
+    TooFewRows { n_rows: usize, n_clusters: usize },
+    /// Bad data.
+    #[error(transparent)]
+    Data(#[from] DataError),
+}
+
+/// Hyper-parameters of k-means.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KMeansParams {
+    n_clusters: usize,
+    max_iter: usize,
+    tol: f64,
+    n_init: usize,
+    seed: u64,
+}
+
+impl KMeansParams {
+    /// `n_clusters` clusters; `max_iter` 100, `tol` 1e-4, `n_init` 1, `seed` 0.
+    pub fn new(n_clusters: usize) -> Self {
+        Self {
+            n_clusters,
+            max_iter: 100,
+            tol: 1e-4,
+            n_init: 1,
+            seed: 0,
+        }
+    }
+
+    /// Maximum number of Lloyd updates per run (≥ 1).
+    pub fn max_iter(mut self, max_iter: usize) -> Self {
+        self.max_iter = max_iter;
+        self
+    }
+
+    /// Stop when the relative decrease of the inertia,
+    /// $(J_{t-1} - J_t)/J_{t-1}$, is at most `tol` (≥ 0).
+    pub fn tol(mut self, tol: f64) -> Self {
+        self.tol = tol;
+        self
+    }
+
+    /// Number of independently seeded runs; the lowest inertia wins (≥ 1).
+    pub fn n_init(mut self, n_init: usize) -> Self {
+        self.n_init = n_init;
+        self
+    }
+
+    /// Seed of the k-means++ seeding.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Number of clusters K.
+    pub fn n_clusters(&self) -> usize {
+        self.n_clusters
+    }
+
+    fn validate(&self, n_rows: usize) -> Result<(), KMeansError> {
+        let bad = |name, reason: &str| {
+            Err(KMeansError::InvalidHyperParameter {
+                name,
+                reason: reason.to_string(),
+            })
+        };
+        if self.n_clusters == 0 {
+            return bad("n_clusters", "must be at least 1, got 0");
+        }
+        if self.max_iter == 0 {
+            return bad("max_iter", "must be at least 1, got 0");
+        }
+        if !(self.tol >= 0.0 && self.tol.is_finite()) {
+            return bad("tol", &format!("must be finite and >= 0, got {}", self.tol));
+        }
+        if self.n_init == 0 {
+            return bad("n_init", "must be at least 1, got 0");
+        }
+        if self.n_clusters > n_rows {
+            return Err(KMeansError::TooFewRows {
+                n_rows,
+                n_clusters: self.n_clusters,
+            });
+        }
+        Ok(())
+    }
+
+    /// Clusters the rows of `x` (N, D).
+    ///
+    /// Each of the `n_init` runs seeds with k-means++ (one random stream for
+    /// all runs, from `seed`) then alternates assignment and centroid update
+    /// until the relative inertia decrease is ≤ `tol` or `max_iter` updates.
+    /// A cluster left empty by an update is moved onto the row farthest from
+    /// its centroid (the next farthest for the next empty cluster).
+    ///
+    /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0, an empty
+    /// matrix or a non-finite value (its row and column are named).
+    pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<KMeans<F>, KMeansError> {
+        check_matrix(x, None, "training data")?;
+        self.validate(x.nrows())?;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let center = data_mean(x);
+        let mut best: Option<KMeans<F>> = None;
+        for _ in 0..self.n_init {
+            let seeds = plus_plus_unchecked(x, self.n_clusters, &mut rng);
+            let run = lloyd(x, &center, seeds, self.max_iter, self.tol);
+            if best.as_ref().is_none_or(|b| run.inertia < b.inertia) {
+                best = Some(run);
+            }
+        }
+        Ok(best.expect("n_init >= 1"))
+    }
+}
+
+/// A fitted k-means model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KMeans<F: Float> {
+    centroids: Array2<F>,
+    labels: Array1<usize>,
+    inertia: f64,
+    inertia_history: Vec<f64>,
+    n_iter: usize,
+    converged: bool,
+}
+
+impl<F: Float> KMeans<F> {
+    /// Centroids $c_k$, shape (K, D).
+    pub fn centroids(&self) -> ArrayView2<'_, F> {
+        self.centroids.view()
+    }
+
+    /// Consumes the model, returning the centroids (K, D).
+    pub fn into_centroids(self) -> Array2<F> {
+        self.centroids
+    }
+
+    /// Number of clusters K.
+    pub fn n_clusters(&self) -> usize {
+        self.centroids.nrows()
+    }
+
+    /// Cluster of each training row (N), for the returned centroids.
+    pub fn labels(&self) -> ArrayView1<'_, usize> {
+        self.labels.view()
+    }
+
+    /// $\sum_i \lVert x_i - c_{l_i} \rVert^2$ over the training rows, in `f64`
+    /// (each distance computed directly, not by the GEMM expansion).
+    pub fn inertia(&self) -> f64 {
+        self.inertia
+    }
+
+    /// Inertia after the seeding and after each Lloyd update of the kept run
+    /// (length `n_iter() + 1`); non-increasing up to rounding.
+    pub fn inertia_history(&self) -> &[f64] {
+        &self.inertia_history
+    }
+
+    /// Number of Lloyd updates of the kept run.
+    pub fn n_iter(&self) -> usize {
+        self.n_iter
+    }
+
+    /// Whether the kept run stopped on `tol` rather than `max_iter`.
+    pub fn converged(&self) -> bool {
+        self.converged
+    }
+
+    /// Index of the nearest centroid of each row of `x` (N, D).
+    pub fn predict(&self, x: ArrayView2<'_, F>) -> Result<Array1<usize>, KMeansError> {
+        check_matrix(x, Some(self.centroids.ncols()), "data")?;
+        let center = data_mean(x);
+        let (labels, _) = assign(x, &center, self.centroids.view());
+        Ok(Array1::from(labels))
+    }
+}
+
+/// Mean of the rows of `x` (N, D), accumulated in `f64`, rounded to `F`.
+fn data_mean<F: Float>(x: ArrayView2<'_, F>) -> Array1<F> {
+    let d = x.ncols();
+    let sum = reduce_rows(
+        x.nrows(),
+        &|r| {
+            let mut acc = Array1::<f64>::zeros(d);
+            for row in x.slice(s![r, ..]).rows() {
+                Zip::from(&mut acc)
+                    .and(&row)
+                    .for_each(|a, &v| *a += v.as_f64());
+            }
+            acc
+        },
+        &|a, b| a + b,
+    );
+    let n = x.nrows().max(1) as f64;
+    sum.mapv(|v| F::from_f64_lossy(v / n))
+}
+
+/// $\lVert a - b \rVert^2$ in `f64`.
+#[inline]
+fn sq_dist<F: Float>(a: ArrayView1<'_, F>, b: ArrayView1<'_, F>) -> f64 {
+    let mut acc = 0.0f64;
+    Zip::from(&a).and(&b).for_each(|&u, &v| {
+        let t = u.as_f64() - v.as_f64();
+        acc += t * t;
+    });
+    acc
+}
+
+/// Squared Euclidean distances of every row of `x` (N, D) to every row of
+/// `centroids` (K, D), shape (N, K), by the GEMM expansion
+/// $\lVert y_i\rVert^2 - 2 y_i\cdot c'_k + \lVert c'_k\rVert^2$ about the data
+/// mean (clamped at 0). Parallel over chunks of rows.
+///
+/// Errors: an empty or non-finite `x` or `centroids`, or different widths.
+pub fn squared_distances<F: Float>(
+    x: ArrayView2<'_, F>,
+    centroids: ArrayView2<'_, F>,
+) -> Result<Array2<F>, KMeansError> {
+    check_matrix(centroids, None, "centroids")?;
+    check_matrix(x, Some(centroids.ncols()), "data")?;
+    let center = data_mean(x);
+    let prep = Prepared::new(centroids, &center);
+    let mut out = Array2::<F>::zeros((x.nrows(), centroids.nrows()));
+    out.axis_chunks_iter_mut(Axis(0), CHUNK_ROWS)
+        .into_par_iter()
+        .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
+        .for_each_init(
+            || (Array2::zeros((0, 0)), Array2::zeros((0, 0))),
+            |(y, g), (mut o, xc)| {
+                prep.distances(xc, &center, y, g, |i, k, dist| {
+                    o[[i, k]] = F::from_f64_lossy(dist)
+                })
+            },
+        );
+    Ok(out)
+}
+
+/// Centroids prepared for the GEMM distance: $c' = c - m$ and $\lVert c'\rVert^2$.
+struct Prepared<F: Float> {
+    /// (K, D)
+    shifted: Array2<F>,
+    /// (K)
+    norms: Vec<f64>,
+}
+
+impl<F: Float> Prepared<F> {
+    fn new(centroids: ArrayView2<'_, F>, center: &Array1<F>) -> Self {
+        let shifted = &centroids - &center.view().insert_axis(Axis(0));
+        let norms = shifted
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().map(|v| v.as_f64() * v.as_f64()).sum())
+            .collect();
+        Self { shifted, norms }
+    }
+
+    /// Calls `f(i, k, ‖x_i − c_k‖²)` for the rows of the chunk `xc` (n, D).
+    /// `y` and `g` are scratch buffers.
+    fn distances(
+        &self,
+        xc: ArrayView2<'_, F>,
+        center: &Array1<F>,
+        y: &mut Array2<F>,
+        g: &mut Array2<F>,
+        mut f: impl FnMut(usize, usize, f64),
+    ) {
+        let (n, d) = xc.dim();
+        let k = self.shifted.nrows();
+        if y.dim() != (n, d) {
+            *y = Array2::zeros((n, d));
+        }
+        if g.dim() != (n, k) {
+            *g = Array2::zeros((n, k));
+        }
+        Zip::from(y.rows_mut())
+            .and(xc.rows())
+            .for_each(|mut yr, xr| {
+                Zip::from(&mut yr)
+                    .and(&xr)
+                    .and(center)
+                    .for_each(|y, &x, &c| *y = x - c)
+            });
+        gemm(
+            g.view_mut(),
+            false,
+            y.view(),
+            self.shifted.t(),
+            F::one(),
+            Par::Seq,
+        );
+        for (i, (yr, gr)) in y.rows().into_iter().zip(g.rows()).enumerate() {
+            let yn: f64 = yr.iter().map(|v| v.as_f64() * v.as_f64()).sum();
+            for (kk, (&gv, &cn)) in gr.iter().zip(&self.norms).enumerate() {
+                f(i, kk, (yn - 2.0 * gv.as_f64() + cn).max(0.0));
+            }
+        }
+    }
+}
+
+/// Nearest centroid of each row (first index on ties) and the exact squared
+/// distance to it, in `f64`.
+fn assign<F: Float>(
+    x: ArrayView2<'_, F>,
+    center: &Array1<F>,
+    centroids: ArrayView2<'_, F>,
+) -> (Vec<usize>, Vec<f64>) {
+    let n = x.nrows();
+    let prep = Prepared::new(centroids, center);
+    let mut labels = vec![0usize; n];
+    let mut dist = vec![0.0f64; n];
+    labels
+        .par_chunks_mut(CHUNK_ROWS)
+        .zip(dist.par_chunks_mut(CHUNK_ROWS))
+        .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
+        .for_each_init(
+            || (Array2::zeros((0, 0)), Array2::zeros((0, 0))),
+            |(y, g), ((lab, dst), xc)| {
+                let mut best = vec![(f64::INFINITY, 0usize); xc.nrows()];
+                prep.distances(xc, center, y, g, |i, k, d| {
+                    if d < best[i].0 {
+                        best[i] = (d, k);
+                    }
+                });
+                for (i, (l, dd)) in lab.iter_mut().zip(dst.iter_mut()).enumerate() {
+                    *l = best[i].1;
+                    *dd = sq_dist(xc.row(i), centroids.row(*l));
+                }
+            },
+        );
+    (labels, dist)
+}
+
+/// Per-cluster sums of $x - m$ (K, D), counts (K) and the inertia.
+fn cluster_sums<F: Float>(
+    x: ArrayView2<'_, F>,
+    center: &Array1<F>,
+    labels: &[usize],
+    dist: &[f64],
+    k: usize,
+) -> (Array2<f64>, Vec<f64>, f64) {
+    let d = x.ncols();
+    reduce_rows(
+        x.nrows(),
+        &|r| {
+            let mut sums = Array2::<f64>::zeros((k, d));
+            let mut counts = vec![0.0f64; k];
+            let mut inertia = 0.0f64;
+            for i in r {
+                let l = labels[i];
+                counts[l] += 1.0;
+                inertia += dist[i];
+                Zip::from(sums.row_mut(l))
+                    .and(x.row(i))
+                    .and(center)
+                    .for_each(|s, &v, &c| *s += v.as_f64() - c.as_f64());
+            }
+            (sums, counts, inertia)
+        },
+        &|(mut s1, mut c1, i1), (s2, c2, i2)| {
+            s1 += &s2;
+            c1.iter_mut().zip(&c2).for_each(|(a, b)| *a += b);
+            (s1, c1, i1 + i2)
+        },
+    )
+}
+
+/// Lloyd iterations from the given seeds.
+fn lloyd<F: Float>(
+    x: ArrayView2<'_, F>,
+    center: &Array1<F>,
+    mut centroids: Array2<F>,
+    max_iter: usize,
+    tol: f64,
+) -> KMeans<F> {
+    let k = centroids.nrows();
+    let (mut labels, mut dist) = assign(x, center, centroids.view());
+    let (mut sums, mut counts, mut inertia) = cluster_sums(x, center, &labels, &dist, k);
+    let mut history = vec![inertia];
+    let mut n_iter = 0;
+    let mut converged = false;
+    while n_iter < max_iter {
+        // update step
+        let mut empty = Vec::new();
+        for (kk, &count) in counts.iter().enumerate() {
+            if count > 0.0 {
+                let inv = 1.0 / count;
+                Zip::from(centroids.row_mut(kk))
+                    .and(sums.row(kk))
+                    .and(center)
+                    .for_each(|c, &s, &m| *c = F::from_f64_lossy(m.as_f64() + s * inv));
+            } else {
+                empty.push(kk);
+            }
+        }
+        if !empty.is_empty() {
+            reseed_empty(x, &mut centroids, &empty, &dist);
+        }
+        n_iter += 1;
+        (labels, dist) = assign(x, center, centroids.view());
+        let prev = inertia;
+        (sums, counts, inertia) = cluster_sums(x, center, &labels, &dist, k);
+        history.push(inertia);
+        if empty.is_empty() && prev - inertia <= tol * prev {
+            converged = true;
+            break;
+        }
+    }
+    KMeans {
+        centroids,
+        labels: Array1::from(labels),
+        inertia,
+        inertia_history: history,
+        n_iter,
+        converged,
+    }
+}
+
+/// Moves each empty cluster onto the row farthest from its centroid (distinct
+/// rows, ties broken by index); rows at distance 0 are never used, so with
+/// fewer distinct rows than clusters some centroids stay duplicated.
+fn reseed_empty<F: Float>(
+    x: ArrayView2<'_, F>,
+    centroids: &mut Array2<F>,
+    empty: &[usize],
+    dist: &[f64],
+) {
+    let mut order: Vec<usize> = (0..dist.len()).filter(|&i| dist[i] > 0.0).collect();
+    order.sort_by(|&a, &b| dist[b].total_cmp(&dist[a]).then(a.cmp(&b)));
+    for (&kk, &i) in empty.iter().zip(&order) {
+        centroids.row_mut(kk).assign(&x.row(i));
+    }
+}
+
+/// k-means++ seeding (Arthur & Vassilvitskii 2007): the first centroid is a
+/// uniformly random row of `x` (N, D), each next one a row drawn with
+/// probability $\propto D(x)^2$, its squared distance to the nearest chosen
+/// centroid. Returns (k, D) rows of `x`. When every remaining row coincides
+/// with a chosen centroid, the next one is drawn uniformly.
+///
+/// Errors: k = 0, k > N, an empty or non-finite `x`.
+pub fn kmeans_plus_plus<F: Float>(
+    x: ArrayView2<'_, F>,
+    k: usize,
+    rng: &mut impl Rng,
+) -> Result<Array2<F>, KMeansError> {
+    check_matrix(x, None, "training data")?;
+    KMeansParams::new(k).validate(x.nrows())?;
+    Ok(plus_plus_unchecked(x, k, rng))
+}
+
+fn plus_plus_unchecked<F: Float>(x: ArrayView2<'_, F>, k: usize, rng: &mut impl Rng) -> Array2<F> {
+    let (n, d) = x.dim();
+    let mut out = Array2::<F>::zeros((k, d));
+    let first = rng.random_range(0..n);
+    out.row_mut(0).assign(&x.row(first));
+    let mut d2 = vec![0.0f64; n];
+    d2.par_chunks_mut(CHUNK_ROWS)
+        .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
+        .for_each(|(dc, xc)| {
+            for (v, r) in dc.iter_mut().zip(xc.rows()) {
+                *v = sq_dist(r, x.row(first));
+            }
+        });
+    for j in 1..k {
+        let total: f64 = d2.iter().sum();
+        let pick = if total > 0.0 && total.is_finite() {
+            let target = rng.random::<f64>() * total;
+            let mut acc = 0.0;
+            let mut pick = None;
+            for (i, &v) in d2.iter().enumerate() {
+                acc += v;
+                if acc > target && v > 0.0 {
+                    pick = Some(i);
+                    break;
+                }
+            }
+            // rounding can leave `target` just above the last partial sum
+            pick.unwrap_or_else(|| d2.iter().rposition(|&v| v > 0.0).unwrap_or(0))
+        } else {
+            rng.random_range(0..n)
+        };
+        out.row_mut(j).assign(&x.row(pick));
+        let c = x.row(pick);
+        d2.par_chunks_mut(CHUNK_ROWS)
+            .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
+            .for_each(|(dc, xc)| {
+                for (v, r) in dc.iter_mut().zip(xc.rows()) {
+                    let t = sq_dist(r, c);
+                    if t < *v {
+                        *v = t;
+                    }
+                }
+            });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_distr::{Distribution, StandardNormal};
+
+    /// `k` planted clusters of `per` rows in `d` dims, centres 20 apart per axis.
+    fn planted(k: usize, per: usize, d: usize, seed: u64) -> (Array2<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let centres = Array2::from_shape_fn((k, d), |_| {
+            let z: f64 = StandardNormal.sample(&mut rng);
+            20.0 * z
+        });
+        let mut x = Array2::zeros((k * per, d));
+        for i in 0..k * per {
+            for j in 0..d {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                x[[i, j]] = centres[[i % k, j]] + z;
+            }
+        }
+        (x, centres)
+    }
+
+    #[test]
+    fn gemm_distances_equal_direct_ones() {
+        let (x, _) = planted(3, 200, 7, 1);
+        let x = x.mapv(|v| v + 1000.0);
+        let c = x.slice(s![..5, ..]).to_owned() + 0.5;
+        let g = squared_distances(x.view(), c.view()).unwrap();
+        for i in 0..x.nrows() {
+            for k in 0..5 {
+                let want = sq_dist(x.row(i), c.row(k));
+                assert!((g[[i, k]] - want).abs() < 1e-9 * (1.0 + want), "{i} {k}");
+            }
+        }
+        // f32: relative to the spread of the data, not its offset from 0
+        let x32 = x.mapv(|v| v as f32);
+        let c32 = c.mapv(|v| v as f32);
+        let g32 = squared_distances(x32.view(), c32.view()).unwrap();
+        let m = x32.mean_axis(Axis(0)).unwrap();
+        for i in 0..x.nrows() {
+            for k in 0..5 {
+                let want = sq_dist(x32.row(i), c32.row(k));
+                // rounding of the expansion is relative to ‖x − m‖² + ‖c − m‖²
+                let scale = sq_dist(x32.row(i), m.view()) + sq_dist(c32.row(k), m.view());
+                assert!((g32[[i, k]] as f64 - want).abs() < 1e-6 * scale, "{i} {k}");
+                // and far below the 1e-3 relative error of the uncentred form
+                assert!((g32[[i, k]] as f64 - want).abs() < 1e-3 * (1.0 + want));
+            }
+        }
+    }
+
+    #[test]
+    fn planted_clusters_are_recovered() {
+        let (x, centres) = planted(5, 100, 4, 2);
+        let km = KMeansParams::new(5)
+            .n_init(3)
+            .seed(7)
+            .fit(x.view())
+            .unwrap();
+        // every true cluster is one found cluster, centroid within 0.5
+        for (i, l) in km.labels().iter().enumerate() {
+            assert_eq!(*l, km.labels()[i % 5], "row {i}");
+        }
+        for t in 0..5 {
+            let c = km.centroids().row(km.labels()[t]).to_owned();
+            assert!(sq_dist(c.view(), centres.row(t)).sqrt() < 0.5);
+        }
+        assert!(km.converged());
+        let direct: f64 = (0..x.nrows())
+            .map(|i| sq_dist(x.row(i), km.centroids().row(km.labels()[i])))
+            .sum();
+        assert!((direct - km.inertia()).abs() < 1e-9 * direct);
+    }
+
+    #[test]
+    fn inertia_never_increases() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let x = Array2::from_shape_fn((1500, 6), |_| rng.random::<f64>());
+        let km = KMeansParams::new(20)
+            .tol(0.0)
+            .max_iter(50)
+            .fit(x.view())
+            .unwrap();
+        let h = km.inertia_history();
+        assert_eq!(h.len(), km.n_iter() + 1);
+        assert!(h.len() > 3);
+        for w in h.windows(2) {
+            assert!(w[1] <= w[0] * (1.0 + 1e-12), "{} -> {}", w[0], w[1]);
+        }
+        assert_eq!(km.inertia(), *h.last().unwrap());
+        // predict on the training data gives the training labels
+        assert_eq!(km.predict(x.view()).unwrap(), km.labels());
+    }
+
+    #[test]
+    fn same_seed_same_result_for_any_thread_count() {
+        let (x, _) = planted(4, 300, 5, 4);
+        let x = x.mapv(|v| v as f32);
+        let run = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+                .install(|| {
+                    KMeansParams::new(6)
+                        .seed(11)
+                        .n_init(2)
+                        .fit(x.view())
+                        .unwrap()
+                })
+        };
+        assert_eq!(run(1), run(3));
+    }
+
+    #[test]
+    fn fewer_distinct_points_than_clusters() {
+        let x = ndarray::array![[1.0, 2.0], [1.0, 2.0], [3.0, 4.0], [3.0, 4.0], [3.0, 4.0]];
+        let km = KMeansParams::new(4).fit(x.view()).unwrap();
+        assert_eq!(km.inertia(), 0.0);
+        assert!(km.centroids().iter().all(|v: &f64| v.is_finite()));
+        assert_eq!(km.labels()[0], km.labels()[1]);
+        assert_ne!(km.labels()[0], km.labels()[2]);
+    }
+
+    #[test]
+    fn invalid_inputs_are_clear_errors() {
+        let x = Array2::<f64>::zeros((3, 2));
+        let e = KMeansParams::new(0).fit(x.view()).unwrap_err();
+        assert!(e.to_string().contains("n_clusters"));
+        let e = KMeansParams::new(4).fit(x.view()).unwrap_err();
+        assert!(e.to_string().contains("4 clusters from 3 rows"), "{e}");
+        let e = KMeansParams::new(2).max_iter(0).fit(x.view()).unwrap_err();
+        assert!(e.to_string().contains("max_iter"));
+        let e = KMeansParams::new(2).tol(-1.0).fit(x.view()).unwrap_err();
+        assert!(e.to_string().contains("tol"));
+        let mut y = x.clone();
+        y[[2, 1]] = f64::INFINITY;
+        let e = KMeansParams::new(2).fit(y.view()).unwrap_err();
+        assert!(e.to_string().contains("row 2"), "{e}");
+        let km = KMeansParams::new(2).fit(x.view()).unwrap();
+        assert!(km.predict(Array2::<f64>::zeros((2, 3)).view()).is_err());
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        assert!(kmeans_plus_plus(x.view(), 5, &mut rng).is_err());
+    }
+}
