@@ -30,7 +30,7 @@ impl Ui {
         let bar = ProgressBar::with_draw_target(Some(len), self.target());
         bar.set_style(
             ProgressStyle::with_template(
-                "{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})",
+                "{prefix:>10} [{bar:24}] {pos}/{len} {msg} ({elapsed}, eta {eta})",
             )
             .expect("valid template")
             .progress_chars("=> "),
@@ -40,7 +40,6 @@ impl Ui {
     }
 
     /// A spinner for work of unknown length.
-    #[allow(dead_code)] // used once k-means is wired
     pub fn spinner(&self, msg: &str) -> ProgressBar {
         let bar = ProgressBar::with_draw_target(None, self.target());
         bar.set_style(

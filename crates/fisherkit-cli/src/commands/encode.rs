@@ -5,7 +5,10 @@ use crate::args::{EncodeArgs, EncoderArg};
 use crate::error::CliError;
 use crate::progress::Ui;
 use fisherkit::data::check_matrix;
-use fisherkit::Encoder;
+use fisherkit::encode::{
+    parse_fv_parts, FisherVector, FisherVectorParams, FvPart, Vlad, VladParams,
+};
+use fisherkit::{EncodeError, Encoder, Normalization};
 use fisherkit_io::{
     file_kind, read_bags, read_model, read_npy, write_npy, Bags, Element, FileKind, GmmModel,
     Matrix, Model, NamedBags,
@@ -17,8 +20,8 @@ use std::path::Path;
 #[derive(Debug, Clone)]
 struct Options {
     encoder: EncoderArg,
-    /// The `--parts` list as given (validated by the library's parser).
-    parts: Option<String>,
+    /// Fisher vector blocks.
+    parts: Vec<FvPart>,
     power: f64,
     l2: bool,
     fast: bool,
@@ -55,9 +58,15 @@ impl Options {
                 )));
             }
         }
+        let parts = match &a.parts {
+            Some(list) => {
+                parse_fv_parts(list).map_err(|e| CliError::usage(format!("--parts: {e}")))?
+            }
+            None => FisherVectorParams::default().parts,
+        };
         Ok(Self {
             encoder: a.encoder,
-            parts: a.parts.clone(),
+            parts,
             power,
             l2: !a.no_l2,
             fast: a.fast,
@@ -188,21 +197,43 @@ fn build_encoder<F: Element>(
     model: &Loaded,
     opts: &Options,
 ) -> Result<Box<dyn Encoder<F>>, CliError> {
-    let _ = (
-        opts.power,
-        opts.l2,
-        opts.fast,
-        opts.vlfeat_skips,
-        &opts.parts,
-    );
+    let invalid = |e: EncodeError| CliError::usage(e);
+    let vlad_params = || VladParams {
+        square_root: opts.power == 0.5,
+        unnormalized: !opts.l2,
+        ..VladParams::default()
+    };
     match model {
-        Loaded::Centroids(_) => Err(CliError::other("VLAD is not wired yet")),
+        Loaded::Centroids(c) => {
+            let means: Array2<F> = match c {
+                Matrix::F32(a) => a.mapv(|v| F::from_f64_lossy(v as f64)),
+                Matrix::F64(a) => a.mapv(F::from_f64_lossy),
+            };
+            Ok(Box::new(Vlad::new(means, vlad_params()).map_err(invalid)?))
+        }
         Loaded::Model(m) => match &**m {
             Model::Gmm(g) => {
-                let _gmm = gmm_as::<F>(model_path, g)?;
-                Err(CliError::other("the GMM encoders are not wired yet"))
+                let gmm = gmm_as::<F>(model_path, g)?;
+                match opts.encoder {
+                    EncoderArg::Fv => {
+                        let params = FisherVectorParams {
+                            parts: opts.parts.clone(),
+                            normalization: Normalization {
+                                power: opts.power,
+                                l2: opts.l2,
+                            },
+                            fast: opts.fast,
+                            vlfeat_skips: opts.vlfeat_skips,
+                        };
+                        Ok(Box::new(FisherVector::new(&gmm, params).map_err(invalid)?))
+                    }
+                    EncoderArg::Vlad => Ok(Box::new(
+                        Vlad::from_gmm(&gmm, vlad_params()).map_err(invalid)?,
+                    )),
+                }
             }
-            // MFA models: wired when `fisherkit::mfa` lands.
+            // MFA models: the library's MFA Fisher score is wired here when
+            // `fisherkit::mfa` lands on main.
             Model::Mfa(_) => Err(CliError::other(format!(
                 "{}: MFA models are not supported yet by `fisherkit encode`",
                 model_path.display()
