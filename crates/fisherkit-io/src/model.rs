@@ -472,7 +472,7 @@ fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
         ));
     }
     let n = u64::from_le_bytes(head);
-    if n > MAX_HEADER || n > len - 8 {
+    if n > MAX_HEADER || n > len.saturating_sub(8) {
         return Err(IoError::model(
             path,
             format!(

@@ -560,7 +560,7 @@ pub(crate) fn read_values<F: Element, R: Read>(
     } else {
         count.min(1 << 20)
     });
-    let mut buf = vec![0u8; (1 << 16) * size];
+    let mut buf = vec![0u8; layout.nbytes.min((1 << 16) * size)];
     let mut remaining = layout.nbytes;
     while remaining > 0 {
         let chunk = remaining.min(buf.len());
