@@ -5,9 +5,7 @@ use crate::args::{EncodeArgs, EncoderArg};
 use crate::error::CliError;
 use crate::progress::Ui;
 use fisherkit::data::check_matrix;
-use fisherkit::encode::{
-    parse_fv_parts, FisherVector, FisherVectorParams, FvPart, Vlad, VladParams,
-};
+use fisherkit::encode::{parse_fv_parts, FisherVector, FisherVectorParams, Vlad, VladParams};
 use fisherkit::{EncodeError, Encoder, Normalization};
 use fisherkit_io::{
     file_kind, read_bags, read_model, read_npy, write_npy, Bags, Element, FileKind, GmmModel,
@@ -20,8 +18,9 @@ use std::path::Path;
 #[derive(Debug, Clone)]
 struct Options {
     encoder: EncoderArg,
-    /// Fisher vector blocks.
-    parts: Vec<FvPart>,
+    /// `--parts` as given; parsed once the model kind is known (GMM and MFA
+    /// have different parts).
+    parts: Option<String>,
     power: f64,
     l2: bool,
     fast: bool,
@@ -58,15 +57,9 @@ impl Options {
                 )));
             }
         }
-        let parts = match &a.parts {
-            Some(list) => {
-                parse_fv_parts(list).map_err(|e| CliError::usage(format!("--parts: {e}")))?
-            }
-            None => FisherVectorParams::default().parts,
-        };
         Ok(Self {
             encoder: a.encoder,
-            parts,
+            parts: a.parts.clone(),
             power,
             l2: !a.no_l2,
             fast: a.fast,
@@ -216,8 +209,13 @@ fn build_encoder<F: Element>(
                 let gmm = gmm_as::<F>(model_path, g)?;
                 match opts.encoder {
                     EncoderArg::Fv => {
+                        let parts = match &opts.parts {
+                            Some(list) => parse_fv_parts(list)
+                                .map_err(|e| CliError::usage(format!("--parts: {e}")))?,
+                            None => FisherVectorParams::default().parts,
+                        };
                         let params = FisherVectorParams {
-                            parts: opts.parts.clone(),
+                            parts,
                             normalization: Normalization {
                                 power: opts.power,
                                 l2: opts.l2,
