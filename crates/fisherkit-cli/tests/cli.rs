@@ -1136,47 +1136,326 @@ fn centroids_are_not_a_fisher_vector_model() {
     );
 }
 
+// ---------------------------------------------------------------------------
+// mfa fit and MFA encoding
+
+/// Two planted factor-analyser components in D = 5 with R = 2 factors.
+fn planted_mfa(n: usize, seed: u64) -> Array2<f64> {
+    let mut rng = Rng(seed);
+    let mu = [[0.0, 0.0, 0.0, 0.0, 0.0], [8.0, -6.0, 4.0, 0.0, 5.0]];
+    let lam = [
+        [[2.0, 0.0], [1.0, 1.0], [0.0, 2.0], [0.5, -1.0], [0.0, 0.0]],
+        [[0.0, 1.5], [2.0, 0.0], [1.0, -1.0], [0.0, 0.5], [1.0, 1.0]],
+    ];
+    let mut x = Array2::zeros((2 * n, 5));
+    for i in 0..2 * n {
+        let k = i % 2;
+        let z = [rng.normal(), rng.normal()];
+        for d in 0..5 {
+            x[[i, d]] = mu[k][d] + lam[k][d][0] * z[0] + lam[k][d][1] * z[1] + 0.3 * rng.normal();
+        }
+    }
+    x
+}
+
+/// Inverse and log-determinant of a small SPD matrix (Gauss–Jordan).
+fn inv_logdet(a: &Array2<f64>) -> (Array2<f64>, f64) {
+    let n = a.nrows();
+    let mut m = a.clone();
+    let mut inv = Array2::<f64>::eye(n);
+    let mut logdet = 0.0;
+    for c in 0..n {
+        let p = (c..n)
+            .max_by(|&i, &j| m[[i, c]].abs().total_cmp(&m[[j, c]].abs()))
+            .unwrap();
+        for j in 0..n {
+            m.swap([c, j], [p, j]);
+            inv.swap([c, j], [p, j]);
+        }
+        let piv = m[[c, c]];
+        logdet += piv.abs().ln();
+        for j in 0..n {
+            m[[c, j]] /= piv;
+            inv[[c, j]] /= piv;
+        }
+        for i in 0..n {
+            if i != c {
+                let f = m[[i, c]];
+                for j in 0..n {
+                    m[[i, j]] -= f * m[[c, j]];
+                    inv[[i, j]] -= f * inv[[c, j]];
+                }
+            }
+        }
+    }
+    (inv, logdet)
+}
+
+/// The MFA Fisher score blocks (mean, loading), Σ_i of the paper's equations
+/// 14 and 15 divided by N, from dense covariances $S_k = Λ_kΛ_k^T + Ψ_k$:
+/// G_μk = Σ h S⁻¹d, G_Λk = Σ h (S⁻¹d)(Λᵀ S⁻¹ d)ᵀ − n_k S⁻¹Λ_k.
+fn mfa_reference(x: ArrayView2<'_, f64>, m: &fisherkit_io::MfaArrays<f64>) -> (Vec<f64>, Vec<f64>) {
+    let (n, d) = x.dim();
+    let (k, r) = (m.weights.len(), m.loadings.dim().2);
+    let mut sinv = Vec::new();
+    let mut logdet = Vec::new();
+    for c in 0..k {
+        let l = m.loadings.slice(s![c, .., ..]);
+        let mut cov = l.dot(&l.t());
+        let prow = if m.psi.nrows() == 1 { 0 } else { c };
+        for j in 0..d {
+            cov[[j, j]] += m.psi[[prow, j]];
+        }
+        let (i, ld) = inv_logdet(&cov);
+        sinv.push(i);
+        logdet.push(ld);
+    }
+    let mut gm = vec![0.0; k * d];
+    let mut gl = vec![0.0; k * d * r];
+    for i in 0..n {
+        let lp: Vec<f64> = (0..k)
+            .map(|c| {
+                let dv = &x.row(i) - &m.means.row(c);
+                let q = dv.dot(&sinv[c].dot(&dv));
+                m.weights[c].ln()
+                    - 0.5 * (d as f64 * (2.0 * std::f64::consts::PI).ln() + logdet[c] + q)
+            })
+            .collect();
+        let mx = lp.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = lp.iter().map(|l| (l - mx).exp()).sum();
+        for c in 0..k {
+            let h = (lp[c] - mx).exp() / sum;
+            let dv = &x.row(i) - &m.means.row(c);
+            let rv = sinv[c].dot(&dv);
+            let l = m.loadings.slice(s![c, .., ..]);
+            let e = l.t().dot(&rv);
+            let bt = sinv[c].dot(&l); // (D, R) = βᵀ
+            for j in 0..d {
+                gm[c * d + j] += h * rv[j];
+                for f in 0..r {
+                    gl[(c * d + j) * r + f] += h * (rv[j] * e[f] - bt[[j, f]]);
+                }
+            }
+        }
+    }
+    let nf = n as f64;
+    (
+        gm.iter().map(|v| v / nf).collect(),
+        gl.iter().map(|v| v / nf).collect(),
+    )
+}
+
+fn fitted_mfa(dir: &Path, psi: &str) -> (Array2<f64>, PathBuf) {
+    let x = planted_mfa(150, 11);
+    let xp = write64(dir, "Xm.npy", &x);
+    let model = dir.join(format!("mfa-{psi}.safetensors"));
+    fk().args([
+        "--quiet",
+        "mfa",
+        "fit",
+        "-i",
+        s(&xp),
+        "--components",
+        "2",
+        "--factors",
+        "2",
+    ])
+    .args([
+        "--psi",
+        psi,
+        "--max-iter",
+        "30",
+        "--seed",
+        "3",
+        "-o",
+        s(&model),
+    ])
+    .assert()
+    .success();
+    (x, model)
+}
+
+fn mfa_arrays(p: &Path) -> fisherkit_io::MfaArrays<f64> {
+    match fisherkit_io::read_mfa(p).unwrap() {
+        fisherkit_io::MfaModel::F64(m) => m,
+        fisherkit_io::MfaModel::F32(m) => m.cast(),
+    }
+}
+
 #[test]
-fn mfa_models_are_reported_until_supported() {
+fn mfa_fit_writes_the_contract_layout_reproducibly() {
     let dir = tmp();
-    let m = dir.path().join("mfa.safetensors");
-    let mfa = fisherkit_io::MfaArrays {
-        weights: ndarray::array![0.5, 0.5],
-        means: Array2::zeros((2, 2)),
-        loadings: ndarray::Array3::from_elem((2, 2, 1), 0.5),
-        psi: Array2::from_elem((1, 2), 0.2),
+    let (_, shared) = fitted_mfa(dir.path(), "shared");
+    let (_, per) = fitted_mfa(dir.path(), "per-component");
+    let a = mfa_arrays(&shared);
+    assert_eq!(a.loadings.dim(), (2, 5, 2));
+    assert_eq!(a.psi.dim(), (1, 5));
+    assert_eq!(mfa_arrays(&per).psi.dim(), (2, 5));
+    let (_, meta) = read_model_with_metadata(&shared).unwrap();
+    assert_eq!(meta["kind"], "mfa");
+    assert_eq!(meta["psi"], "shared");
+    // The planted means are recovered (in some order).
+    let m0 = a.means.row(0).to_owned();
+    let near = |v: &Array1<f64>, w: [f64; 5]| {
+        v.iter()
+            .zip(w)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt()
+            < 0.6
     };
-    fisherkit_io::write_mfa(&m, &mfa, &Default::default()).unwrap();
-    let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((3, 2), 0.5));
-    let out = dir.path().join("o.npy");
-    let o = fk()
-        .args([
+    let (z, o) = ([0.0; 5], [8.0, -6.0, 4.0, 0.0, 5.0]);
+    let m1 = a.means.row(1).to_owned();
+    assert!(
+        (near(&m0, z) && near(&m1, o)) || (near(&m0, o) && near(&m1, z)),
+        "{}",
+        a.means
+    );
+    // Same seed, same bytes.
+    let again = dir.path().join("again.safetensors");
+    let xp = dir.path().join("Xm.npy");
+    fk().args([
+        "--quiet",
+        "--threads",
+        "2",
+        "mfa",
+        "fit",
+        "-i",
+        s(&xp),
+        "-k",
+        "2",
+        "-r",
+        "2",
+    ])
+    .args(["--max-iter", "30", "--seed", "3", "-o", s(&again)])
+    .assert()
+    .success();
+    assert_eq!(
+        std::fs::read(&shared).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+}
+
+#[test]
+fn encode_mfa_matches_equations_14_and_15() {
+    let dir = tmp();
+    for psi in ["shared", "per-component"] {
+        let (x, model) = fitted_mfa(dir.path(), psi);
+        let m = mfa_arrays(&model);
+        let bag = x.slice(s![..41, ..]).to_owned();
+        let bp = write64(dir.path(), "bag.npy", &bag);
+        let (gm, gl) = mfa_reference(bag.view(), &m);
+        let out = dir.path().join("raw.npy");
+        fk().args([
             "--quiet",
             "encode",
             "-m",
-            s(&m),
+            s(&model),
+            "-i",
+            s(&bp),
+            "--parts",
+            "mean,loading",
+        ])
+        .args(["--power", "1", "--no-l2", "-o", s(&out)])
+        .assert()
+        .success();
+        let got = read64(&out);
+        assert_eq!(got.dim(), (1, 2 * 5 + 2 * 5 * 2));
+        let want = [gm.clone(), gl.clone()].concat();
+        assert_close(got.row(0).as_slice().unwrap(), &want, 1e-7);
+        // Default: the loading block, signed square root and L2.
+        let out2 = dir.path().join("fs.npy");
+        fk().args([
+            "--quiet",
+            "encode",
+            "-m",
+            s(&model),
             "-i",
             s(&bp),
             "-o",
-            s(&out),
+            s(&out2),
         ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    if o.status.success() {
-        // MFA encoding is wired: one row of finite numbers.
-        let got = read64(&out);
-        assert_eq!(got.nrows(), 1);
-        assert!(got.iter().all(|v| v.is_finite()));
-    } else {
-        assert_eq!(o.status.code(), Some(1));
-        assert!(
-            stderr.contains("MFA models are not supported yet"),
-            "{stderr}"
+        .assert()
+        .success();
+        assert_close(
+            read64(&out2).row(0).as_slice().unwrap(),
+            &improved(&gl),
+            1e-7,
         );
-        assert!(!out.exists());
     }
+}
+
+#[test]
+fn mfa_errors() {
+    let dir = tmp();
+    let xp = write64(dir.path(), "X.npy", &planted_mfa(10, 12)); // 20 rows, D = 5
+    let out = dir.path().join("m.safetensors");
+    let fit = |k: &str, r: &str| {
+        let mut c = fk();
+        c.args(["mfa", "fit", "-i", s(&xp), "-k", k, "-r", r, "-o", s(&out)]);
+        c
+    };
+    assert_error(
+        &mut fit("2", "5"),
+        1,
+        &["X.npy", "0 < R < D = 5", "R = 5"],
+        &out,
+    );
+    assert_error(
+        &mut fit("21", "2"),
+        1,
+        &["X.npy", "21 components", "20"],
+        &out,
+    );
+    assert_error(&mut fit("0", "2"), 2, &["n_components"], &out);
+    assert_error(&mut fit("2", "0"), 2, &["n_factors"], &out);
+    assert_error(
+        fk().args([
+            "mfa",
+            "fit",
+            "-i",
+            s(&xp),
+            "-k",
+            "2",
+            "-r",
+            "1",
+            "--psi",
+            "diag",
+            "-o",
+            s(&out),
+        ]),
+        2,
+        &["diag"],
+        &out,
+    );
+    // Encoder options that do not apply to an MFA model.
+    let (_, model) = fitted_mfa(dir.path(), "shared");
+    let bp = write64(dir.path(), "bag.npy", &planted_mfa(3, 13));
+    let o = dir.path().join("o.npy");
+    let enc = |extra: &[&str], code: i32, needles: &[&str]| {
+        assert_error(
+            fk().args(["encode", "-m", s(&model), "-i", s(&bp), "-o", s(&o)])
+                .args(extra),
+            code,
+            needles,
+            &o,
+        );
+    };
+    enc(
+        &["--parts", "mean,var"],
+        2,
+        &["--parts", "unknown MFA Fisher score part `var`"],
+    );
+    enc(&["--fast"], 2, &["--fast", "MFA"]);
+    enc(&["--vlfeat-skips"], 2, &["--vlfeat-skips"]);
+    enc(&["--encoder", "vlad"], 2, &["is an MFA model"]);
+    let wide = write64(dir.path(), "wide.npy", &Array2::from_elem((3, 4), 0.5));
+    assert_error(
+        fk().args(["encode", "-m", s(&model), "-i", s(&wide), "-o", s(&o)]),
+        1,
+        &["wide.npy", "4 columns", "dimension 5"],
+        &o,
+    );
 }
 
 #[test]

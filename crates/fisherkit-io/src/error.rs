@@ -1,6 +1,7 @@
 //! The error type of the crate.
 
 use fisherkit::gmm::GmmError;
+use fisherkit::mfa::MfaError;
 use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong reading or writing a fisherkit file.
@@ -52,6 +53,14 @@ pub enum IoError {
         /// The library's diagnosis.
         source: GmmError,
     },
+    /// MFA parameters rejected by [`fisherkit::mfa::Mfa::new`].
+    #[error("{}: {source}", path.display())]
+    Mfa {
+        /// The model file.
+        path: PathBuf,
+        /// The library's diagnosis.
+        source: MfaError,
+    },
 }
 
 impl IoError {
@@ -83,7 +92,8 @@ impl IoError {
             | IoError::Format { path, .. }
             | IoError::NpzArray { path, .. }
             | IoError::Model { path, .. }
-            | IoError::Gmm { path, .. } => path,
+            | IoError::Gmm { path, .. }
+            | IoError::Mfa { path, .. } => path,
         }
     }
 }

@@ -22,8 +22,8 @@ pub mod npz;
 
 pub use error::{IoError, Result};
 pub use model::{
-    read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa, write_model,
-    GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
+    read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa,
+    write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
 };
 pub use npy::{read_npy, read_npy_as, write_matrix, write_npy, Dtype, Element, Matrix};
 pub use npz::{file_kind, read_bags, read_npz, write_npz, Bags, FileKind, NamedBags};

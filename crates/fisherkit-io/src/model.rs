@@ -22,6 +22,7 @@ use crate::atomic::write_atomically;
 use crate::error::{IoError, Result};
 use crate::npy::{py_shape, Dtype, Element, NPY_MAGIC, ZIP_MAGIC};
 use fisherkit::gmm::{DiagGmm, GmmError};
+use fisherkit::mfa::{Mfa, MfaError};
 use fisherkit::Float;
 use ndarray::{Array1, Array2, Array3, ArrayD, IxDyn};
 use safetensors::tensor::TensorView;
@@ -141,6 +142,23 @@ impl<F: Float> MfaArrays<F> {
         Ok(())
     }
 
+    /// The parameters of a library model.
+    pub fn from_mfa(m: &Mfa<F>) -> Self {
+        MfaArrays {
+            weights: m.weights().to_owned(),
+            means: m.means().to_owned(),
+            loadings: m.loadings().to_owned(),
+            psi: m.psi().to_owned(),
+        }
+    }
+
+    /// The library model in element type `G` (validated by [`Mfa::new`],
+    /// which also requires $0 < R < D$).
+    pub fn to_mfa<G: Float>(&self) -> Result<Mfa<G>, MfaError> {
+        let c = self.cast::<G>();
+        Mfa::new(c.weights, c.means, c.loadings, c.psi)
+    }
+
     /// The same arrays in another float type (rounding to nearest).
     pub fn cast<G: Float>(&self) -> MfaArrays<G> {
         let c = |v: &F| G::from_f64_lossy(v.as_f64());
@@ -252,6 +270,14 @@ impl MfaModel {
         match self {
             MfaModel::F32(m) => m.dim(),
             MfaModel::F64(m) => m.dim(),
+        }
+    }
+
+    /// The library model in element type `F` (cast if the file's differs).
+    pub fn to_dtype<F: Float>(&self) -> Result<Mfa<F>, MfaError> {
+        match self {
+            MfaModel::F32(m) => m.to_mfa(),
+            MfaModel::F64(m) => m.to_mfa(),
         }
     }
 }
@@ -415,6 +441,15 @@ pub fn write_mfa<F: Element>(
         ],
         extra,
     )
+}
+
+/// Writes a fitted library MFA with [`write_mfa`].
+pub fn write_mfa_model<F: Element>(
+    path: impl AsRef<Path>,
+    mfa: &Mfa<F>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    write_mfa(path, &MfaArrays::from_mfa(mfa), extra)
 }
 
 /// Writes a [`Model`] in its own element type.
@@ -616,6 +651,11 @@ fn read_mfa_tensors<F: Element>(
         psi,
     };
     mfa.validate().map_err(|e| IoError::model(path, e))?;
+    // The library's own checks (e.g. 0 < R < D), with its messages.
+    mfa.to_mfa::<F>().map_err(|source| IoError::Mfa {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(mfa)
 }
 
@@ -745,7 +785,8 @@ pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
     }
 }
 
-/// Reads a `kind = mfa` model file; a GMM file is an error.
+/// Reads a `kind = mfa` model file; a GMM file is an error. The parameters
+/// are also checked by [`Mfa::new`] (for example $0 < R < D$).
 pub fn read_mfa(path: impl AsRef<Path>) -> Result<MfaModel> {
     let path = path.as_ref();
     match read_model(path)? {

@@ -525,3 +525,32 @@ fn model_files_are_byte_for_byte_deterministic() {
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     assert_eq!(st.len(), 3);
 }
+
+#[test]
+fn mfa_files_convert_to_and_from_the_library_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = mfa(2, 4, 2, false);
+    let m: fisherkit::mfa::Mfa<f64> = a.to_mfa().unwrap();
+    let p = dir.path().join("lib.safetensors");
+    fisherkit_io::write_mfa_model(&p, &m, &BTreeMap::new()).unwrap();
+    let back = read_mfa(&p).unwrap();
+    assert_eq!(back, MfaModel::F64(MfaArrays::from_mfa(&m)));
+    let m32: fisherkit::mfa::Mfa<f32> = back.to_dtype().unwrap();
+    assert_eq!(m32.n_factors(), 2);
+    assert_eq!(m32.loadings(), a.loadings.mapv(|v| v as f32));
+}
+
+#[test]
+fn mfa_library_checks_apply_on_read() {
+    // R = D = 3: the arrays are consistent but the library requires R < D.
+    let m = gmm_err(
+        MFA,
+        replace(
+            mfa_tensors(f64s(&[3], &[0.1; 3])),
+            "loadings",
+            f64s(&[2, 3, 3], &[0.1; 18]),
+        ),
+    );
+    assert!(m.contains("invalid MFA parameters"), "{m}");
+    assert!(m.contains("0 < R < D = 3"), "{m}");
+}

@@ -5,7 +5,10 @@ use crate::args::{EncodeArgs, EncoderArg};
 use crate::error::CliError;
 use crate::progress::Ui;
 use fisherkit::data::check_matrix;
-use fisherkit::encode::{parse_fv_parts, FisherVector, FisherVectorParams, Vlad, VladParams};
+use fisherkit::encode::{
+    parse_fv_parts, parse_mfa_parts, FisherVector, FisherVectorParams, MfaFisherScore,
+    MfaFisherScoreParams, Vlad, VladParams,
+};
 use fisherkit::{EncodeError, Encoder, Normalization};
 use fisherkit_io::{
     file_kind, read_bags, read_model, read_npy, write_npy, Bags, Element, FileKind, GmmModel,
@@ -230,12 +233,53 @@ fn build_encoder<F: Element>(
                     )),
                 }
             }
-            // MFA models: the library's MFA Fisher score is wired here when
-            // `fisherkit::mfa` lands on main.
-            Model::Mfa(_) => Err(CliError::other(format!(
-                "{}: MFA models are not supported yet by `fisherkit encode`",
-                model_path.display()
-            ))),
+            Model::Mfa(m) => {
+                if opts.encoder == EncoderArg::Vlad {
+                    return Err(CliError::usage(format!(
+                        "{}: is an MFA model; --encoder vlad needs a GMM or k-means centroids",
+                        model_path.display()
+                    )));
+                }
+                for (given, flag) in [(opts.fast, "--fast"), (opts.vlfeat_skips, "--vlfeat-skips")]
+                {
+                    if given {
+                        return Err(CliError::usage(format!(
+                            "{flag} applies to GMM Fisher vectors, not to the MFA model {}",
+                            model_path.display()
+                        )));
+                    }
+                }
+                let mfa = m.to_dtype::<F>().map_err(|e| {
+                    CliError::other(format!(
+                        "{}: cannot use the {} model as {}: {e}",
+                        model_path.display(),
+                        m.dtype(),
+                        F::DTYPE
+                    ))
+                })?;
+                let parts = match &opts.parts {
+                    Some(list) => {
+                        let p = parse_mfa_parts(list)
+                            .map_err(|e| CliError::usage(format!("--parts: {e}")))?;
+                        if p.is_empty() {
+                            return Err(CliError::usage(
+                                "--parts: no MFA Fisher score part selected; choose among mean, loading",
+                            ));
+                        }
+                        p
+                    }
+                    None => MfaFisherScoreParams::<F>::default().parts,
+                };
+                let params = MfaFisherScoreParams {
+                    parts,
+                    normalization: Normalization {
+                        power: opts.power,
+                        l2: opts.l2,
+                    },
+                    whitening: None,
+                };
+                Ok(Box::new(MfaFisherScore::new(mfa, params).map_err(invalid)?))
+            }
         },
     }
 }
