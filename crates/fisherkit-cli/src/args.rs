@@ -9,6 +9,8 @@ Examples:
   fisherkit encode --model gmm.safetensors --input bags.npz --output fv.npy
   fisherkit kmeans fit --input descriptors.npy --clusters 64 --output centroids.npy
   fisherkit encode --encoder vlad --model centroids.npy --input bags.npz --output vlad.npy
+  fisherkit mfa fit --input descriptors.npy --components 50 --factors 10 --output mfa.safetensors
+  fisherkit encode --model mfa.safetensors --input bags.npz --parts mean,loading --output mfa_fs.npy
 
 Arrays are .npy files of shape (N, D), float32 or float64 (numpy's np.save);
 a set of bags is an .npz archive with one (N_i, D) array per bag (np.savez).
@@ -47,7 +49,7 @@ pub enum Command {
         #[command(subcommand)]
         command: MfaCommand,
     },
-    /// Encode bags of descriptors with a model (Fisher vector or VLAD).
+    /// Encode bags of descriptors with a model (GMM Fisher vector, MFA Fisher score or VLAD).
     Encode(EncodeArgs),
 }
 
@@ -215,14 +217,17 @@ Examples:
   fisherkit encode --model gmm.safetensors --input bags.npz --parts prior,mean,var \\
       --power 1 --no-l2 --output raw_fv.npy
   fisherkit encode --encoder vlad --model centroids.npy --input bags.npz --output vlad.npy
+  fisherkit encode --model mfa.safetensors --input bags.npz --parts mean,loading --output fs.npy
 
 The Fisher vector blocks come in the order prior, mean, var, each
 component-major (VLFeat's layout); --power 1 --no-l2 gives the raw gradient.
+With an MFA model the parts are mean and loading (default loading), in that
+order; the loading block is component-major, then dimension, then factor.
 Rows of the output follow the order of the arrays in the .npz archive.
 The computation runs in the dtype of the bags; the model is converted to it."
 )]
 pub struct EncodeArgs {
-    /// Model file: a GMM (.safetensors); for VLAD also k-means centroids (.npy).
+    /// Model file: a GMM or MFA (.safetensors); for VLAD also k-means centroids (.npy).
     #[arg(long, short, value_name = "M.safetensors")]
     pub model: PathBuf,
     /// One bag (N, D) as .npy, or many as an .npz archive.
@@ -234,7 +239,7 @@ pub struct EncodeArgs {
     /// Encoder.
     #[arg(long, value_enum, default_value_t = EncoderArg::Fv)]
     pub encoder: EncoderArg,
-    /// Fisher vector blocks, comma-separated among prior, mean, var [default: mean,var].
+    /// Blocks, comma-separated: GMM among prior, mean, var [default: mean,var]; MFA among mean, loading [default: loading].
     #[arg(long, value_name = "LIST")]
     pub parts: Option<String>,
     /// Signed power exponent applied before L2 (1 disables it) [default: 0.5 for fv, 1 for vlad].

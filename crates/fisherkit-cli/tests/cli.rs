@@ -1467,7 +1467,12 @@ fn help_shows_examples() {
         text.contains("Examples:") && text.contains("fisherkit gmm fit"),
         "{text}"
     );
-    for sub in [&["gmm", "fit"][..], &["kmeans", "fit"], &["encode"]] {
+    for sub in [
+        &["gmm", "fit"][..],
+        &["kmeans", "fit"],
+        &["mfa", "fit"],
+        &["encode"],
+    ] {
         let o = fk().args(sub).arg("--help").output().unwrap();
         assert!(o.status.success());
         let text = String::from_utf8_lossy(&o.stdout);
