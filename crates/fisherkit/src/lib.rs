@@ -16,7 +16,10 @@ pub mod float;
 pub mod gmm;
 pub mod kmeans;
 pub mod linalg;
+pub mod metrics;
 pub mod normalize;
+pub mod pca;
+pub mod svm;
 
 pub use encode::{EncodeError, Encoder};
 pub use float::Float;
