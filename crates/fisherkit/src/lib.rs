@@ -17,6 +17,7 @@ pub mod gmm;
 pub mod kmeans;
 pub mod linalg;
 pub mod metrics;
+pub mod mfa;
 pub mod normalize;
 pub mod pca;
 pub mod svm;
