@@ -226,3 +226,29 @@ fn single_factor_analyser_matches_scikit_learn() {
     );
     assert!((ours - sk).abs() < 1e-6, "ours {ours} vs scikit-learn {sk}");
 }
+
+#[test]
+fn constant_column_and_few_rows_fit_without_nan() {
+    let (_, mut x) = planted(2, 5, 1, 300, PsiMode::Shared, 31);
+    x.column_mut(3).fill(100.0);
+    for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+        let fit = MfaParams::new(2, 1)
+            .psi_mode(mode)
+            .max_iter(20)
+            .fit(x.view())
+            .unwrap();
+        assert!(fit.log_likelihood.iter().all(|v| v.is_finite()));
+        assert!(fit.model.psi().iter().all(|v| *v > 0.0 && v.is_finite()));
+        let x32 = x.mapv(|v| v as f32);
+        let f32fit = MfaParams::new(2, 1)
+            .psi_mode(mode)
+            .max_iter(20)
+            .fit(x32.view())
+            .unwrap();
+        assert!(f32fit.model.score(x32.view()).unwrap().is_finite());
+    }
+    // as many components as rows
+    let small = x.slice(ndarray::s![..4, ..]).to_owned();
+    let fit = MfaParams::new(4, 2).max_iter(5).fit(small.view()).unwrap();
+    assert!(fit.model.score(small.view()).unwrap().is_finite());
+}

@@ -400,3 +400,54 @@ fn invalid_models_hyper_parameters_and_data_are_errors() {
     )
     .is_err());
 }
+
+#[test]
+fn starved_component_is_reseeded_not_nan() {
+    let m = random_model(3, 6, 2, PsiMode::PerComponent, 61);
+    let x = sample(&m, 800, 62);
+    // move component 2 far away: it receives (almost) no responsibility
+    let (w, mut mu, lam, psi) = m.into_parts();
+    mu.row_mut(2).fill(1e4);
+    let far = Mfa::new(w, mu, lam, psi).unwrap();
+    let st = far.sufficient_statistics(x.view()).unwrap();
+    assert!(st.soft_counts()[2] < 1e-6);
+    let up = far.update_from_statistics(&st, 1e-3).unwrap();
+    assert!(up.means().iter().all(|v| v.is_finite() && v.abs() < 100.0));
+    assert!(
+        up.weights()[2] > 0.05,
+        "re-seeded weight {}",
+        up.weights()[2]
+    );
+    assert!(up.score(x.view()).unwrap().is_finite());
+}
+
+#[test]
+fn f32_kernel_is_accurate_far_from_origin() {
+    let m = random_model(3, 10, 2, PsiMode::Shared, 71);
+    let (w, mu, lam, psi) = m.into_parts();
+    let shifted = Mfa::new(w, mu.mapv(|v| v + 1e4), lam, psi).unwrap();
+    let x = sample(&shifted, 200, 72);
+    let ll64 = shifted.score_samples(x.view()).unwrap();
+    let m32: Mfa<f32> = shifted.cast().unwrap();
+    let ll32 = m32.score_samples(x.mapv(|v| v as f32).view()).unwrap();
+    let worst = ll64
+        .iter()
+        .zip(ll32.iter())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 0.05,
+        "f32 log-likelihood off by {worst} nats at offset 1e4"
+    );
+    let enc64 = MfaFisherScore::new(shifted.clone(), MfaFisherScoreParams::default()).unwrap();
+    let enc32 = MfaFisherScore::new(m32, MfaFisherScoreParams::default()).unwrap();
+    let v64 = enc64.encode(x.view()).unwrap();
+    let v32 = enc32.encode(x.mapv(|v| v as f32).view()).unwrap();
+    let diff: f64 = v64
+        .iter()
+        .zip(v32.iter())
+        .map(|(a, b)| (a - *b as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    assert!(diff < 1e-2, "f32 encoding off by {diff} at offset 1e4");
+}

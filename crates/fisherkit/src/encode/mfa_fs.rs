@@ -205,7 +205,6 @@ impl<F: Float> MfaFisherScore<F> {
         let kr = k * r;
         let g = accumulate(m, bag, Want::SCORES, false);
         let inv_n = 1.0 / g.n_rows as f64;
-        let mut off = 0;
         let mut tmp = Array2::<f64>::zeros((d, r));
         let mut t2 = Array2::<f64>::zeros((d, r));
         for kk in 0..k {
@@ -256,9 +255,7 @@ impl<F: Float> MfaFisherScore<F> {
                     }
                 }
             }
-            off += 1;
         }
-        debug_assert_eq!(off, k);
     }
 
     /// The un-normalised score $[G_\mu, G_\Lambda]/N$ of one bag (N, D), before

@@ -1,4 +1,5 @@
 use crate::data::DataError;
+use crate::kmeans::KMeansError;
 
 /// Errors of the [`crate::mfa`] module.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -15,6 +16,9 @@ pub enum MfaError {
     /// A numerical failure (a matrix that should be positive definite is not).
     #[error("MFA numerical failure: {0}")]
     Numerical(String),
+    /// The k-means initialisation failed.
+    #[error("MFA initialisation: {0}")]
+    KMeans(#[from] KMeansError),
     /// Bad data.
     #[error(transparent)]
     Data(#[from] DataError),

@@ -1,111 +1,19 @@
 //! Initialisation of an MFA: k-means, then probabilistic PCA per cluster.
 //!
-//! The k-means here is a small private k-means++ + Lloyd (GEMM distances);
-//! it is meant to be replaced by [`crate::kmeans`] once that module lands.
+//! The clustering is [`crate::kmeans`] (k-means++ seeding, GEMM Lloyd), seeded
+//! from the restart's random stream.
 
 use super::model::{Mfa, PsiMode};
 use super::MfaError;
 use crate::float::Float;
+use crate::kmeans::KMeansParams;
 use crate::linalg::{gemm, par_all};
 use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
-use rand::Rng;
+use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 
 /// Lloyd iterations of the initial k-means.
 const KMEANS_ITERS: usize = 25;
-
-/// Squared distance in f64.
-fn dist2<F: Float>(a: ndarray::ArrayView1<'_, F>, b: ndarray::ArrayView1<'_, f64>) -> f64 {
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, c)| {
-            let v = x.as_f64() - c;
-            v * v
-        })
-        .sum()
-}
-
-/// k-means++ seeding then Lloyd; returns the labels (N). `x` is centred (N, D).
-fn kmeans_labels<F: Float>(x: ArrayView2<'_, F>, k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
-    let (n, d) = x.dim();
-    let mut cent = Array2::<f64>::zeros((k, d));
-    let first = rng.random_range(0..n);
-    cent.row_mut(0).assign(&x.row(first).mapv(|v| v.as_f64()));
-    let mut best: Vec<f64> = x
-        .rows()
-        .into_iter()
-        .map(|r| dist2(r, cent.row(0)))
-        .collect();
-    for c in 1..k {
-        let total: f64 = best.iter().sum();
-        let pick = if total > 0.0 {
-            let mut t = rng.random::<f64>() * total;
-            let mut idx = n - 1;
-            for (i, b) in best.iter().enumerate() {
-                if t < *b {
-                    idx = i;
-                    break;
-                }
-                t -= b;
-            }
-            idx
-        } else {
-            rng.random_range(0..n)
-        };
-        cent.row_mut(c).assign(&x.row(pick).mapv(|v| v.as_f64()));
-        for (b, r) in best.iter_mut().zip(x.rows()) {
-            let v = dist2(r, cent.row(c));
-            if v < *b {
-                *b = v;
-            }
-        }
-    }
-    let xn: Vec<f64> = x
-        .rows()
-        .into_iter()
-        .map(|r| r.iter().map(|v| v.as_f64() * v.as_f64()).sum())
-        .collect();
-    let mut labels = vec![usize::MAX; n];
-    let mut dots = Array2::<F>::zeros((n, k));
-    for _ in 0..KMEANS_ITERS {
-        let cf = cent.mapv(F::from_f64_lossy);
-        let cn: Vec<f64> = cent.rows().into_iter().map(|r| r.dot(&r)).collect();
-        gemm(dots.view_mut(), false, x, cf.t(), F::one(), par_all());
-        let mut changed = false;
-        for (i, row) in dots.rows().into_iter().enumerate() {
-            let mut bi = 0;
-            let mut bv = f64::INFINITY;
-            for (c, v) in row.iter().enumerate() {
-                let dv = xn[i] - 2.0 * v.as_f64() + cn[c];
-                if dv < bv {
-                    bv = dv;
-                    bi = c;
-                }
-            }
-            if labels[i] != bi {
-                labels[i] = bi;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-        let mut sums = Array2::<f64>::zeros((k, d));
-        let mut counts = vec![0usize; k];
-        for (i, row) in x.rows().into_iter().enumerate() {
-            let l = labels[i];
-            counts[l] += 1;
-            sums.row_mut(l).zip_mut_with(&row, |s, v| *s += v.as_f64());
-        }
-        for c in 0..k {
-            if counts[c] > 0 {
-                let inv = 1.0 / counts[c] as f64;
-                cent.row_mut(c).assign(&sums.row(c).mapv(|v| v * inv));
-            }
-        }
-    }
-    labels
-}
 
 /// k-means then PPCA per cluster: $\Lambda_j = U_R (\Lambda_R - \sigma_j^2 I)^{1/2}$ from
 /// the top-R eigenpairs of the cluster covariance, $\sigma_j^2$ the mean of the
@@ -141,7 +49,12 @@ pub(crate) fn init_mfa<F: Float>(
     let labels = if k == 1 {
         vec![0; n]
     } else {
-        kmeans_labels(xc.view(), k, rng)
+        KMeansParams::new(k)
+            .max_iter(KMEANS_ITERS)
+            .seed(rng.next_u64())
+            .fit(xc.view())?
+            .labels()
+            .to_vec()
     };
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (i, l) in labels.iter().enumerate() {

@@ -48,44 +48,72 @@ impl Want {
     };
 }
 
-/// Scratch buffers of one worker, reused across chunks.
+/// Scratch buffers of one worker, reused across chunks (flat storage, viewed
+/// with the shape of the current chunk so a short last chunk reallocates nothing).
 pub(crate) struct Workspace<F: Float> {
-    y: Array2<F>,
-    y2: Array2<F>,
-    pt: Array2<F>,
-    qt: Array2<F>,
-    lj: Array2<f64>,
-    et: Array2<F>,
-    syg: Array2<F>,
-    sgg: Array2<F>,
-    syy: Array2<F>,
+    y: Vec<F>,
+    y2: Vec<F>,
+    pt: Vec<F>,
+    qt: Vec<F>,
+    lj: Vec<f64>,
+    et: Vec<F>,
+    /// (D, K·R + K) running sum in `F` of the current block, flushed to `f64` by [`flush`].
+    syg: Vec<F>,
+    /// (K, D) running sum in `F` (per-component $\Psi$), flushed by [`flush`].
+    syy: Vec<F>,
+    sgg: Vec<F>,
+    pending: bool,
     m: Vec<f64>,
     s: Vec<f64>,
 }
 
 impl<F: Float> Default for Workspace<F> {
     fn default() -> Self {
-        let z = || Array2::<F>::zeros((0, 0));
         Self {
-            y: z(),
-            y2: z(),
-            pt: z(),
-            qt: z(),
-            lj: Array2::zeros((0, 0)),
-            et: z(),
-            syg: z(),
-            sgg: z(),
-            syy: z(),
+            y: Vec::new(),
+            y2: Vec::new(),
+            pt: Vec::new(),
+            qt: Vec::new(),
+            lj: Vec::new(),
+            et: Vec::new(),
+            syg: Vec::new(),
+            syy: Vec::new(),
+            sgg: Vec::new(),
+            pending: false,
             m: Vec::new(),
             s: Vec::new(),
         }
     }
 }
 
-fn ensure<T: Clone + num_traits::Zero>(a: &mut Array2<T>, shape: (usize, usize)) {
-    if a.dim() != shape {
-        *a = Array2::zeros(shape);
+/// A (rows, cols) row-major view of the first rows·cols elements of `v`, grown as needed.
+fn view2<T: Clone + num_traits::Zero>(
+    v: &mut Vec<T>,
+    shape: (usize, usize),
+) -> ArrayViewMut2<'_, T> {
+    let len = shape.0 * shape.1;
+    if v.len() < len {
+        v.resize(len, T::zero());
     }
+    ArrayViewMut2::from_shape(shape, &mut v[..len]).expect("length matches shape")
+}
+
+thread_local! {
+    static CACHED: std::cell::RefCell<Option<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's cached workspace (created on first use), so
+/// that encoding many bags on a thread allocates nothing per bag.
+pub(crate) fn with_cached_workspace<F: Float, T>(f: impl FnOnce(&mut Workspace<F>) -> T) -> T {
+    let mut ws: Workspace<F> = CACHED
+        .with(|c| c.borrow_mut().take())
+        .and_then(|b| b.downcast::<Workspace<F>>().ok())
+        .map(|b| *b)
+        .unwrap_or_default();
+    let out = f(&mut ws);
+    CACHED.with(|c| *c.borrow_mut() = Some(Box::new(ws)));
+    out
 }
 
 /// Sufficient statistics in whitened-factor space ($g$, not $e = C^{-\top} g$), `f64`.
@@ -138,9 +166,24 @@ fn add_into<F: Float>(acc: &mut ArrayViewMut2<'_, f64>, v: ArrayView2<'_, F>) {
     acc.zip_mut_with(&v, |a, b| *a += b.as_f64());
 }
 
+/// Adds the `F` running sums of the workspace to `acc` and resets them.
+pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut GAcc) {
+    if !ws.pending {
+        return;
+    }
+    let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
+    let w = k * r + k;
+    add_into(&mut acc.syg.view_mut(), view2(&mut ws.syg, (d, w)).view());
+    if acc.syy.nrows() == k && model.kern.inv_psi.nrows() == k {
+        add_into(&mut acc.syy.view_mut(), view2(&mut ws.syy, (k, d)).view());
+    }
+    ws.pending = false;
+}
+
 /// Processes one chunk `x` (n, D) of validated rows: writes $\log p(x_i)$
 /// into `ll` (n), posteriors into `proba` (n, K) when given, and adds the
-/// wanted statistics to `acc`.
+/// wanted statistics to `acc` (the two large sums stay in the workspace in
+/// `F` until [`flush`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn process_chunk<F: Float>(
     model: &Mfa<F>,
@@ -159,14 +202,28 @@ pub(crate) fn process_chunk<F: Float>(
     let p = kp.inv_psi.nrows();
     let kr = k * r;
     let w = kr + k;
-    ensure(&mut ws.y, (n, d));
-    ensure(&mut ws.y2, (n, d));
-    ensure(&mut ws.pt, (w, n));
-    ensure(&mut ws.qt, (p, n));
-    ensure(&mut ws.lj, (k, n));
+    let Workspace {
+        y,
+        y2,
+        pt,
+        qt,
+        lj,
+        et,
+        syg,
+        syy,
+        sgg,
+        pending,
+        m: mx,
+        s: sx,
+    } = ws;
+    let mut y = view2(y, (n, d));
+    let mut y2 = view2(y2, (n, d));
+    let mut pt = view2(pt, (w, n));
+    let mut qt = view2(qt, (p, n));
+    let mut lj = view2(lj, (k, n));
     // centre and square
-    ndarray::Zip::from(ws.y.rows_mut())
-        .and(ws.y2.rows_mut())
+    ndarray::Zip::from(y.rows_mut())
+        .and(y2.rows_mut())
         .and(x.rows())
         .for_each(|mut y, mut y2, xr| {
             ndarray::Zip::from(&mut y)
@@ -180,18 +237,18 @@ pub(crate) fn process_chunk<F: Float>(
                 });
         });
     gemm(
-        ws.pt.view_mut(),
+        pt.view_mut(),
         false,
         kp.stacked_t.view(),
-        ws.y.t(),
+        y.t(),
         F::one(),
         par,
     );
     gemm(
-        ws.qt.view_mut(),
+        qt.view_mut(),
         false,
         kp.inv_psi.view(),
-        ws.y2.t(),
+        y2.t(),
         F::one(),
         par,
     );
@@ -200,23 +257,19 @@ pub(crate) fn process_chunk<F: Float>(
         let pk = model.psi_row(kk);
         let b = kp.log_const[kk];
         {
-            let q = ws.qt.row(pk);
-            let pm = ws.pt.row(kr + kk);
-            let mut lj = ws.lj.row_mut(kk);
+            let q = qt.row(pk);
+            let pm = pt.row(kr + kk);
+            let mut lj = lj.row_mut(kk);
             ndarray::Zip::from(&mut lj)
                 .and(&q)
                 .and(&pm)
                 .for_each(|l, &q, &pm| *l = b - 0.5 * (q.as_f64() - 2.0 * pm.as_f64()));
         }
+        let ljs = lj.row_mut(kk).into_slice().expect("contiguous");
         for a in 0..r {
             let o = kp.g_offset[kk * r + a];
-            let row = ws.pt.row_mut(kk * r + a);
-            let lj = ws.lj.row_mut(kk);
-            let (row, lj) = (
-                row.into_slice().expect("contiguous"),
-                lj.into_slice().expect("contiguous"),
-            );
-            for (g, l) in row.iter_mut().zip(lj.iter_mut()) {
+            let row = pt.row_mut(kk * r + a).into_slice().expect("contiguous");
+            for (g, l) in row.iter_mut().zip(ljs.iter_mut()) {
                 let v = *g - o;
                 *g = v;
                 let v = v.as_f64();
@@ -225,37 +278,36 @@ pub(crate) fn process_chunk<F: Float>(
         }
     }
     // log-sum-exp over components, column by column of lj (K, n)
-    ws.m.clear();
-    ws.m.resize(n, f64::NEG_INFINITY);
-    ws.s.clear();
-    ws.s.resize(n, 0.0);
-    for row in ws.lj.rows() {
-        for (m, &v) in ws.m.iter_mut().zip(row.iter()) {
+    mx.clear();
+    mx.resize(n, f64::NEG_INFINITY);
+    sx.clear();
+    sx.resize(n, 0.0);
+    for row in lj.rows() {
+        for (m, &v) in mx.iter_mut().zip(row.iter()) {
             if v > *m {
                 *m = v;
             }
         }
     }
-    for mut row in ws.lj.rows_mut() {
-        for ((v, &m), s) in row.iter_mut().zip(ws.m.iter()).zip(ws.s.iter_mut()) {
+    for mut row in lj.rows_mut() {
+        for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
             let e = (*v - m).exp();
             *v = e;
             *s += e;
         }
     }
-    for i in 0..n {
-        let s = ws.s[i];
-        ll[i] = ws.m[i] + s.ln();
-        ws.s[i] = 1.0 / s;
+    for ((l, m), s) in ll.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
+        *l = m + s.ln();
+        *s = 1.0 / *s;
     }
-    for mut row in ws.lj.rows_mut() {
-        for (v, &inv) in row.iter_mut().zip(ws.s.iter()) {
+    for mut row in lj.rows_mut() {
+        for (v, &inv) in row.iter_mut().zip(sx.iter()) {
             *v *= inv;
         }
     }
     if let Some(mut q) = proba {
         for kk in 0..k {
-            for (qi, &h) in q.column_mut(kk).iter_mut().zip(ws.lj.row(kk).iter()) {
+            for (qi, &h) in q.column_mut(kk).iter_mut().zip(lj.row(kk).iter()) {
                 *qi = F::from_f64_lossy(h);
             }
         }
@@ -268,21 +320,21 @@ pub(crate) fn process_chunk<F: Float>(
     if !want.stats {
         return;
     }
-    ensure(&mut ws.et, (w, n));
+    let mut et = view2(et, (w, n));
     for kk in 0..k {
         let mut nk = 0.0f64;
         {
-            let mut hrow = ws.et.row_mut(kr + kk);
-            for (hv, &h) in hrow.iter_mut().zip(ws.lj.row(kk).iter()) {
+            let mut hrow = et.row_mut(kr + kk);
+            for (hv, &h) in hrow.iter_mut().zip(lj.row(kk).iter()) {
                 *hv = F::from_f64_lossy(h);
                 nk += h;
             }
         }
         acc.nk[kk] += nk;
+        let (mut top, bottom) = et.view_mut().split_at(Axis(0), kr);
+        let h = bottom.row(kk);
         for a in 0..r {
-            let (mut top, bottom) = ws.et.view_mut().split_at(Axis(0), kr);
-            let h = bottom.row(kk);
-            let g = ws.pt.row(kk * r + a);
+            let g = pt.row(kk * r + a);
             let mut e = top.row_mut(kk * r + a);
             let mut sum = 0.0f64;
             ndarray::Zip::from(&mut e)
@@ -296,41 +348,68 @@ pub(crate) fn process_chunk<F: Float>(
             acc.sg[[kk, a]] += sum;
         }
     }
-    ensure(&mut ws.syg, (d, w));
-    gemm(ws.syg.view_mut(), false, ws.y.t(), ws.et.t(), F::one(), par);
-    add_into(&mut acc.syg.view_mut(), ws.syg.view());
-    ensure(&mut ws.sgg, (r, r));
+    let accumulate = *pending;
+    gemm(view2(syg, (d, w)), accumulate, y.t(), et.t(), F::one(), par);
+    let mut sgg = view2(sgg, (r, r));
     for kk in 0..k {
         let rows = s![kk * r..(kk + 1) * r, ..];
         gemm(
-            ws.sgg.view_mut(),
+            sgg.view_mut(),
             false,
-            ws.et.slice(rows),
-            ws.pt.slice(rows).t(),
+            et.slice(rows),
+            pt.slice(rows).t(),
             F::one(),
             Par::Seq,
         );
-        add_into(&mut acc.sgg.index_axis_mut(Axis(0), kk), ws.sgg.view());
+        add_into(&mut acc.sgg.index_axis_mut(Axis(0), kk), sgg.view());
     }
     if want.syy {
         if p == 1 {
             let mut tot = acc.syy.row_mut(0);
-            for row in ws.y2.rows() {
+            for row in y2.rows() {
                 tot.zip_mut_with(&row, |a, b| *a += b.as_f64());
             }
         } else {
-            ensure(&mut ws.syy, (k, d));
             gemm(
-                ws.syy.view_mut(),
-                false,
-                ws.et.slice(s![kr.., ..]),
-                ws.y2.view(),
+                view2(syy, (k, d)),
+                accumulate,
+                et.slice(s![kr.., ..]),
+                y2.view(),
                 F::one(),
                 par,
             );
-            add_into(&mut acc.syy.view_mut(), ws.syy.view());
         }
     }
+    *pending = true;
+}
+
+/// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
+const FLUSH_ROWS: usize = 4 * MFA_CHUNK_ROWS;
+
+/// Accumulates the rows of `xb` sequentially into `acc` using `ws`.
+pub(crate) fn accumulate_seq<F: Float>(
+    model: &Mfa<F>,
+    xb: ArrayView2<'_, F>,
+    want: Want,
+    ws: &mut Workspace<F>,
+    acc: &mut GAcc,
+) {
+    let mut ll = [0.0f64; MFA_CHUNK_ROWS];
+    let n = xb.nrows();
+    // equal-sized chunks (a 1000-row bag is two chunks of 500)
+    let n_chunks = n.div_ceil(MFA_CHUNK_ROWS);
+    let size = n.div_ceil(n_chunks);
+    let mut since_flush = 0;
+    for xc in xb.axis_chunks_iter(Axis(0), size) {
+        let m = xc.nrows();
+        process_chunk(model, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
+        since_flush += m;
+        if since_flush >= FLUSH_ROWS {
+            flush(model, ws, acc);
+            since_flush = 0;
+        }
+    }
+    flush(model, ws, acc);
 }
 
 /// Accumulates over all rows of `x` (N, D), sequentially (for encoders called
@@ -349,21 +428,7 @@ pub(crate) fn accumulate<F: Float>(
     );
     let run_block = |xb: ArrayView2<'_, F>| {
         let mut acc = GAcc::zeros(k, d, r, p, want);
-        let mut ws = Workspace::default();
-        let mut ll = vec![0.0f64; MFA_CHUNK_ROWS.min(xb.nrows())];
-        for xc in xb.axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS) {
-            let m = xc.nrows();
-            process_chunk(
-                model,
-                xc,
-                &mut ws,
-                want,
-                Some(&mut acc),
-                &mut ll[..m],
-                None,
-                Par::Seq,
-            );
-        }
+        with_cached_workspace(|ws| accumulate_seq(model, xb, want, ws, &mut acc));
         acc
     };
     if !parallel || n <= BLOCK_ROWS || rayon::current_num_threads() <= 1 {

@@ -1,11 +1,11 @@
 //! Parameters of a mixture of factor analysers and the precomputed Woodbury kernel.
 
-use super::kernel::{self, Want, Workspace};
+use super::kernel::{self, Want};
 use super::MfaError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::linalg::{Cholesky, Par};
-use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, Axis};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 /// Rows per chunk of the chunked E-step and encoder: memory per chunk is
@@ -321,33 +321,23 @@ impl<F: Float> Mfa<F> {
     fn rowwise(&self, x: ArrayView2<'_, F>, proba: Option<&mut Array2<F>>) -> Vec<f64> {
         let n = x.nrows();
         let mut ll = vec![0.0f64; n];
+        let run = |xc: ArrayView2<'_, F>, llc: &mut [f64], qc: Option<ArrayViewMut2<'_, F>>| {
+            kernel::with_cached_workspace(|ws| {
+                kernel::process_chunk(self, xc, ws, Want::NONE, None, llc, qc, Par::Seq)
+            })
+        };
         match proba {
-            Some(q) => {
-                q.axis_chunks_iter_mut(Axis(0), MFA_CHUNK_ROWS)
-                    .into_par_iter()
-                    .zip(x.axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS).into_par_iter())
-                    .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
-                    .for_each_init(Workspace::default, |ws, ((qc, xc), llc)| {
-                        kernel::process_chunk(
-                            self,
-                            xc,
-                            ws,
-                            Want::NONE,
-                            None,
-                            llc,
-                            Some(qc),
-                            Par::Seq,
-                        )
-                    });
-            }
-            None => {
-                x.axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS)
-                    .into_par_iter()
-                    .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
-                    .for_each_init(Workspace::default, |ws, (xc, llc)| {
-                        kernel::process_chunk(self, xc, ws, Want::NONE, None, llc, None, Par::Seq)
-                    });
-            }
+            Some(q) => q
+                .axis_chunks_iter_mut(Axis(0), MFA_CHUNK_ROWS)
+                .into_par_iter()
+                .zip(x.axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS).into_par_iter())
+                .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
+                .for_each(|((qc, xc), llc)| run(xc, llc, Some(qc))),
+            None => x
+                .axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS)
+                .into_par_iter()
+                .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
+                .for_each(|(xc, llc)| run(xc, llc, None)),
         }
         ll
     }
