@@ -24,6 +24,9 @@ use rayon::prelude::*;
 
 /// Rows per chunk of the covariance and transform loops.
 const CHUNK_ROWS: usize = 1024;
+/// Column block of the lower-block-triangular scatter products: only about
+/// half of $Y^\top Y$ is computed, then mirrored.
+const SYM_BLOCK: usize = 256;
 /// Chunks computed in parallel per round of the covariance accumulation. The
 /// chunk Gram matrices of a round are summed in chunk order, so the result does
 /// not depend on the number of threads; memory is `ROUND_CHUNKS`·D² `f64`.
@@ -219,6 +222,7 @@ fn column_mean<F: Float>(x: ArrayView2<'_, F>) -> Array1<f64> {
 /// $\sum_i (x_i - m)(x_i - m)^\top$ (D, D) in `f64`: each chunk of rows is
 /// centred into an `f64` buffer and multiplied by its transpose (GEMM);
 /// chunks run in parallel in rounds of [`ROUND_CHUNKS`], summed in order.
+/// Only the lower block triangle is formed ($\approx N D^2/2$ multiply-adds).
 fn scatter_matrix<F: Float>(x: ArrayView2<'_, F>, mean: &Array1<f64>) -> Array2<f64> {
     let (n, d) = x.dim();
     let mut acc = Array2::<f64>::zeros((d, d));
@@ -230,8 +234,9 @@ fn scatter_matrix<F: Float>(x: ArrayView2<'_, F>, mean: &Array1<f64>) -> Array2<
             .into_par_iter()
             .map(|c| {
                 let rows = x.slice(s![c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n), ..]);
-                let mut y = Array2::<f64>::zeros(rows.dim());
-                Zip::from(y.rows_mut())
+                // yt = (x - m)^T, (D, rows) row-major: row blocks are contiguous.
+                let mut yt = Array2::<f64>::zeros((d, rows.nrows()));
+                Zip::from(yt.columns_mut())
                     .and(rows.rows())
                     .for_each(|mut yr, xr| {
                         Zip::from(&mut yr)
@@ -239,8 +244,24 @@ fn scatter_matrix<F: Float>(x: ArrayView2<'_, F>, mean: &Array1<f64>) -> Array2<
                             .and(mean)
                             .for_each(|a, &v, &m| *a = v.as_f64() - m);
                     });
+                // lower block triangle only: g[J, ..end(J)] = yt[J] yt[..end(J)]^T
                 let mut g = Array2::<f64>::zeros((d, d));
-                gemm(g.view_mut(), false, y.t(), y.view(), 1.0, Par::Seq);
+                let mut gb = Array2::<f64>::zeros((0, 0));
+                for j0 in (0..d).step_by(SYM_BLOCK) {
+                    let end = (j0 + SYM_BLOCK).min(d);
+                    if gb.dim() != (end - j0, end) {
+                        gb = Array2::zeros((end - j0, end));
+                    }
+                    gemm(
+                        gb.view_mut(),
+                        false,
+                        yt.slice(s![j0..end, ..]),
+                        yt.slice(s![..end, ..]).t(),
+                        1.0,
+                        Par::Seq,
+                    );
+                    g.slice_mut(s![j0..end, ..end]).assign(&gb);
+                }
                 g
             })
             .collect();
@@ -249,12 +270,10 @@ fn scatter_matrix<F: Float>(x: ArrayView2<'_, F>, mean: &Array1<f64>) -> Array2<
         }
         first = last;
     }
-    // Exact symmetry (GEMM rounding may differ across the diagonal).
+    // Mirror the lower triangle (exact symmetry).
     for i in 0..d {
         for j in 0..i {
-            let v = 0.5 * (acc[[i, j]] + acc[[j, i]]);
-            acc[[i, j]] = v;
-            acc[[j, i]] = v;
+            acc[[j, i]] = acc[[i, j]];
         }
     }
     acc

@@ -21,9 +21,16 @@
 //! rank-one updates would drift in `f32`; the passes are memory-bound on the
 //! rows, so the wider accumulator costs nothing measurable).
 //!
+//! Two interchangeable ways to run the steps ([`DualSolver`]): *direct*
+//! keeps $w$ and reads a row of X per step (O(D)); *Gram* caches
+//! $X X^\top$ (N, N) once and keeps the N decision values instead (O(N) per
+//! step, $W$ formed at the end) — the fast choice when N ≤ D, e.g. 1000 Fisher
+//! vectors of 250 000 dimensions, and chosen automatically then.
+//!
 //! Classes are solved in parallel (rayon). The data are never copied per class
 //! or per cross-validation fold: solvers take index lists into the shared
-//! row-major X (a non-row-major X is copied once per call).
+//! row-major X (a non-row-major X is copied once per call), and the Gram
+//! matrix is shared by all classes, folds and C values of a call.
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;
@@ -100,6 +107,24 @@ pub struct LinearSvcParams {
     pub shrinking: bool,
     /// Seed of the coordinate order; class $k$ uses ChaCha8 stream $k$.
     pub seed: u64,
+    /// How $w^\top x_i$ is obtained in the coordinate steps. Default [`DualSolver::Auto`].
+    pub solver: DualSolver,
+}
+
+/// Two ways to run the same coordinate descent (same order, same updates,
+/// same stopping rule; results equal up to rounding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DualSolver {
+    /// Gram when N ≤ D and N ≤ [`GRAM_MAX_ROWS`], else direct.
+    #[default]
+    Auto,
+    /// Keep $w$ (D): a step costs two passes over a row of X, O(D). Memory O(D) per class.
+    Direct,
+    /// Cache $K' = X X^\top + [\text{bias}]$ (N, N) in `f64` once (one blocked
+    /// GEMM, $N^2 D$ multiply-adds, shared by all classes, folds and C values);
+    /// a step then costs O(N) and $W = A X$ is formed once at the end. The
+    /// fast choice for few samples of high dimension (Fisher vectors).
+    Gram,
 }
 
 impl Default for LinearSvcParams {
@@ -112,6 +137,7 @@ impl Default for LinearSvcParams {
             bias: true,
             shrinking: true,
             seed: 0,
+            solver: DualSolver::Auto,
         }
     }
 }
@@ -179,11 +205,15 @@ impl BinarySvm {
     }
 }
 
-/// Row-major data shared by every solver of a fit, with the squared row norms.
+/// Row-major data shared by every solver of a fit, with the squared row norms
+/// and, in Gram mode, the matrix $K'_{ij} = x_i^\top x_j + [\text{bias}]$.
 struct Shared<'a, F: Float> {
     data: &'a [F],
+    n: usize,
     d: usize,
     norms: Vec<f64>,
+    /// (N, N) in Gram mode.
+    gram: Option<Array2<f64>>,
 }
 
 impl<F: Float> Shared<'_, F> {
@@ -193,17 +223,85 @@ impl<F: Float> Shared<'_, F> {
     }
 }
 
-fn shared<'a, F: Float>(x: &'a CowArray<'_, F, Ix2>) -> Shared<'a, F> {
-    let d = x.ncols();
+/// Columns per block of the blocked Gram and weight products.
+const COL_BLOCK: usize = 1024;
+
+/// Largest N for which [`DualSolver::Auto`] caches the (N, N) `f64` Gram matrix (512 MB).
+pub const GRAM_MAX_ROWS: usize = 8192;
+
+fn shared<'a, F: Float>(x: &'a CowArray<'_, F, Ix2>, p: &LinearSvcParams) -> Shared<'a, F> {
+    let (n, d) = x.dim();
     let data = x.as_slice().expect("standard layout");
-    let norms = (0..x.nrows())
-        .into_par_iter()
-        .map(|i| {
-            let r = &data[i * d..(i + 1) * d];
-            dot_ff(r, r)
-        })
-        .collect();
-    Shared { data, d, norms }
+    let use_gram = match p.solver {
+        DualSolver::Direct => false,
+        DualSolver::Gram => true,
+        DualSolver::Auto => n <= d && n <= GRAM_MAX_ROWS,
+    };
+    let gram = use_gram.then(|| {
+        let mut g = gram_matrix(x.view());
+        if p.bias {
+            g.mapv_inplace(|v| v + 1.0);
+        }
+        g
+    });
+    let norms = match &gram {
+        Some(g) => (0..n)
+            .map(|i| g[[i, i]] - if p.bias { 1.0 } else { 0.0 })
+            .collect(),
+        None => (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let r = &data[i * d..(i + 1) * d];
+                dot_ff(r, r)
+            })
+            .collect(),
+    };
+    Shared {
+        data,
+        n,
+        d,
+        norms,
+        gram,
+    }
+}
+
+/// $X X^\top$ (N, N) accumulated in `f64` over blocks of [`COL_BLOCK`]
+/// columns: each block product is a GEMM in `F` (so `f32` entries carry a
+/// relative error of about $\sqrt{1024}\,\epsilon_{32} \approx 2\cdot 10^{-6}$),
+/// split by rows of the output over the threads and added to the `f64` sum
+/// in block order, so the result does not depend on the number of threads.
+/// Only the lower triangle is computed ($N^2 D$ multiply-adds), then mirrored.
+/// Extra memory: one (N, [`COL_BLOCK`]) block plus a (256, N) buffer per thread.
+fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
+    let (n, d) = x.dim();
+    let mut acc = Array2::<f64>::zeros((n, n));
+    for b in 0..d.div_ceil(COL_BLOCK) {
+        let xb = x
+            .slice(ndarray::s![.., b * COL_BLOCK..((b + 1) * COL_BLOCK).min(d)])
+            .as_standard_layout()
+            .into_owned();
+        // lower triangle only (by 256-row chunks): rows I against columns 0..end(I)
+        acc.axis_chunks_iter_mut(Axis(0), 256)
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(c, mut a)| {
+                let end = c * 256 + a.nrows();
+                let xi = xb.slice(ndarray::s![c * 256..end, ..]);
+                let xj = xb.slice(ndarray::s![..end, ..]);
+                let mut g = Array2::<F>::zeros((a.nrows(), end));
+                gemm(g.view_mut(), false, xi, xj.t(), F::one(), Par::Seq);
+                a.slice_mut(ndarray::s![.., ..end])
+                    .zip_mut_with(&g, |s, v| *s += v.as_f64());
+            });
+    }
+    // mirror the lower triangle (the diagonal chunks were computed in full,
+    // their upper parts are overwritten by the same products transposed)
+    for i in 0..n {
+        for j in 0..i {
+            acc[[j, i]] = acc[[i, j]];
+        }
+    }
+    acc
 }
 
 /// $\sum_j w_j x_j$ in `f64` with 8 independent accumulators (vectorisable).
@@ -251,29 +349,76 @@ fn axpy<F: Float>(a: f64, x: &[F], w: &mut [f64]) {
     }
 }
 
-/// Dual coordinate descent on the rows `rows` of `sh`, $y_i = +1$ where
-/// `positive(row)`. Returns (w, b, α, iterations, converged).
-fn solve_binary<F: Float>(
-    sh: &Shared<'_, F>,
-    rows: &[usize],
-    positive: impl Fn(usize) -> bool,
+/// What a coordinate step needs: $f(x_s) = \bar w^\top \bar x_s$ and the
+/// update $\bar w \leftarrow \bar w + \delta \bar x_s$ ($\bar x$ = x with the
+/// bias feature), for the local index s into the solver's rows.
+trait DualState {
+    fn value(&self, s: usize) -> f64;
+    fn update(&mut self, s: usize, delta: f64);
+}
+
+/// Keeps $w$ (D) and $b$: each value and update is one pass over a row of X.
+struct DirectState<'a, 'b, F: Float> {
+    sh: &'b Shared<'a, F>,
+    rows: &'b [usize],
+    bias: bool,
+    w: Vec<f64>,
+    b: f64,
+}
+
+impl<F: Float> DualState for DirectState<'_, '_, F> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        dot(&self.w, self.sh.row(self.rows[s])) + self.b
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        axpy(delta, self.sh.row(self.rows[s]), &mut self.w);
+        if self.bias {
+            self.b += delta;
+        }
+    }
+}
+
+/// Keeps $u_t = f(x_t)$ for every row t of the problem: a value is a read, an
+/// update one pass over a row of the Gram matrix (O(N) instead of O(D)).
+struct GramState<'b> {
+    gram: &'b Array2<f64>,
+    rows: &'b [usize],
+    u: Vec<f64>,
+}
+
+impl DualState for GramState<'_> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        self.u[s]
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        let g = self.gram.row(self.rows[s]);
+        let g = g.as_slice().expect("row-major Gram");
+        for (u, &r) in self.u.iter_mut().zip(self.rows) {
+            *u += delta * g[r];
+        }
+    }
+}
+
+/// Dual coordinate descent (LIBLINEAR's `solve_l2r_l1l2_svc`) over `l` rows
+/// with signs `ys` and $\|\bar x_s\|^2$ = `sqnorm[s]`. Returns (α, iterations, converged).
+fn dual_cd(
+    state: &mut impl DualState,
+    ys: &[f64],
+    sqnorm: &[f64],
     p: &LinearSvcParams,
     stream: u64,
-) -> (Vec<f64>, f64, Vec<f64>, usize, bool) {
-    let l = rows.len();
+) -> (Vec<f64>, usize, bool) {
+    let l = ys.len();
     let (diag, upper) = match p.loss {
         SvmLoss::SquaredHinge => (0.5 / p.c, f64::INFINITY),
         SvmLoss::Hinge => (0.0, p.c),
     };
-    let b2 = if p.bias { 1.0 } else { 0.0 };
-    let ys: Vec<f64> = rows
-        .iter()
-        .map(|&r| if positive(r) { 1.0 } else { -1.0 })
-        .collect();
-    let qd: Vec<f64> = rows.iter().map(|&r| sh.norms[r] + b2 + diag).collect();
+    let qd: Vec<f64> = sqnorm.iter().map(|q| q + diag).collect();
     let mut alpha = vec![0.0f64; l];
-    let mut w = vec![0.0f64; sh.d];
-    let mut wb = 0.0f64;
     let mut index: Vec<usize> = (0..l).collect();
     let mut active = l;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
@@ -290,9 +435,8 @@ fn solve_binary<F: Float>(
         let mut s = 0;
         while s < active {
             let i = index[s];
-            let xi = sh.row(rows[i]);
             let yi = ys[i];
-            let g = yi * (dot(&w, xi) + wb) - 1.0 + alpha[i] * diag;
+            let g = yi * state.value(i) - 1.0 + alpha[i] * diag;
             let mut pg = 0.0;
             if alpha[i] == 0.0 {
                 if p.shrinking && g > pgmax_old {
@@ -325,11 +469,7 @@ fn solve_binary<F: Float>(
                     upper
                 };
                 alpha[i] = new;
-                let delta = (new - old) * yi;
-                axpy(delta, xi, &mut w);
-                if p.bias {
-                    wb += delta;
-                }
+                state.update(i, (new - old) * yi);
             }
             s += 1;
         }
@@ -355,13 +495,57 @@ fn solve_binary<F: Float>(
             pgmin_new
         };
     }
-    (w, wb, alpha, iter, converged)
+    (alpha, iter, converged)
 }
 
-/// Weights (K, D), intercepts (K), iterations and convergence flags of a one-vs-rest fit.
+/// One binary problem on the rows `rows` of `sh`, $y = +1$ where
+/// `positive(row)`. Returns (α, signs, w and b in direct mode, iterations, converged).
+#[allow(clippy::type_complexity)]
+fn solve_binary<F: Float>(
+    sh: &Shared<'_, F>,
+    rows: &[usize],
+    positive: impl Fn(usize) -> bool,
+    p: &LinearSvcParams,
+    stream: u64,
+) -> (Vec<f64>, Vec<f64>, Option<(Vec<f64>, f64)>, usize, bool) {
+    let b2 = if p.bias { 1.0 } else { 0.0 };
+    let ys: Vec<f64> = rows
+        .iter()
+        .map(|&r| if positive(r) { 1.0 } else { -1.0 })
+        .collect();
+    let sq: Vec<f64> = rows.iter().map(|&r| sh.norms[r] + b2).collect();
+    match &sh.gram {
+        Some(gram) => {
+            let mut st = GramState {
+                gram,
+                rows,
+                u: vec![0.0; rows.len()],
+            };
+            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
+            (a, ys, None, it, conv)
+        }
+        None => {
+            let mut st = DirectState {
+                sh,
+                rows,
+                bias: p.bias,
+                w: vec![0.0; sh.d],
+                b: 0.0,
+            };
+            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
+            (a, ys, Some((st.w, st.b)), it, conv)
+        }
+    }
+}
+
+/// A one-vs-rest fit: in direct mode the weights, in Gram mode the dual
+/// coefficients $a_{kn} = \alpha_{kn} y_{kn}$ (zero outside the training rows).
 struct OvrFit {
-    w: Array2<f64>,
+    /// (K, D) weights, or (K, N) dual coefficients in Gram mode.
+    coef: Array2<f64>,
+    /// (K).
     b: Array1<f64>,
+    dual: bool,
     n_iter: Vec<usize>,
     converged: Vec<bool>,
 }
@@ -377,21 +561,109 @@ fn fit_ovr<F: Float>(
         .into_par_iter()
         .map(|k| solve_binary(sh, rows, |r| y[r] == k, p, k as u64))
         .collect();
-    let mut w = Array2::<f64>::zeros((n_classes, sh.d));
+    collect_ovr(sh, rows, sols, p)
+}
+
+/// Assembles the per-class solutions of [`solve_binary`] into an [`OvrFit`].
+#[allow(clippy::type_complexity)]
+fn collect_ovr<F: Float>(
+    sh: &Shared<'_, F>,
+    rows: &[usize],
+    sols: Vec<(Vec<f64>, Vec<f64>, Option<(Vec<f64>, f64)>, usize, bool)>,
+    p: &LinearSvcParams,
+) -> OvrFit {
+    let n_classes = sols.len();
+    let dual = sh.gram.is_some();
+    let width = if dual { sh.n } else { sh.d };
+    let mut coef = Array2::<f64>::zeros((n_classes, width));
     let mut b = Array1::<f64>::zeros(n_classes);
     let mut n_iter = Vec::with_capacity(n_classes);
     let mut converged = Vec::with_capacity(n_classes);
-    for (k, (wk, bk, _, it, conv)) in sols.into_iter().enumerate() {
-        w.row_mut(k).assign(&Array1::from(wk));
-        b[k] = bk;
+    for (k, (alpha, ys, primal, it, conv)) in sols.into_iter().enumerate() {
+        match primal {
+            Some((w, wb)) => {
+                coef.row_mut(k).assign(&Array1::from(w));
+                b[k] = wb;
+            }
+            None => {
+                let mut sum = 0.0;
+                for ((&r, a), yv) in rows.iter().zip(&alpha).zip(&ys) {
+                    coef[[k, r]] = a * yv;
+                    sum += a * yv;
+                }
+                if p.bias {
+                    b[k] = sum;
+                }
+            }
+        }
         n_iter.push(it);
         converged.push(conv);
     }
     OvrFit {
-        w,
+        coef,
         b,
+        dual,
         n_iter,
         converged,
+    }
+}
+
+impl OvrFit {
+    /// Weights (K, D) in `f64`: in Gram mode $W = A X$, blocks of
+    /// [`COL_BLOCK`] columns in parallel (`f64` GEMM on a converted block).
+    fn weights<F: Float>(&self, sh: &Shared<'_, F>) -> Array2<f64> {
+        if !self.dual {
+            return self.coef.clone();
+        }
+        let k = self.coef.nrows();
+        let x = ArrayView2::from_shape((sh.n, sh.d), sh.data).expect("shape");
+        let blocks: Vec<Array2<f64>> = (0..sh.d.div_ceil(COL_BLOCK))
+            .into_par_iter()
+            .map(|blk| {
+                let xb = x
+                    .slice(ndarray::s![
+                        ..,
+                        blk * COL_BLOCK..((blk + 1) * COL_BLOCK).min(sh.d)
+                    ])
+                    .mapv(|v| v.as_f64());
+                let mut wb = Array2::<f64>::zeros((k, xb.ncols()));
+                gemm(
+                    wb.view_mut(),
+                    false,
+                    self.coef.view(),
+                    xb.view(),
+                    1.0,
+                    Par::Seq,
+                );
+                wb
+            })
+            .collect();
+        let views: Vec<_> = blocks.iter().map(|b| b.view()).collect();
+        ndarray::concatenate(Axis(1), &views).expect("blocks have K rows")
+    }
+
+    /// $f_k(x_i)$ (K) for a row i of the shared data: $\sum_j a_{kj} K'_{ij}$
+    /// in Gram mode ($K'$ holds the bias feature, so this includes $b_k$),
+    /// $w_k^\top x_i + b_k$ otherwise.
+    fn decision_row<F: Float>(&self, sh: &Shared<'_, F>, i: usize) -> Vec<f64> {
+        match (&sh.gram, self.dual) {
+            (Some(g), true) => {
+                let gi = g.row(i);
+                let gi = gi.as_slice().expect("row-major Gram");
+                self.coef
+                    .outer_iter()
+                    .map(|c| dot(c.as_slice().expect("row-major"), gi))
+                    .collect()
+            }
+            _ => {
+                let xi = sh.row(i);
+                self.coef
+                    .outer_iter()
+                    .zip(&self.b)
+                    .map(|(c, b)| dot(c.as_slice().expect("row-major"), xi) + b)
+                    .collect()
+            }
+        }
     }
 }
 
@@ -509,11 +781,11 @@ impl LinearSvcParams {
     ) -> Result<LinearSvc<F>, SvmError> {
         let k = self.check_xy(x, y, n_classes)?;
         let xs = x.as_standard_layout();
-        let sh = shared(&xs);
+        let sh = shared(&xs, self);
         let rows: Vec<usize> = (0..x.nrows()).collect();
         let fit = fit_ovr(&sh, &rows, y, k, self);
         Ok(LinearSvc {
-            coef: fit.w.mapv(F::from_f64_lossy),
+            coef: fit.weights(&sh).mapv(F::from_f64_lossy),
             intercept: fit.b.mapv(F::from_f64_lossy),
             n_iter: fit.n_iter,
             converged: fit.converged,
@@ -539,13 +811,16 @@ impl LinearSvcParams {
             });
         }
         let xs = x.as_standard_layout();
-        let sh = shared(&xs);
+        let sh = shared(&xs, self);
         let rows: Vec<usize> = (0..x.nrows()).collect();
-        let (w, b, alpha, n_iter, converged) = solve_binary(&sh, &rows, |r| positive[r], self, 0);
+        let sol = solve_binary(&sh, &rows, |r| positive[r], self, 0);
+        let alpha = Array1::from(sol.0.clone());
+        let (n_iter, converged) = (sol.3, sol.4);
+        let fit = collect_ovr(&sh, rows.as_slice(), vec![sol], self);
         Ok(BinarySvm {
-            w: Array1::from(w),
-            bias: b,
-            alpha: Array1::from(alpha),
+            w: fit.weights(&sh).row(0).to_owned(),
+            bias: fit.b[0],
+            alpha,
             n_iter,
             converged,
             c: self.c,
@@ -578,6 +853,51 @@ impl LinearSvcParams {
         folds: usize,
         seed: u64,
     ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        Ok(self.cv_table(&sh, y, n_classes, grid, folds, seed))
+    }
+
+    /// [`LinearSvcParams::select_c`] then a fit on all of `x` with the best
+    /// C, sharing the data preparation (in Gram mode the Gram matrix is
+    /// computed once). Returns the model, the best C and the CV table.
+    ///
+    /// # Errors
+    /// As [`LinearSvcParams::select_c`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_with_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(LinearSvc<F>, f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
+        let p = LinearSvcParams { c: best, ..*self };
+        let rows: Vec<usize> = (0..x.nrows()).collect();
+        let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
+        let model = LinearSvc {
+            coef: fit.weights(&sh).mapv(F::from_f64_lossy),
+            intercept: fit.b.mapv(F::from_f64_lossy),
+            n_iter: fit.n_iter,
+            converged: fit.converged,
+        };
+        Ok((model, best, table))
+    }
+
+    /// Validates a cross-validation request; returns the number of classes.
+    fn check_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+    ) -> Result<usize, SvmError> {
         let n_classes = self.check_xy(x, y, None)?;
         if grid.is_empty() {
             return Err(SvmError::InvalidCrossValidation(
@@ -595,38 +915,43 @@ impl LinearSvcParams {
                 "folds must be between 2 and the number of samples ({n}), got {folds}"
             )));
         }
+        Ok(n_classes)
+    }
+
+    /// The CV table and the best C (smallest among equal best scores).
+    fn cv_table<F: Float>(
+        &self,
+        sh: &Shared<'_, F>,
+        y: &[usize],
+        n_classes: usize,
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> (f64, Vec<(f64, f64)>) {
+        let n = y.len();
         let fold_of = stratified_folds(y, n_classes, folds, seed);
-        let xs = x.as_standard_layout();
-        let sh = shared(&xs);
         let jobs: Vec<(usize, usize)> = (0..grid.len())
             .flat_map(|g| (0..folds).map(move |f| (g, f)))
             .collect();
-        let scores: Vec<f64> =
-            jobs.par_iter()
-                .map(|&(g, f)| {
-                    let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
-                    let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
-                    let p = LinearSvcParams {
-                        c: grid[g],
-                        ..*self
-                    };
-                    let fit = fit_ovr(&sh, &train, y, n_classes, &p);
-                    let pred: Vec<usize> =
-                        test.iter()
-                            .map(|&i| {
-                                let xi = sh.row(i);
-                                argmax(
-                                    fit.w.outer_iter().zip(&fit.b).map(|(w, b)| {
-                                        dot(w.as_slice().expect("row-major"), xi) + b
-                                    }),
-                                )
-                            })
-                            .collect();
-                    let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
-                    mean_per_class_accuracy(&truth, &pred, n_classes)
-                        .expect("labels validated, test folds non-empty")
-                })
-                .collect();
+        let scores: Vec<f64> = jobs
+            .par_iter()
+            .map(|&(g, f)| {
+                let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
+                let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
+                let p = LinearSvcParams {
+                    c: grid[g],
+                    ..*self
+                };
+                let fit = fit_ovr(sh, &train, y, n_classes, &p);
+                let pred: Vec<usize> = test
+                    .iter()
+                    .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
+                    .collect();
+                let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
+                mean_per_class_accuracy(&truth, &pred, n_classes)
+                    .expect("labels validated, test folds non-empty")
+            })
+            .collect();
         let table: Vec<(f64, f64)> = (0..grid.len())
             .map(|g| {
                 let s: f64 = scores[g * folds..(g + 1) * folds].iter().sum();
@@ -639,7 +964,7 @@ impl LinearSvcParams {
                 best = (c, s);
             }
         }
-        Ok((best.0, table))
+        (best.0, table)
     }
 }
 

@@ -267,3 +267,28 @@ fn errors_name_the_problem() {
     assert!(e.to_string().contains("5 columns"), "{e}");
     assert!(pca.transform(bad.view()).is_err());
 }
+
+#[test]
+fn wide_data_across_column_blocks() {
+    // D = 600 spans three 256-column blocks of the triangular scatter product.
+    let (n, d) = (1500, 600);
+    let x = gaussian(n, d, 17) * Array1::from_shape_fn(d, |j| 1.0 + (j % 7) as f64);
+    let mean = x.mean_axis(Axis(0)).unwrap();
+    let xc = &x - &mean;
+    let cov = xc.t().dot(&xc) / (n - 1) as f64;
+    let total: f64 = cov.diag().sum();
+    let pca = PcaParams::new(20).fit(x.view()).unwrap();
+    for (j, w) in pca.components().outer_iter().enumerate() {
+        let sw = cov.dot(&w);
+        let lam = pca.explained_variance()[j];
+        let r = (&sw - &(&w * lam))
+            .iter()
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(r < 1e-10 * total, "component {j}: residual {r}");
+    }
+    // the top eigenvalue is the Rayleigh-quotient maximum: no better direction
+    let top = pca.explained_variance()[0];
+    for t in 0..d {
+        assert!(cov[[t, t]] <= top * (1.0 + 1e-12));
+    }
+}

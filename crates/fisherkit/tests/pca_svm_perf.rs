@@ -3,7 +3,7 @@
 
 use fisherkit::metrics::mean_per_class_accuracy;
 use fisherkit::pca::PcaParams;
-use fisherkit::svm::LinearSvcParams;
+use fisherkit::svm::{DualSolver, LinearSvcParams};
 use ndarray::{Array1, Array2, Axis};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -32,19 +32,28 @@ fn svm_at_fisher_vector_size() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(250_000);
+    let solver = match std::env::var("PERF_SVM_SOLVER").as_deref() {
+        Ok("direct") => DualSolver::Direct,
+        Ok("gram") => DualSolver::Gram,
+        _ => DualSolver::Auto,
+    };
+    let base = LinearSvcParams {
+        solver,
+        ..Default::default()
+    };
     let (x, y) = fv_like(1000, d, 10, 0.02, 1);
     let (xt, yt) = fv_like(500, d, 10, 0.02, 2);
     let t = Instant::now();
-    let m = LinearSvcParams::with_c(1.0).fit(x.view(), &y).unwrap();
+    let m = base.fit(x.view(), &y).unwrap();
     let fit = t.elapsed().as_secs_f64();
     let pred = m.predict(xt.view()).unwrap();
     let acc = mean_per_class_accuracy(&yt, &pred, 10).unwrap();
     eprintln!(
-        "SVM fit N=1000 D={d} K=10 f32 C=1: {fit:.2} s, iterations {:?}, test mean per-class acc {acc:.3}",
+        "SVM fit N=1000 D={d} K=10 f32 C=1 {solver:?}: {fit:.2} s, iterations {:?}, test mean per-class acc {acc:.3}",
         m.n_iter()
     );
     let t = Instant::now();
-    let (best, table) = LinearSvcParams::default()
+    let (best, table) = base
         .select_c(x.view(), &y, &[0.1, 1.0, 10.0], 3, 0)
         .unwrap();
     eprintln!(
@@ -56,7 +65,11 @@ fn svm_at_fisher_vector_size() {
 #[test]
 #[ignore]
 fn pca_at_descriptor_size() {
-    let (n, d) = (169_000, 1000);
+    let n: usize = std::env::var("PERF_PCA_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(169_000);
+    let d = 1000;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let basis = Array2::from_shape_simple_fn((50, d), || rng.random::<f32>() - 0.5);
     let z = Array2::from_shape_simple_fn((n, 50), || rng.random::<f32>() - 0.5);

@@ -5,7 +5,7 @@
 mod common;
 
 use fisherkit::metrics::{accuracy, confusion_matrix, mean_per_class_accuracy};
-use fisherkit::svm::{LinearSvcParams, SvmError, SvmLoss};
+use fisherkit::svm::{DualSolver, LinearSvcParams, SvmError, SvmLoss};
 use ndarray::{Array1, Array2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -56,12 +56,18 @@ fn blobs(n_per: usize, k: usize, d: usize, spread: f64, seed: u64) -> (Array2<f6
 #[test]
 fn separable_problem_is_separated_with_positive_margin() {
     let (x, pos) = separable(200, 10, 0.5, 1);
-    for loss in [SvmLoss::Hinge, SvmLoss::SquaredHinge] {
+    for (loss, solver) in [
+        (SvmLoss::Hinge, DualSolver::Direct),
+        (SvmLoss::SquaredHinge, DualSolver::Direct),
+        (SvmLoss::Hinge, DualSolver::Gram),
+        (SvmLoss::SquaredHinge, DualSolver::Gram),
+    ] {
         let p = LinearSvcParams {
             c: 100.0,
             loss,
             tol: 1e-6,
             max_iter: 100_000,
+            solver,
             ..Default::default()
         };
         let m = p.fit_binary(x.view(), &pos).unwrap();
@@ -107,17 +113,23 @@ fn kkt_conditions_and_gap_on_overlapping_classes() {
         .zip(noise.column(0))
         .map(|(r, e)| r.dot(&w0) + 0.8 * e > 0.0)
         .collect();
-    for (loss, c) in [(SvmLoss::SquaredHinge, 0.3), (SvmLoss::Hinge, 0.3)] {
+    for (loss, c, solver) in [
+        (SvmLoss::SquaredHinge, 0.3, DualSolver::Direct),
+        (SvmLoss::Hinge, 0.3, DualSolver::Direct),
+        (SvmLoss::SquaredHinge, 0.3, DualSolver::Gram),
+        (SvmLoss::Hinge, 0.3, DualSolver::Gram),
+    ] {
         let p = LinearSvcParams {
             c,
             loss,
             tol: 1e-8,
             max_iter: 100_000,
             seed: 9,
+            solver,
             ..Default::default()
         };
         let m = p.fit_binary(x.view(), &pos).unwrap();
-        assert!(m.converged, "{loss:?} did not converge");
+        assert!(m.converged, "{loss:?} {solver:?} did not converge");
         let (pr, du) = (m.primal_objective(x.view(), &pos), m.dual_objective());
         assert!(pr >= du - 1e-12 * pr);
         assert!((pr - du) / pr < 1e-7, "{loss:?}: gap {}", (pr - du) / pr);
@@ -226,6 +238,15 @@ fn select_c_prefers_a_sensible_c() {
     let smallest_best = table.iter().find(|t| t.1 == top).unwrap().0;
     assert_eq!(best, smallest_best);
     assert!(top > 0.6, "cv scores {table:?}");
+    // fit_with_cv = select_c, then fit with the chosen C
+    let (model, best2, table2) = LinearSvcParams::default()
+        .fit_with_cv(x.view(), &y, &grid, 5, 0)
+        .unwrap();
+    assert_eq!((best2, &table2), (best, &table));
+    assert_eq!(
+        model,
+        LinearSvcParams::with_c(best).fit(x.view(), &y).unwrap()
+    );
     // folds > N and bad grids are errors
     assert!(matches!(
         LinearSvcParams::default().select_c(x.view(), &y, &grid, 1000, 0),
@@ -337,37 +358,130 @@ emit("cm", confusion_matrix(yte, pred, labels=list(range(10))))
     };
     let lab = |a: &Array2<f64>| a.iter().map(|v| *v as usize).collect::<Vec<_>>();
     let (ytr, yte) = (lab(&peer["ytr"]), lab(&peer["yte"]));
-    let p = LinearSvcParams {
-        c,
-        tol: 1e-6,
-        max_iter: 200_000,
-        ..Default::default()
-    };
-    let m = p.fit(peer["xtr"].view(), &ytr).unwrap();
-    assert!(m.converged().iter().all(|&c| c));
-    let dec = m.decision_function(peer["xte"].view()).unwrap();
-    let scale = peer["dec"].iter().fold(0.0f64, |a, v| a.max(v.abs()));
-    let diff = (&dec - &peer["dec"])
-        .iter()
-        .fold(0.0f64, |a, v| a.max(v.abs()));
-    assert!(
-        diff < 1e-5 * scale,
-        "decision values differ by {diff} (scale {scale})"
-    );
-    let pred = m.predict(peer["xte"].view()).unwrap();
-    let acc = accuracy(&yte, &pred, 10).unwrap();
-    let sk = peer["acc"][[0, 0]];
-    eprintln!("digits: max |Δ decision| = {diff:.2e} (scale {scale:.2}); accuracy {acc:.4} vs scikit-learn {sk:.4}");
-    assert!(
-        (acc - sk).abs() <= 0.01,
-        "accuracy {acc} vs scikit-learn {sk}"
-    );
-    assert!(acc > 0.85);
+    for solver in [DualSolver::Direct, DualSolver::Gram] {
+        let p = LinearSvcParams {
+            c,
+            tol: 1e-6,
+            max_iter: 200_000,
+            solver,
+            ..Default::default()
+        };
+        let m = p.fit(peer["xtr"].view(), &ytr).unwrap();
+        assert!(m.converged().iter().all(|&c| c));
+        let dec = m.decision_function(peer["xte"].view()).unwrap();
+        let scale = peer["dec"].iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        let diff = (&dec - &peer["dec"])
+            .iter()
+            .fold(0.0f64, |a, v| a.max(v.abs()));
+        assert!(
+            diff < 1e-5 * scale,
+            "decision values differ by {diff} (scale {scale})"
+        );
+        let pred = m.predict(peer["xte"].view()).unwrap();
+        let acc = accuracy(&yte, &pred, 10).unwrap();
+        let sk = peer["acc"][[0, 0]];
+        eprintln!("digits ({solver:?}): max |Δ decision| = {diff:.2e} (scale {scale:.2}); accuracy {acc:.4} vs scikit-learn {sk:.4}");
+        assert!(
+            (acc - sk).abs() <= 0.01,
+            "accuracy {acc} vs scikit-learn {sk}"
+        );
+        assert!(acc > 0.85);
+    }
     // metrics against scikit-learn's on scikit-learn's predictions
     let skpred = lab(&peer["pred"]);
-    assert!((accuracy(&yte, &skpred, 10).unwrap() - sk).abs() < 1e-12);
+    assert!((accuracy(&yte, &skpred, 10).unwrap() - peer["acc"][[0, 0]]).abs() < 1e-12);
     let bal = mean_per_class_accuracy(&yte, &skpred, 10).unwrap();
     assert!((bal - peer["acc"][[0, 1]]).abs() < 1e-12);
     let cm = confusion_matrix(&yte, &skpred, 10).unwrap();
     assert_eq!(cm.mapv(|v| v as f64), peer["cm"]);
+}
+
+#[test]
+fn gram_and_direct_solvers_agree() {
+    // N < D: the Fisher-vector regime where Auto picks the Gram solver.
+    let (x, y) = blobs(20, 4, 300, 4.0, 21);
+    let xf = x.mapv(|v| v as f32);
+    for loss in [SvmLoss::Hinge, SvmLoss::SquaredHinge] {
+        let base = LinearSvcParams {
+            c: 0.1,
+            loss,
+            tol: 1e-8,
+            max_iter: 100_000,
+            ..Default::default()
+        };
+        let direct = LinearSvcParams {
+            solver: DualSolver::Direct,
+            ..base
+        };
+        let gram = LinearSvcParams {
+            solver: DualSolver::Gram,
+            ..base
+        };
+        let auto = base.fit(x.view(), &y).unwrap();
+        let a = direct.fit(x.view(), &y).unwrap();
+        let b = gram.fit(x.view(), &y).unwrap();
+        assert_eq!(auto, b, "Auto should pick Gram for N < D");
+        let dw = (&a.coef() - &b.coef())
+            .iter()
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        let db = (&a.intercept() - &b.intercept())
+            .iter()
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(dw < 1e-6 && db < 1e-6, "{loss:?}: Δw {dw}, Δb {db}");
+        // f32 Gram (blocked f32 GEMM) against f64 direct
+        let c = gram.fit(xf.view(), &y).unwrap();
+        let fa = a.decision_function(x.view()).unwrap();
+        let fc = c.decision_function(xf.view()).unwrap();
+        let d = fa
+            .iter()
+            .zip(&fc)
+            .fold(0.0f64, |m, (u, v)| m.max((u - *v as f64).abs()));
+        assert!(
+            d < 1e-3,
+            "{loss:?}: f32 Gram vs f64 direct decision values differ by {d}"
+        );
+        // cross-validation sees the same problems
+        let grid = [0.001, 0.1, 10.0];
+        let (_, ta) = direct.select_c(x.view(), &y, &grid, 4, 3).unwrap();
+        let (_, tb) = gram.select_c(x.view(), &y, &grid, 4, 3).unwrap();
+        for ((c1, s1), (c2, s2)) in ta.iter().zip(&tb) {
+            assert_eq!(c1, c2);
+            assert!((s1 - s2).abs() < 1e-12, "C {c1}: {s1} vs {s2}");
+        }
+    }
+}
+
+#[test]
+fn gram_solver_across_row_chunks_and_column_blocks() {
+    // N = 600 > 256-row chunks, D = 2100 > two 1024-column blocks.
+    let (x, y) = blobs(200, 3, 2100, 6.0, 31);
+    let base = LinearSvcParams {
+        c: 0.01,
+        tol: 1e-6,
+        max_iter: 100_000,
+        ..Default::default()
+    };
+    let fit = |solver, threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                LinearSvcParams { solver, ..base }
+                    .fit(x.view(), &y)
+                    .unwrap()
+            })
+    };
+    let a = fit(DualSolver::Direct, 2);
+    let b = fit(DualSolver::Gram, 2);
+    assert_eq!(
+        b,
+        fit(DualSolver::Gram, 1),
+        "Gram fit depends on thread count"
+    );
+    let dw = (&a.coef() - &b.coef())
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = a.coef().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(dw < 1e-6 * scale.max(1.0), "Δw {dw} (scale {scale})");
 }
