@@ -127,15 +127,41 @@ pub fn dense_input_size(h: usize, w: usize, patch: u32) -> (usize, usize) {
 /// Row-wise log-softmax of a score map (C, h, w) → (h·w, C), cells in row-major order.
 fn map_to_descriptors(map: &Array3<f32>) -> Array2<f32> {
     let (c, h, w) = map.dim();
-    let flat = map
-        .view()
-        .into_shape_with_order((c, h * w))
-        .expect("contiguous");
-    let mut out = Array2::<f32>::zeros((h * w, c));
-    for (mut row, col) in out.axis_iter_mut(Axis(0)).zip(flat.axis_iter(Axis(1))) {
-        row.assign(&log_softmax(col));
+    let n = h * w;
+    let map = map.as_standard_layout();
+    let flat = map.as_slice().expect("standard layout");
+    // Per-cell max and log-sum-exp, reading the (C, cells) map row by row (contiguous).
+    let mut mx = vec![f32::NEG_INFINITY; n];
+    for row in flat.chunks_exact(n) {
+        for (m, &v) in mx.iter_mut().zip(row) {
+            *m = m.max(v);
+        }
     }
-    out
+    let mut sum = vec![0.0f64; n];
+    for row in flat.chunks_exact(n) {
+        for ((s, &m), &v) in sum.iter_mut().zip(&mx).zip(row) {
+            let d = v - m;
+            // e^-80 relative to the largest term (1) cannot change an f64 sum >= 1.
+            if d > -80.0 {
+                *s += d.exp() as f64;
+            }
+        }
+    }
+    let lse: Vec<f64> = sum.iter().map(|s| s.ln()).collect();
+    // Blocked transpose to (cells, classes): ℓ = (s - m) - log Σ e^(s - m).
+    const B: usize = 32;
+    let mut out = vec![0.0f32; n * c];
+    for j0 in (0..n).step_by(B) {
+        for k0 in (0..c).step_by(B) {
+            for k in k0..(k0 + B).min(c) {
+                let row = &flat[k * n..(k + 1) * n];
+                for j in j0..(j0 + B).min(n) {
+                    out[j * c + k] = ((row[j] - mx[j]) as f64 - lse[j]) as f32;
+                }
+            }
+        }
+    }
+    Array2::from_shape_vec((n, c), out).expect("n*c")
 }
 
 /// Natural-parameter descriptors of `image` ((H, W, 3) RGB on the 0–255 scale, see

@@ -3,7 +3,7 @@
 //! mismatch here is a programming error and panics.
 
 use fisherkit::linalg::{gemm, Par};
-use ndarray::{s, Array1, Array2, Array3, ArrayView3, ArrayViewMut2, Axis, Zip};
+use ndarray::{Array1, Array2, Array3, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 /// A 2-D convolution with TensorFlow "same" padding (what ndf's `Conv2D(padding="same")` does):
@@ -52,8 +52,9 @@ impl Conv {
         )
     }
 
-    /// Writes the convolution of `x` (in_ch, H, W) into `out` (out_ch, Ho·Wo), row-major,
-    /// then applies ReLU if `relu`. `par` parallelises the GEMM (and the im2col copy).
+    /// Adds the convolution of `x` (in_ch, H, W) without bias to `out` (out_ch, Ho·Wo),
+    /// row-major, which must already hold the bias in every row (see [`bias_rows`]), then
+    /// applies ReLU if `relu`. `par` parallelises the GEMM (and the im2col copy).
     pub fn forward_into(
         &self,
         x: ArrayView3<'_, f32>,
@@ -65,24 +66,14 @@ impl Conv {
         assert_eq!(c, self.in_ch, "conv: input channels");
         let (ho, wo) = self.out_size(h, w);
         assert_eq!(out.dim(), (self.out_ch(), ho * wo), "conv: output shape");
-        // Initialise with the bias and accumulate the product onto it.
-        Zip::from(out.rows_mut())
-            .and(&self.bias)
-            .for_each(|mut row, &b| row.fill(b));
         if self.kh == 1 && self.kw == 1 && self.stride == 1 {
-            let x2 = x
-                .as_standard_layout()
-                .into_owned()
+            // A view (no copy) when `x` is already row-major, as every layer output is.
+            let xs = x.as_standard_layout();
+            let x2 = xs
+                .view()
                 .into_shape_with_order((c, h * w))
-                .expect("contiguous");
-            gemm(
-                out.view_mut(),
-                true,
-                self.weight.view(),
-                x2.view(),
-                1.0,
-                par,
-            );
+                .expect("standard layout");
+            gemm(out.view_mut(), true, self.weight.view(), x2, 1.0, par);
         } else {
             let cols = self.im2col(x, !matches!(par, Par::Seq));
             gemm(
@@ -107,7 +98,7 @@ impl Conv {
     pub fn forward(&self, x: ArrayView3<'_, f32>, relu: bool, par: Par) -> Array3<f32> {
         let (_, h, w) = x.dim();
         let (ho, wo) = self.out_size(h, w);
-        let mut out = Array2::<f32>::zeros((self.out_ch(), ho * wo));
+        let mut out = bias_rows([&self.bias], ho * wo);
         self.forward_into(x, out.view_mut(), relu, par);
         out.into_shape_with_order((self.out_ch(), ho, wo))
             .expect("contiguous")
@@ -120,6 +111,7 @@ impl Conv {
         let (ho, pt) = same_geometry(h, self.kh, self.stride);
         let (wo, pl) = same_geometry(w, self.kw, self.stride);
         let (kh, kw, st) = (self.kh, self.kw, self.stride);
+        let x = x.as_standard_layout();
         let mut cols = Array2::<f32>::zeros((c * kh * kw, ho * wo));
         let fill = |(r, mut row): (usize, ndarray::ArrayViewMut1<'_, f32>)| {
             let ch = r / (kh * kw);
@@ -133,11 +125,19 @@ impl Conv {
                     continue; // stays zero
                 }
                 let src = plane.row(iy as usize);
+                let src = src.as_slice().expect("row-major input");
                 let dst = &mut row[i * wo..(i + 1) * wo];
-                for (j, d) in dst.iter_mut().enumerate() {
-                    let ix = (j * st + v) as isize - pl as isize;
-                    if ix >= 0 && ix < w as isize {
-                        *d = src[ix as usize];
+                // Valid outputs j satisfy 0 <= j*st + v - pl < w.
+                let j0 = pl.saturating_sub(v).div_ceil(st);
+                let j1 = ((w + pl).saturating_sub(v)).div_ceil(st).min(wo);
+                if st == 1 {
+                    if j1 > j0 {
+                        let a = j0 + v - pl;
+                        dst[j0..j1].copy_from_slice(&src[a..a + (j1 - j0)]);
+                    }
+                } else {
+                    for (j, d) in dst.iter_mut().enumerate().take(j1).skip(j0) {
+                        *d = src[j * st + v - pl];
                     }
                 }
             }
@@ -154,10 +154,28 @@ impl Conv {
     }
 }
 
+/// The (Σ len, n) array whose rows are the entries of the `biases`, in order, each repeated
+/// `n` times: the initial value of a convolution's output (one pass, no zero-fill first).
+pub(crate) fn bias_rows<'a>(
+    biases: impl IntoIterator<Item = &'a Array1<f32>>,
+    n: usize,
+) -> Array2<f32> {
+    let mut v = Vec::new();
+    for b in biases {
+        v.reserve(b.len() * n);
+        for &bi in b {
+            v.extend(std::iter::repeat_n(bi, n));
+        }
+    }
+    let m = v.len() / n.max(1);
+    Array2::from_shape_vec((m, n), v).expect("length m*n")
+}
+
 /// Max-pool 3×3, stride 2, no padding, floor mode (ndf's `MaxPooling2D((3, 3), (2, 2))`):
 /// $y_{c,i,j} = \max_{0 \le u, v < 3} x_{c, 2i+u, 2j+v}$. Input (C, H, W) with H, W ≥ 3.
 pub(crate) fn max_pool(x: ArrayView3<'_, f32>, parallel: bool) -> Array3<f32> {
     let (c, h, w) = x.dim();
+    let x = x.as_standard_layout();
     let ho = pool_out(h).expect("max_pool: height >= 3");
     let wo = pool_out(w).expect("max_pool: width >= 3");
     let mut out = Array3::<f32>::zeros((c, ho, wo));
@@ -165,13 +183,20 @@ pub(crate) fn max_pool(x: ArrayView3<'_, f32>, parallel: bool) -> Array3<f32> {
         ndarray::ArrayViewMut2<'_, f32>,
         ndarray::ArrayView2<'_, f32>,
     )| {
+        let o = o.as_slice_mut().expect("row-major output");
+        let xi = xi.as_slice().expect("row-major input");
+        let mut colmax = vec![0.0f32; w];
         for i in 0..ho {
-            for j in 0..wo {
-                let win = xi.slice(s![
-                    i * POOL_S..i * POOL_S + POOL_K,
-                    j * POOL_S..j * POOL_S + POOL_K
-                ]);
-                o[[i, j]] = win.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            // Vertical max of the three rows (contiguous, vectorisable), then horizontal.
+            let r0 = &xi[(i * POOL_S) * w..(i * POOL_S + 1) * w];
+            let r1 = &xi[(i * POOL_S + 1) * w..(i * POOL_S + 2) * w];
+            let r2 = &xi[(i * POOL_S + 2) * w..(i * POOL_S + 3) * w];
+            for (((m, &a), &b), &c) in colmax.iter_mut().zip(r0).zip(r1).zip(r2) {
+                *m = a.max(b).max(c);
+            }
+            for (j, oj) in o[i * wo..(i + 1) * wo].iter_mut().enumerate() {
+                let win = &colmax[j * POOL_S..j * POOL_S + POOL_K];
+                *oj = win[0].max(win[1]).max(win[2]);
             }
         }
     };

@@ -14,7 +14,7 @@
 //! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
 //! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
 
-use crate::layers::{max_pool, pool_out, same_geometry, Conv};
+use crate::layers::{bias_rows, max_pool, pool_out, same_geometry, Conv};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
 use rayon::prelude::*;
@@ -83,7 +83,7 @@ impl Fire {
         let (_, h, w) = x.dim();
         let sq = self.squeeze.forward(x, true, par);
         let (e1, e3) = (self.expand1.out_ch(), self.expand3.out_ch());
-        let mut out = Array2::<f32>::zeros((e1 + e3, h * w));
+        let mut out = bias_rows([&self.expand1.bias, &self.expand3.bias], h * w);
         {
             let (a, b) = out.view_mut().split_at(Axis(0), e1);
             self.expand1.forward_into(sq.view(), a, true, par);
@@ -226,8 +226,10 @@ impl SqueezeNet {
         if c != 3 || Self::score_map_size(h, w).is_none() {
             return Err(CnnError::InputShape(input.shape().to_vec()));
         }
-        if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
-            return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
+        if !input.iter().all(|v| v.is_finite()) {
+            if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
+                return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
+            }
         }
         Ok(())
     }
@@ -294,7 +296,24 @@ pub(crate) fn pool_scores(map: &Array3<f32>) -> Array1<f32> {
 /// $m = \max_l s_l$, the sum in f64. Never takes the log of a rounded probability, so
 /// scores far apart give finite values. `s` has shape (C), C ≥ 1, finite entries.
 pub fn log_softmax(s: ndarray::ArrayView1<'_, f32>) -> Array1<f32> {
-    let m = s.fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let lse = s.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
-    s.mapv(|v| ((v as f64 - m) - lse) as f32)
+    let mut out = s.to_owned();
+    log_softmax_inplace(out.as_slice_mut().expect("owned 1-D array is contiguous"));
+    out
+}
+
+/// [`log_softmax`] in place on a slice.
+fn log_softmax_inplace(s: &mut [f32]) {
+    let m = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    // Terms below e^-80 (relative to the largest term, 1) cannot change an f64 sum >= 1;
+    // skipping them also avoids libm's slow underflow path.
+    let sum: f64 = s
+        .iter()
+        .map(|&v| v - m)
+        .filter(|&d| d > -80.0)
+        .map(|d| d.exp() as f64)
+        .sum();
+    let lse = sum.ln();
+    for v in s.iter_mut() {
+        *v = ((*v - m) as f64 - lse) as f32;
+    }
 }
