@@ -448,16 +448,19 @@ fn classify(
     (xte, yte): (&Array2<f32>, &[usize]),
 ) -> Result<(f64, Vec<(f64, f64)>, Vec<usize>), PipelineError> {
     const STAGE: &str = "SVM";
-    let base = LinearSvcParams {
+    // fit_with_cv shares one Gram matrix between the folds, the C grid and the final fit.
+    let (svm, c, cv) = LinearSvcParams {
         seed: cfg.seed,
         ..Default::default()
-    };
-    let (c, cv) = base
-        .select_c(xtr.view(), ytr, &cfg.c_grid, cfg.cv_folds, cfg.seed)
-        .map_err(|e| PipelineError::at(STAGE, e))?;
-    let svm = LinearSvcParams { c, ..base }
-        .fit_with_n_classes(xtr.view(), ytr, n_classes)
-        .map_err(|e| PipelineError::at(STAGE, e))?;
+    }
+    .fit_with_cv(xtr.view(), ytr, &cfg.c_grid, cfg.cv_folds, cfg.seed)
+    .map_err(|e| PipelineError::at(STAGE, e))?;
+    if svm.n_classes() != n_classes {
+        return Err(PipelineError::at(
+            STAGE,
+            format!("trained {} classes, expected {n_classes}", svm.n_classes()),
+        ));
+    }
     let pred = svm
         .predict(xte.view())
         .map_err(|e| PipelineError::at(STAGE, e))?;
