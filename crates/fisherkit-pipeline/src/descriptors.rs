@@ -45,6 +45,13 @@ fn params_key(p: &DescriptorParams) -> String {
     )
 }
 
+/// An image read for [`compute_all`]: found in the cache, or decoded (with its
+/// cache entry, if caching) and waiting for the CNN.
+enum Loaded {
+    Hit(ImageDescriptors),
+    Miss(Array3<f32>, Option<Entry>),
+}
+
 /// Where the cache files of one image live.
 struct Entry {
     files: Vec<PathBuf>,
@@ -111,9 +118,7 @@ pub fn compute_all(
     let mut n_cached = 0usize;
     for chunk in paths.chunks(batch) {
         // Read, hash, try the cache; decode the misses.
-        let loaded: Vec<
-            Result<(Option<ImageDescriptors>, Option<Array3<f32>>, Option<Entry>), String>,
-        > = chunk
+        let loaded: Vec<Result<Loaded, String>> = chunk
             .par_iter()
             .map(|path| {
                 let name = path.display().to_string();
@@ -122,23 +127,23 @@ pub fn compute_all(
                 let ent = cache_dir.map(|d| entry(d, fnv1a64(&bytes, 0), params));
                 if let Some(ent) = &ent {
                     if let Some(hit) = try_load(ent, with_global) {
-                        return Ok((Some(hit), None, None));
+                        return Ok(Loaded::Hit(hit));
                     }
                 }
                 let img = decode_image(&bytes, &name).map_err(|e| e.to_string())?;
-                Ok((None, Some(img), ent))
+                Ok(Loaded::Miss(img, ent))
             })
             .collect();
         let misses: Vec<usize> = loaded
             .iter()
             .enumerate()
-            .filter(|(_, r)| matches!(r, Ok((None, Some(_), _))))
+            .filter(|(_, r)| matches!(r, Ok(Loaded::Miss(..))))
             .map(|(i, _)| i)
             .collect();
         let images: Vec<_> = misses
             .iter()
             .map(|&i| match &loaded[i] {
-                Ok((_, Some(img), _)) => img.view(),
+                Ok(Loaded::Miss(img, _)) => img.view(),
                 _ => unreachable!("misses hold decoded images"),
             })
             .collect();
@@ -160,11 +165,11 @@ pub fn compute_all(
                     progress.warn(&format!("skipped: {e}"));
                     Err(e)
                 }
-                Ok((Some(hit), _, _)) => {
+                Ok(Loaded::Hit(hit)) => {
                     n_cached += 1;
                     Ok(hit)
                 }
-                Ok((None, _, ent)) => {
+                Ok(Loaded::Miss(_, ent)) => {
                     let (scales, global) = computed.next().expect("one result per miss");
                     if let Some(ent) = ent {
                         for (f, a) in ent.files.iter().zip(&scales) {

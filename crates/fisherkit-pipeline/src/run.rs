@@ -440,13 +440,16 @@ fn views(b: &[Array2<f32>]) -> Vec<ArrayView2<'_, f32>> {
     b.iter().map(|x| x.view()).collect()
 }
 
+/// The outcome of [`classify`]: chosen C, the cross-validation table, test predictions.
+type Classified = (f64, Vec<(f64, f64)>, Vec<usize>);
+
 /// Cross-validates C on the training encodings, trains, and scores the test set.
 fn classify(
     cfg: &RunConfig,
     n_classes: usize,
     (xtr, ytr): (&Array2<f32>, &[usize]),
     (xte, yte): (&Array2<f32>, &[usize]),
-) -> Result<(f64, Vec<(f64, f64)>, Vec<usize>), PipelineError> {
+) -> Result<Classified, PipelineError> {
     const STAGE: &str = "SVM";
     // fit_with_cv shares one Gram matrix between the folds, the C grid and the final fit.
     let (svm, c, cv) = LinearSvcParams {
