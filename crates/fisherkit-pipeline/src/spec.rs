@@ -106,10 +106,15 @@ fn parse_term(t: &str) -> Result<Term, PipelineError> {
     };
     let bad_parts = |e: fisherkit::EncodeError| PipelineError::Spec(format!("`{t}`: {e}"));
     match family {
-        "gmm-fv" => Ok(Term::GmmFv(match parts {
-            Some(p) => parse_fv_parts(p).map_err(bad_parts)?,
-            None => vec![FvPart::Mean, FvPart::Var],
-        })),
+        "gmm-fv" => {
+            let mut parts = match parts {
+                Some(p) => parse_fv_parts(&p.replace('+', ",")).map_err(bad_parts)?,
+                None => vec![FvPart::Mean, FvPart::Var],
+            };
+            // The encoder's output order (prior, mean, var), so names are canonical.
+            parts.sort_by_key(|p| FvPart::ALL.iter().position(|q| q == p));
+            Ok(Term::GmmFv(parts))
+        }
         "mfa-fs" => Ok(Term::MfaFs(match parts {
             Some(p) => parse_mfa_parts(p).map_err(bad_parts)?,
             None => vec![MfaPart::Loading],
@@ -134,7 +139,8 @@ mod tests {
         assert_eq!(v.len(), 4);
         assert_eq!(v[0].name(), "gmm-fv:mean");
         assert_eq!(v[3].name(), "mfa-fs:loading");
-        let v = parse_encoders("gmm-fv, mfa-fs:mean+loading&cnn-global").unwrap();
+        let v = parse_encoders("gmm-fv, mfa-fs:mean+loading&cnn-global,gmm-fv:var+prior").unwrap();
+        assert_eq!(v[2].name(), "gmm-fv:prior+var");
         assert_eq!(v[0].name(), "gmm-fv:mean+var");
         assert_eq!(v[1].name(), "mfa-fs:mean+loading&cnn-global");
         assert!(v[1].uses_mfa() && !v[0].uses_mfa());
