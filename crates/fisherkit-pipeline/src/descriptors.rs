@@ -7,7 +7,9 @@
 //! image is recomputed.
 
 use crate::{PipelineError, Progress};
-use fisherkit_cnn::descriptors::{extract_batch, global_descriptor, DescriptorParams, PatchMode};
+use fisherkit_cnn::descriptors::{
+    dense_input_size, extract_batch, global_descriptor, working_size, DescriptorParams, PatchMode,
+};
 use fisherkit_cnn::image::decode_image;
 use fisherkit_cnn::SqueezeNet;
 use ndarray::{Array1, Array2, Array3};
@@ -152,7 +154,11 @@ pub fn compute_all(
         let globals: Vec<Option<Array1<f32>>> = if with_global {
             images
                 .par_iter()
-                .map(|img| global_descriptor(net, img.view()).map(Some))
+                .zip(&computed)
+                .map(|(img, desc)| match global_from_dense(img.dim(), params) {
+                    Some(s) => Ok(Some(mean_log_softmax(&desc[s]))),
+                    None => global_descriptor(net, img.view()).map(Some),
+                })
                 .collect::<Result<_, _>>()
                 .map_err(PipelineError::stage("descriptors"))?
         } else {
@@ -202,6 +208,29 @@ pub fn compute_all(
     Ok(out)
 }
 
+/// The scale whose dense pass saw exactly the global descriptor's input (the
+/// whole image resized to 227×227), if any: then the global descriptor is
+/// available without another CNN pass (see [`mean_log_softmax`]).
+fn global_from_dense((h, w, _): (usize, usize, usize), p: &DescriptorParams) -> Option<usize> {
+    if p.mode != PatchMode::Dense {
+        return None;
+    }
+    let (h, w) = working_size(h, w, p.max_image_side);
+    let side = fisherkit_cnn::net::INPUT_SIDE;
+    p.scales.iter().position(|&s| {
+        dense_input_size(h, w, s) == (side, side) && (h, w) == (s as usize, s as usize)
+    })
+}
+
+/// The global descriptor from the per-cell log-softmax rows `d` (cells, C) of a
+/// 227×227 pass: the pooled scores are $ar s = rac1n\sum_c s_c$ and
+/// $\ell_c = s_c - \operatorname{lse}(s_c)$, so $rac1n\sum_c \ell_c = ar s - 	ext{const}$
+/// and $\operatorname{logsoftmax}(ar s) = \operatorname{logsoftmax}(rac1n\sum_c \ell_c)$.
+fn mean_log_softmax(d: &Array2<f32>) -> Array1<f32> {
+    let mean = d.mean_axis(ndarray::Axis(0)).expect("at least one cell");
+    fisherkit_cnn::net::log_softmax(mean.view())
+}
+
 fn try_load(ent: &Entry, with_global: bool) -> Option<ImageDescriptors> {
     let mut scales = Vec::with_capacity(ent.files.len());
     for f in &ent.files {
@@ -229,6 +258,39 @@ fn try_load(ent: &Entry, with_global: bool) -> Option<ImageDescriptors> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn global_from_the_dense_pass_equals_the_separate_pass() {
+        let net = SqueezeNet::builtin().unwrap();
+        let img = fisherkit_cnn::image::load_image(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../data/fashion-mnist-demo/test/bag")
+                .read_dir()
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path(),
+        )
+        .unwrap();
+        let p = DescriptorParams {
+            scales: vec![20, 28],
+            ..Default::default()
+        };
+        assert_eq!(global_from_dense(img.dim(), &p), Some(1));
+        let d = fisherkit_cnn::descriptors::extract(&net, img.view(), &p).unwrap();
+        let fast = mean_log_softmax(&d[1]);
+        let slow = global_descriptor(&net, img.view()).unwrap();
+        let err = (&fast - &slow)
+            .mapv(f32::abs)
+            .fold(0.0f32, |a, &b| a.max(b));
+        assert!(err < 1e-3, "max difference {err}");
+        let exact = DescriptorParams {
+            mode: PatchMode::Exact,
+            ..p
+        };
+        assert_eq!(global_from_dense(img.dim(), &exact), None);
+    }
 
     #[test]
     fn fnv_is_the_reference_hash() {
