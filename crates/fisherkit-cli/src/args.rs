@@ -51,6 +51,13 @@ pub enum Command {
     },
     /// Encode bags of descriptors with a model (GMM Fisher vector, MFA Fisher score or VLAD).
     Encode(EncodeArgs),
+    /// The paper's scene-classification pipeline on image folders: CNN descriptors, PCA,
+    /// GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
+    #[command(after_help = RUN_HELP)]
+    Run(Box<RunArgs>),
+    /// Run the pipeline on the bundled Fashion-MNIST subset: the paper's Table 1
+    /// comparison and its Figure 1 (accuracy against dimension) as an SVG.
+    Demo(DemoArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,4 +261,163 @@ pub struct EncodeArgs {
     /// Skip components with prior < 1e-6 and posteriors < 1e-6 exactly as VLFeat does.
     #[arg(long)]
     pub vlfeat_skips: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PatchModeArg {
+    /// One fully-convolutional CNN pass per scale; each score-map cell is a patch.
+    Dense,
+    /// Every patch cropped, resized to 227 px and classified on its own (slow).
+    Exact,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WhiteningArg {
+    /// The paper's MFA Fisher scores.
+    Off,
+    /// MFA Fisher scores divided by the root of a diagonal Fisher-information estimate.
+    On,
+    /// Both, as separate results.
+    Both,
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  fisherkit run --train scenes/train --test scenes/test --report report.json
+  fisherkit run --train tr --test te --encoders 'gmm-fv:mean+var,mfa-fs:loading&cnn-global' \\
+      --scales 128 --pca-dim 100 --whitening both
+
+Image folders: DIR/<class name>/*.{jpg,jpeg,png}; test classes must exist in training.
+Encoders (comma list; parts joined by +; terms joined by & are concatenated):
+  gmm-fv[:prior+mean+var]   GMM Fisher vector (default parts mean+var)
+  mfa-fs[:mean+loading]     MFA Fisher score (default part loading)
+  cnn-global                the CNN's own image-level log-probabilities
+Each scale gets its own PCA and background models; scales are concatenated.
+Descriptors are cached in --cache, so a second run with other encoders skips the CNN.
+Unreadable images are skipped with a warning and listed in the report.";
+
+/// Arguments of `fisherkit run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Training image folder: DIR/<class>/*.png|jpg.
+    #[arg(long, value_name = "DIR")]
+    pub train: PathBuf,
+    /// Test image folder, same class names.
+    #[arg(long, value_name = "DIR")]
+    pub test: PathBuf,
+    /// Encoders to compare (see below).
+    #[arg(long, value_name = "LIST", default_value = fisherkit_pipeline::spec::DEFAULT_ENCODERS)]
+    pub encoders: String,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write the accuracy-against-dimension plot (SVG) here (needs --sweep-gmm or --sweep-mfa).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Patch sizes in pixels, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "96,128,160")]
+    pub scales: String,
+    /// How patches are run through the CNN.
+    #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
+    pub patch_mode: PatchModeArg,
+    /// Larger images are shrunk to this many pixels on their longer side first (0: never).
+    #[arg(long, value_name = "PX", default_value_t = 512)]
+    pub max_image_side: u32,
+    /// Descriptor dimension after PCA (at most the data's).
+    #[arg(long, value_name = "D", default_value_t = 500)]
+    pub pca_dim: usize,
+    /// Training descriptors sampled to learn the PCA.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub pca_sample: usize,
+    /// Training descriptors sampled to learn the background GMM and MFA.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub model_sample: usize,
+    /// GMM components.
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    pub gmm_components: usize,
+    /// GMM EM iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub gmm_max_iter: usize,
+    /// MFA components.
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    pub mfa_components: usize,
+    /// MFA factors per component.
+    #[arg(long, value_name = "R", default_value_t = 10)]
+    pub mfa_factors: usize,
+    /// MFA EM iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub mfa_max_iter: usize,
+    /// Whitening of the MFA Fisher scores by a diagonal Fisher-information estimate.
+    #[arg(long, value_enum, default_value_t = WhiteningArg::Off)]
+    pub whitening: WhiteningArg,
+    /// Exponent of the signed power normalisation (1 turns it off).
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    pub power: f64,
+    /// SVM costs tried by cross-validation, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "0.01,0.1,1,10")]
+    pub c_grid: String,
+    /// Cross-validation folds.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub cv_folds: usize,
+    /// Seed of every random choice.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Descriptor cache folder.
+    #[arg(long, value_name = "DIR", default_value = ".fisherkit-cache")]
+    pub cache: PathBuf,
+    /// Do not read or write the descriptor cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// GMM sizes K for the gmm-fv:var accuracy-against-dimension sweep, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_gmm: Option<String>,
+    /// MFA factor counts R for the mfa-fs:loading sweep, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_mfa: Option<String>,
+}
+
+impl RunArgs {
+    /// The settings of `fisherkit demo` on its bundled 28×28 images: each image is
+    /// one 28-px patch scale (the CNN sees it at 227 px: 13×13 descriptors),
+    /// PCA to 100 dimensions, smaller training samples so it runs in minutes.
+    pub fn demo_defaults(train: PathBuf, test: PathBuf) -> Self {
+        Self {
+            train,
+            test,
+            encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
+            report: None,
+            plot: None,
+            scales: "28".into(),
+            patch_mode: PatchModeArg::Dense,
+            max_image_side: 512,
+            pca_dim: 100,
+            pca_sample: 50_000,
+            model_sample: 30_000,
+            gmm_components: 50,
+            gmm_max_iter: 50,
+            mfa_components: 50,
+            mfa_factors: 10,
+            mfa_max_iter: 20,
+            whitening: WhiteningArg::Both,
+            power: 0.5,
+            c_grid: "0.1,1,10".into(),
+            cv_folds: 3,
+            seed: 0,
+            cache: PathBuf::from(".fisherkit-cache"),
+            no_cache: false,
+            sweep_gmm: Some("10,25,50,100".into()),
+            sweep_mfa: Some("1,2,5,10".into()),
+        }
+    }
+}
+
+/// Arguments of `fisherkit demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The demo image folder (default: the bundled data/fashion-mnist-demo).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Folder for report.json, figure1.svg and the descriptor cache.
+    #[arg(long, value_name = "DIR", default_value = "fisherkit-demo-out")]
+    pub out: PathBuf,
 }

@@ -53,5 +53,7 @@ fn run(cli: args::Cli) -> Result<(), CliError> {
             command: args::MfaCommand::Fit(a),
         } => commands::mfa::fit(&a, &ui),
         args::Command::Encode(a) => commands::encode::run(&a, &ui),
+        args::Command::Run(a) => commands::pipeline::run_cmd(&a, &ui),
+        args::Command::Demo(a) => commands::pipeline::demo_cmd(&a, &ui),
     }
 }

@@ -21,6 +21,12 @@ pub mod npy;
 pub mod npz;
 
 pub use error::{IoError, Result};
+
+/// Writes `bytes` to `path` atomically (temporary file beside it, sync, rename):
+/// for reports and plots; a failure leaves the old file or none.
+pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
+}
 pub use model::{
     read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa,
     write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,

@@ -4,6 +4,7 @@ pub mod encode;
 pub mod gmm;
 pub mod kmeans;
 pub mod mfa;
+pub mod pipeline;
 
 use crate::error::CliError;
 use fisherkit::data::check_matrix;
