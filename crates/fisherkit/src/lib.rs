@@ -16,8 +16,11 @@ pub mod float;
 pub mod gmm;
 pub mod kmeans;
 pub mod linalg;
+pub mod metrics;
 pub mod mfa;
 pub mod normalize;
+pub mod pca;
+pub mod svm;
 
 pub use encode::{EncodeError, Encoder};
 pub use float::Float;
