@@ -223,9 +223,9 @@ fn global_from_dense((h, w, _): (usize, usize, usize), p: &DescriptorParams) -> 
 }
 
 /// The global descriptor from the per-cell log-softmax rows `d` (cells, C) of a
-/// 227×227 pass: the pooled scores are $ar s = rac1n\sum_c s_c$ and
-/// $\ell_c = s_c - \operatorname{lse}(s_c)$, so $rac1n\sum_c \ell_c = ar s - 	ext{const}$
-/// and $\operatorname{logsoftmax}(ar s) = \operatorname{logsoftmax}(rac1n\sum_c \ell_c)$.
+/// 227×227 pass: the pooled scores are $\bar s = \frac1n\sum_c s_c$ and
+/// $\ell_c = s_c - \operatorname{lse}(s_c)$, so $\frac1n\sum_c \ell_c = \bar s - \text{const}$
+/// and $\operatorname{logsoftmax}(\bar s) = \operatorname{logsoftmax}(\frac1n\sum_c \ell_c)$.
 fn mean_log_softmax(d: &Array2<f32>) -> Array1<f32> {
     let mean = d.mean_axis(ndarray::Axis(0)).expect("at least one cell");
     fisherkit_cnn::net::log_softmax(mean.view())
