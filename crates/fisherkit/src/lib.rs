@@ -16,6 +16,7 @@ pub mod float;
 pub mod gmm;
 pub mod kmeans;
 pub mod linalg;
+pub mod mfa;
 pub mod normalize;
 
 pub use encode::{EncodeError, Encoder};

@@ -11,6 +11,8 @@ pub use fisher::{
     parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart, VLFEAT_SKIP,
 };
 pub use vlad::{Vlad, VladParams};
+mod mfa_fs;
+pub use mfa_fs::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
 
 use crate::data::DataError;
 use crate::float::Float;

@@ -4,6 +4,9 @@
 //! when the operands are contiguous in row- or column-major order), so the
 //! E-steps and encoders run at the machine's GEMM rate without a system BLAS.
 
+mod cholesky;
+pub use cholesky::{Cholesky, CholeskyError};
+
 use crate::float::Float;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef};

@@ -1,0 +1,334 @@
+//! MFA Fisher scores (Dixit & Vasconcelos, NIPS 2016, eqs. 14–15; MATH.md §4).
+//!
+//! For a bag $X$ of N descriptors and a background [`Mfa`], with posteriors
+//! $h_{ik}$, $d_{ik} = x_i - \mu_k$, $e_{ik} = \beta_k d_{ik}$ and
+//! $r_{ik} = S_k^{-1} d_{ik}$:
+//! $$G_{\mu_k} = \frac1N\sum_i h_{ik} r_{ik}, \qquad
+//!   G_{\Lambda_k} = \frac1N\Big(\sum_i h_{ik} r_{ik} e_{ik}^\top - n_k \beta_k^\top\Big),$$
+//! the exact gradients of the bag's mean log-likelihood with respect to
+//! $\mu_k$ (D) and $\Lambda_k$ (D, R). They are computed in sufficient-statistic
+//! form from one pass of the GEMM kernel of [`crate::mfa`]:
+//! $G_{\mu_k} = \Psi_k^{-1}[\sum h y - n_k\mu'_k - \Lambda_k s_k]/N$,
+//! $G_{\Lambda_k} = (\Psi_k^{-1}[\sum h y e^\top - \mu'_k s_k^\top - \Lambda_k \sum h e e^\top] - n_k\beta_k^\top)/N$.
+//!
+//! Layout: the `mean` block (K·D, component-major) then the `loading` block
+//! (K·D·R: component, then dimension, then factor), then the optional
+//! diagonal whitening, then [`Normalization`].
+
+use super::{EncodeError, Encoder};
+use crate::float::Float;
+use crate::linalg::{gemm, Par};
+use crate::mfa::kernel::{accumulate, Want};
+use crate::mfa::Mfa;
+use crate::normalize::Normalization;
+use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut1, Axis};
+use rayon::prelude::*;
+
+/// A block of the MFA Fisher score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MfaPart {
+    /// Gradient with respect to the means, K·D values.
+    Mean,
+    /// Gradient with respect to the factor loadings, K·D·R values.
+    Loading,
+}
+
+/// Parses a list of parts such as `"mean,loading"` (separators `,` or `+`,
+/// case-insensitive; `"lambda"` is accepted for `loading`). The result is in
+/// the canonical output order (mean, loading) without duplicates.
+pub fn parse_mfa_parts(s: &str) -> Result<Vec<MfaPart>, EncodeError> {
+    let mut mean = false;
+    let mut loading = false;
+    for tok in s.split([',', '+']) {
+        match tok.trim().to_ascii_lowercase().as_str() {
+            "mean" | "means" | "mu" => mean = true,
+            "loading" | "loadings" | "lambda" => loading = true,
+            other => {
+                return Err(EncodeError::InvalidOption(format!(
+                    "unknown MFA Fisher score part `{other}` in `{s}`; expected `mean` and/or `loading`"
+                )))
+            }
+        }
+    }
+    let mut v = Vec::new();
+    if mean {
+        v.push(MfaPart::Mean);
+    }
+    if loading {
+        v.push(MfaPart::Loading);
+    }
+    Ok(v)
+}
+
+/// Options of [`MfaFisherScore`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MfaFisherScoreParams<F: Float> {
+    /// Blocks to output (any order; output is always mean then loading). Default `[Loading]`.
+    pub parts: Vec<MfaPart>,
+    /// Signed power and L2 (default power 0.5 + L2).
+    pub normalization: Normalization,
+    /// Optional diagonal Fisher-information estimate (`output_dim()` values,
+    /// ≥ 0): the raw score is divided element-wise by its square root before
+    /// normalisation. Estimate it with [`MfaFisherScore::fit_whitening`]. Off by default.
+    pub whitening: Option<Array1<F>>,
+}
+
+impl<F: Float> Default for MfaFisherScoreParams<F> {
+    fn default() -> Self {
+        Self {
+            parts: vec![MfaPart::Loading],
+            normalization: Normalization::default(),
+            whitening: None,
+        }
+    }
+}
+
+/// The MFA Fisher score encoder of one background model.
+#[derive(Debug, Clone)]
+pub struct MfaFisherScore<F: Float> {
+    model: Mfa<F>,
+    mean: bool,
+    loading: bool,
+    normalization: Normalization,
+    /// (output_dim): $1/\sqrt{\hat F_{jj}}$.
+    white_scale: Option<Array1<F>>,
+    /// (K, D): $\mu'_k = \mu_k - c$.
+    mu_p: Array2<f64>,
+    /// (P, D): $1/\psi$.
+    inv_psi: Array2<f64>,
+    /// (K, D, R): $\Lambda_k C_k^{-\top}$.
+    lam_tilde: Array3<f64>,
+    /// (K, D, R): $\beta_k^\top = \Psi_k^{-1}\Lambda_k M_k^{-1}$.
+    beta_t: Array3<f64>,
+}
+
+impl<F: Float> MfaFisherScore<F> {
+    /// Builds the encoder for `model` with `params` (parts non-empty,
+    /// valid normalisation, whitening of length `output_dim()` if given).
+    pub fn new(model: Mfa<F>, params: MfaFisherScoreParams<F>) -> Result<Self, EncodeError> {
+        if params.parts.is_empty() {
+            return Err(EncodeError::InvalidOption(
+                "the MFA Fisher score needs at least one part (mean, loading)".into(),
+            ));
+        }
+        params
+            .normalization
+            .validate()
+            .map_err(EncodeError::InvalidOption)?;
+        let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
+        let center = model.kern.center.mapv(|v| v.as_f64());
+        let mu_p =
+            Array2::from_shape_fn((k, d), |(i, j)| model.means()[[i, j]].as_f64() - center[j]);
+        let inv_psi = model.psi().mapv(|v| 1.0 / v.as_f64());
+        let mut lam_tilde = Array3::<f64>::zeros((k, d, r));
+        let mut beta_t = Array3::<f64>::zeros((k, d, r));
+        for kk in 0..k {
+            let lam = model
+                .loadings()
+                .index_axis(Axis(0), kk)
+                .mapv(|v| v.as_f64());
+            let ci = model.kern.c_inv.index_axis(Axis(0), kk);
+            lam_tilde
+                .index_axis_mut(Axis(0), kk)
+                .assign(&lam.dot(&ci.t()));
+            let ip = inv_psi.row(model.psi_row(kk));
+            let mut bt = lam.dot(&model.kern.m_inv.index_axis(Axis(0), kk));
+            for (mut row, &p) in bt.rows_mut().into_iter().zip(ip.iter()) {
+                row.mapv_inplace(|v| v * p);
+            }
+            beta_t.index_axis_mut(Axis(0), kk).assign(&bt);
+        }
+        let mut enc = Self {
+            model,
+            mean: params.parts.contains(&MfaPart::Mean),
+            loading: params.parts.contains(&MfaPart::Loading),
+            normalization: params.normalization,
+            white_scale: None,
+            mu_p,
+            inv_psi,
+            lam_tilde,
+            beta_t,
+        };
+        if let Some(w) = params.whitening {
+            enc.set_whitening(w)?;
+        }
+        Ok(enc)
+    }
+
+    /// Uses the diagonal Fisher-information estimate `fim` (`output_dim()`, ≥ 0):
+    /// raw scores are divided by $\sqrt{\max(\hat F_{jj}, 10^{-12}\,\overline{\hat F})}$.
+    pub fn set_whitening(&mut self, fim: Array1<F>) -> Result<(), EncodeError> {
+        if fim.len() != self.output_dim() {
+            return Err(EncodeError::InvalidOption(format!(
+                "whitening has {} values but the encoding has {}",
+                fim.len(),
+                self.output_dim()
+            )));
+        }
+        if let Some((i, v)) = fim
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v >= F::zero()))
+        {
+            return Err(EncodeError::InvalidOption(format!(
+                "whitening value {i} is {v}; it must be finite and >= 0"
+            )));
+        }
+        let mean = fim.iter().map(|v| v.as_f64()).sum::<f64>() / fim.len() as f64;
+        let floor = (1e-12 * mean).max(f64::MIN_POSITIVE);
+        self.white_scale =
+            Some(fim.mapv(|v| F::from_f64_lossy(1.0 / v.as_f64().max(floor).sqrt())));
+        Ok(())
+    }
+
+    /// The background model.
+    pub fn model(&self) -> &Mfa<F> {
+        &self.model
+    }
+
+    /// The parts output, in output order.
+    pub fn parts(&self) -> Vec<MfaPart> {
+        let mut v = Vec::new();
+        if self.mean {
+            v.push(MfaPart::Mean);
+        }
+        if self.loading {
+            v.push(MfaPart::Loading);
+        }
+        v
+    }
+
+    /// Writes the un-normalised, un-whitened score of `bag` (N, D) (validated) into `out`.
+    fn raw_into(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
+        let m = &self.model;
+        let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
+        let kr = k * r;
+        let g = accumulate(m, bag, Want::SCORES, false);
+        let inv_n = 1.0 / g.n_rows as f64;
+        let mut tmp = Array2::<f64>::zeros((d, r));
+        let mut t2 = Array2::<f64>::zeros((d, r));
+        for kk in 0..k {
+            let ip = self.inv_psi.row(m.psi_row(kk));
+            let nk = g.nk[kk];
+            let mu = self.mu_p.row(kk);
+            let lt = self.lam_tilde.index_axis(Axis(0), kk);
+            let sg = g.sg.row(kk);
+            if self.mean {
+                let ls = lt.dot(&sg);
+                let sy = g.syg.column(kr + kk);
+                let mut o = out.slice_mut(s![kk * d..(kk + 1) * d]);
+                for j in 0..d {
+                    o[j] = F::from_f64_lossy(ip[j] * (sy[j] - nk * mu[j] - ls[j]) * inv_n);
+                }
+            }
+            if self.loading {
+                // T = Σ h y gᵀ − μ' sgᵀ − Λ̃ Σ h g gᵀ, then G = Ψ⁻¹ T C⁻¹ − n β
+                tmp.assign(&g.syg.slice(s![.., kk * r..(kk + 1) * r]));
+                for j in 0..d {
+                    for a in 0..r {
+                        tmp[[j, a]] -= mu[j] * sg[a];
+                    }
+                }
+                gemm(
+                    tmp.view_mut(),
+                    true,
+                    lt,
+                    g.sgg.index_axis(Axis(0), kk),
+                    -1.0,
+                    Par::Seq,
+                );
+                gemm(
+                    t2.view_mut(),
+                    false,
+                    tmp.view(),
+                    m.kern.c_inv.index_axis(Axis(0), kk),
+                    1.0,
+                    Par::Seq,
+                );
+                let bt = self.beta_t.index_axis(Axis(0), kk);
+                let base = if self.mean { k * d } else { 0 } + kk * d * r;
+                let mut o = out.slice_mut(s![base..base + d * r]);
+                for j in 0..d {
+                    for a in 0..r {
+                        o[j * r + a] =
+                            F::from_f64_lossy((ip[j] * t2[[j, a]] - nk * bt[[j, a]]) * inv_n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The un-normalised score $[G_\mu, G_\Lambda]/N$ of one bag (N, D), before
+    /// whitening and normalisation.
+    pub fn raw_score(&self, bag: ArrayView2<'_, F>) -> Result<Array1<F>, EncodeError> {
+        crate::data::check_matrix(bag, Some(self.input_dim()), "bag")
+            .map_err(|source| EncodeError::Bag { index: 0, source })?;
+        let mut out = Array1::zeros(self.output_dim());
+        self.raw_into(bag, out.view_mut());
+        Ok(out)
+    }
+
+    /// Estimates the diagonal of the Fisher information as the empirical
+    /// variance of the raw per-bag scores over `bags` (at least 2):
+    /// $\hat F_{jj} = \frac1B\sum_b (G_{bj} - \bar G_j)^2$, shape (`output_dim()`).
+    /// Pass it as [`MfaFisherScoreParams::whitening`] or to
+    /// [`MfaFisherScore::set_whitening`].
+    pub fn fit_whitening(&self, bags: &[ArrayView2<'_, F>]) -> Result<Array1<F>, EncodeError> {
+        if bags.len() < 2 {
+            return Err(EncodeError::InvalidOption(format!(
+                "the whitening needs at least 2 bags, got {}",
+                bags.len()
+            )));
+        }
+        for (index, bag) in bags.iter().enumerate() {
+            crate::data::check_matrix(*bag, Some(self.input_dim()), "bag")
+                .map_err(|source| EncodeError::Bag { index, source })?;
+        }
+        let dim = self.output_dim();
+        let raws: Vec<Array1<F>> = bags
+            .par_iter()
+            .map(|b| {
+                let mut o = Array1::zeros(dim);
+                self.raw_into(*b, o.view_mut());
+                o
+            })
+            .collect();
+        let nb = raws.len() as f64;
+        let mut mean = Array1::<f64>::zeros(dim);
+        for v in &raws {
+            mean.zip_mut_with(v, |m, x| *m += x.as_f64());
+        }
+        mean /= nb;
+        let mut var = Array1::<f64>::zeros(dim);
+        for v in &raws {
+            ndarray::Zip::from(&mut var)
+                .and(v)
+                .and(&mean)
+                .for_each(|s, x, m| {
+                    let t = x.as_f64() - m;
+                    *s += t * t;
+                });
+        }
+        Ok(var.mapv(|v| F::from_f64_lossy(v / nb)))
+    }
+}
+
+impl<F: Float> Encoder<F> for MfaFisherScore<F> {
+    fn input_dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn output_dim(&self) -> usize {
+        let m = &self.model;
+        let kd = m.n_components() * m.dim();
+        (if self.mean { kd } else { 0 }) + (if self.loading { kd * m.n_factors() } else { 0 })
+    }
+
+    fn encode_unchecked(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
+        self.raw_into(bag, out.view_mut());
+        if let Some(w) = &self.white_scale {
+            out.zip_mut_with(w, |o, s| *o *= *s);
+        }
+        self.normalization.apply(out);
+    }
+}

@@ -1,0 +1,213 @@
+//! EM fitting of a mixture of factor analysers.
+
+use super::init::init_mfa;
+use super::model::{Mfa, PsiMode};
+use super::MfaError;
+use crate::data::check_matrix;
+use crate::float::Float;
+use ndarray::ArrayView2;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Hyper-parameters of MFA EM. Build with [`MfaParams::new`] and the setters,
+/// then call [`MfaParams::fit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MfaParams {
+    n_components: usize,
+    n_factors: usize,
+    psi_mode: PsiMode,
+    max_iter: usize,
+    tol: f64,
+    n_init: usize,
+    seed: u64,
+    psi_floor: f64,
+}
+
+/// Progress report of one EM iteration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MfaIteration {
+    /// Restart index (0-based, `< n_init`).
+    pub restart: usize,
+    /// Iteration index within the restart (0-based).
+    pub iter: usize,
+    /// Mean log-likelihood per row of the model before this iteration's M-step.
+    pub log_likelihood: f64,
+    /// $|\ell_t - \ell_{t-1}| / |\ell_{t-1}|$ (infinite at the first iteration).
+    pub rel_change: f64,
+}
+
+/// Result of [`MfaParams::fit`]: the best restart.
+#[derive(Debug, Clone)]
+pub struct MfaFit<F: Float> {
+    /// The fitted model (after the last M-step).
+    pub model: Mfa<F>,
+    /// Mean log-likelihood per row before each M-step of the best restart.
+    pub log_likelihood: Vec<f64>,
+    /// Number of EM iterations (E-step + M-step) of the best restart.
+    pub n_iter: usize,
+    /// Whether the relative change fell below `tol` before `max_iter`.
+    pub converged: bool,
+}
+
+impl MfaParams {
+    /// K components with R factors each; defaults: shared $\Psi$, `max_iter` 100,
+    /// `tol` 1e-6, `n_init` 1, `seed` 0, `psi_floor` 1e-3.
+    pub fn new(n_components: usize, n_factors: usize) -> Self {
+        Self {
+            n_components,
+            n_factors,
+            psi_mode: PsiMode::Shared,
+            max_iter: 100,
+            tol: 1e-6,
+            n_init: 1,
+            seed: 0,
+            psi_floor: 1e-3,
+        }
+    }
+
+    /// Shared (default) or per-component $\Psi$.
+    pub fn psi_mode(mut self, mode: PsiMode) -> Self {
+        self.psi_mode = mode;
+        self
+    }
+
+    /// Maximum EM iterations per restart (≥ 1).
+    pub fn max_iter(mut self, max_iter: usize) -> Self {
+        self.max_iter = max_iter;
+        self
+    }
+
+    /// Stop when the relative change of the log-likelihood is below `tol` (≥ 0).
+    pub fn tol(mut self, tol: f64) -> Self {
+        self.tol = tol;
+        self
+    }
+
+    /// Number of restarts (≥ 1); the one with the highest final log-likelihood wins.
+    pub fn n_init(mut self, n_init: usize) -> Self {
+        self.n_init = n_init;
+        self
+    }
+
+    /// Seed of every random choice (k-means++ seeding).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Floor of $\psi_d$ relative to the variance of dimension d (≥ 0).
+    pub fn psi_floor(mut self, psi_floor: f64) -> Self {
+        self.psi_floor = psi_floor;
+        self
+    }
+
+    fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
+        let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
+        if self.n_components == 0 {
+            return err("n_components", "must be >= 1".into());
+        }
+        if self.n_components > n {
+            return err(
+                "n_components",
+                format!(
+                    "{} components need at least as many rows, the data have {n}",
+                    self.n_components
+                ),
+            );
+        }
+        if self.n_factors == 0 || self.n_factors >= d {
+            return err(
+                "n_factors",
+                format!("must satisfy 0 < R < D = {d}, got R = {}", self.n_factors),
+            );
+        }
+        if self.max_iter == 0 {
+            return err("max_iter", "must be >= 1".into());
+        }
+        if self.n_init == 0 {
+            return err("n_init", "must be >= 1".into());
+        }
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return err("tol", format!("must be finite and >= 0, got {}", self.tol));
+        }
+        if !(self.psi_floor.is_finite() && self.psi_floor >= 0.0) {
+            return err(
+                "psi_floor",
+                format!("must be finite and >= 0, got {}", self.psi_floor),
+            );
+        }
+        Ok(())
+    }
+
+    /// Fits by EM on `x` (N, D); see [`MfaParams::fit_with_progress`].
+    pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<MfaFit<F>, MfaError> {
+        self.fit_with_progress(x, &mut |_| {})
+    }
+
+    /// Fits by EM on `x` (N, D), calling `on_iter` after every E-step.
+    ///
+    /// Each restart initialises with k-means + PPCA, then iterates E-step
+    /// (statistics and log-likelihood $\ell_t$) and M-step until
+    /// $|\ell_t - \ell_{t-1}| \le \mathrm{tol}\,|\ell_{t-1}|$ or `max_iter`
+    /// iterations. Same seed, same data → same bits (also across thread counts).
+    pub fn fit_with_progress<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut dyn FnMut(&MfaIteration),
+    ) -> Result<MfaFit<F>, MfaError> {
+        check_matrix(x, None, "training data")?;
+        let (n, d) = x.dim();
+        self.validate(n, d)?;
+        let mut best: Option<MfaFit<F>> = None;
+        for restart in 0..self.n_init {
+            let mut rng = ChaCha8Rng::seed_from_u64(
+                self.seed
+                    .wrapping_add((restart as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            );
+            let mut model = init_mfa(
+                x,
+                self.n_components,
+                self.n_factors,
+                self.psi_mode,
+                self.psi_floor,
+                &mut rng,
+            )?;
+            let mut lls: Vec<f64> = Vec::new();
+            let mut converged = false;
+            for iter in 0..self.max_iter {
+                let st = model.sufficient_statistics(x)?;
+                let ll = st.log_likelihood() / n as f64;
+                let rel = match lls.last() {
+                    None => f64::INFINITY,
+                    Some(prev) => (ll - prev).abs() / prev.abs().max(f64::MIN_POSITIVE),
+                };
+                lls.push(ll);
+                on_iter(&MfaIteration {
+                    restart,
+                    iter,
+                    log_likelihood: ll,
+                    rel_change: rel,
+                });
+                model = model.update_from_statistics(&st, self.psi_floor)?;
+                if rel <= self.tol {
+                    converged = true;
+                    break;
+                }
+            }
+            let fit = MfaFit {
+                model,
+                n_iter: lls.len(),
+                log_likelihood: lls,
+                converged,
+            };
+            let better = match &best {
+                None => true,
+                Some(b) => fit.log_likelihood.last() > b.log_likelihood.last(),
+            };
+            if better {
+                best = Some(fit);
+            }
+        }
+        Ok(best.expect("n_init >= 1"))
+    }
+}

@@ -1,0 +1,459 @@
+//! The chunked E-step kernel of the MFA: posteriors, log-likelihoods and the
+//! sufficient statistics in "whitened factor" space, written as GEMMs.
+//!
+//! For a chunk Y (n, D) of centred rows (see [`Mfa`]):
+//! 1. $P^\top = [W \,|\, \Psi^{-1}\mu'] ^\top Y^\top$ — (K·R + K, n), one GEMM;
+//!    $Q^\top = \Psi^{-1} (Y^2)^\top$ — (P, n);
+//! 2. per component, $g = P_k - W_k^\top\mu'_k$ and the log-joint
+//!    $\log w_k\mathcal N = b_k - \frac12 (q - 2p_k) + \frac12\lVert g\rVert^2$ (O(n·K·R));
+//! 3. posteriors $h$ by log-sum-exp;
+//! 4. statistics: $E = [h\circ g \,|\, h]$ (K·R + K, n) and
+//!    $\sum_i y_i [h g^\top, h] = Y^\top E^\top$ — one GEMM (D, K·R + K);
+//!    $\sum h g g^\top$ per component (R, R), $\sum h y^2$.
+//!
+//! The sums are accumulated in `f64` per chunk; blocks of rows run in parallel
+//! and are added in block order, so the result does not depend on the number
+//! of threads.
+
+use super::model::{Mfa, MFA_CHUNK_ROWS};
+use crate::float::Float;
+use crate::linalg::{gemm, Par};
+use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
+use rayon::prelude::*;
+
+/// Rows per block processed sequentially by one task of the parallel E-step.
+pub(crate) const BLOCK_ROWS: usize = 8 * MFA_CHUNK_ROWS;
+
+/// What the kernel must accumulate besides log-likelihoods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Want {
+    /// $n_k$, $\sum h g$, $\sum h g g^\top$, $\sum h y g^\top$, $\sum h y$.
+    pub stats: bool,
+    /// $\sum h y^2$ (per component) or $\sum y^2$ (shared $\Psi$).
+    pub syy: bool,
+}
+
+impl Want {
+    pub const NONE: Self = Self {
+        stats: false,
+        syy: false,
+    };
+    pub const SCORES: Self = Self {
+        stats: true,
+        syy: false,
+    };
+    pub const EM: Self = Self {
+        stats: true,
+        syy: true,
+    };
+}
+
+/// Scratch buffers of one worker, reused across chunks (flat storage, viewed
+/// with the shape of the current chunk so a short last chunk reallocates nothing).
+pub(crate) struct Workspace<F: Float> {
+    y: Vec<F>,
+    y2: Vec<F>,
+    pt: Vec<F>,
+    qt: Vec<F>,
+    lj: Vec<f64>,
+    et: Vec<F>,
+    /// (D, K·R + K) running sum in `F` of the current block, flushed to `f64` by [`flush`].
+    syg: Vec<F>,
+    /// (K, D) running sum in `F` (per-component $\Psi$), flushed by [`flush`].
+    syy: Vec<F>,
+    sgg: Vec<F>,
+    pending: bool,
+    m: Vec<f64>,
+    s: Vec<f64>,
+}
+
+impl<F: Float> Default for Workspace<F> {
+    fn default() -> Self {
+        Self {
+            y: Vec::new(),
+            y2: Vec::new(),
+            pt: Vec::new(),
+            qt: Vec::new(),
+            lj: Vec::new(),
+            et: Vec::new(),
+            syg: Vec::new(),
+            syy: Vec::new(),
+            sgg: Vec::new(),
+            pending: false,
+            m: Vec::new(),
+            s: Vec::new(),
+        }
+    }
+}
+
+/// A (rows, cols) row-major view of the first rows·cols elements of `v`, grown as needed.
+fn view2<T: Clone + num_traits::Zero>(
+    v: &mut Vec<T>,
+    shape: (usize, usize),
+) -> ArrayViewMut2<'_, T> {
+    let len = shape.0 * shape.1;
+    if v.len() < len {
+        v.resize(len, T::zero());
+    }
+    ArrayViewMut2::from_shape(shape, &mut v[..len]).expect("length matches shape")
+}
+
+thread_local! {
+    static CACHED: std::cell::RefCell<Option<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's cached workspace (created on first use), so
+/// that encoding many bags on a thread allocates nothing per bag.
+pub(crate) fn with_cached_workspace<F: Float, T>(f: impl FnOnce(&mut Workspace<F>) -> T) -> T {
+    let mut ws: Workspace<F> = CACHED
+        .with(|c| c.borrow_mut().take())
+        .and_then(|b| b.downcast::<Workspace<F>>().ok())
+        .map(|b| *b)
+        .unwrap_or_default();
+    let out = f(&mut ws);
+    CACHED.with(|c| *c.borrow_mut() = Some(Box::new(ws)));
+    out
+}
+
+/// Sufficient statistics in whitened-factor space ($g$, not $e = C^{-\top} g$), `f64`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GAcc {
+    pub n_rows: usize,
+    pub ll: f64,
+    /// (K): $\sum_i h_{ik}$.
+    pub nk: Array1<f64>,
+    /// (K, R): $\sum_i h_{ik} g_{ik}$.
+    pub sg: Array2<f64>,
+    /// (K, R, R): $\sum_i h_{ik} g_{ik} g_{ik}^\top$.
+    pub sgg: Array3<f64>,
+    /// (D, K·R + K): columns $kR..kR+R$ hold $\sum_i h_{ik} y_i g_{ik}^\top$, column $KR+k$ holds $\sum_i h_{ik} y_i$.
+    pub syg: Array2<f64>,
+    /// (P, D): $\sum_i y_i^2$ (P = 1) or $\sum_i h_{ik} y_i^2$ (P = K); empty when not wanted.
+    pub syy: Array2<f64>,
+}
+
+impl GAcc {
+    pub fn zeros(k: usize, d: usize, r: usize, p: usize, want: Want) -> Self {
+        let (sk, sd, sr) = if want.stats { (k, d, r) } else { (0, 0, 0) };
+        Self {
+            n_rows: 0,
+            ll: 0.0,
+            nk: Array1::zeros(sk),
+            sg: Array2::zeros((sk, sr)),
+            sgg: Array3::zeros((sk, sr, sr)),
+            syg: Array2::zeros((sd, sk * sr + sk)),
+            syy: if want.syy {
+                Array2::zeros((p, d))
+            } else {
+                Array2::zeros((0, 0))
+            },
+        }
+    }
+
+    pub fn add(&mut self, o: &GAcc) {
+        self.n_rows += o.n_rows;
+        self.ll += o.ll;
+        self.nk += &o.nk;
+        self.sg += &o.sg;
+        self.sgg += &o.sgg;
+        self.syg += &o.syg;
+        self.syy += &o.syy;
+    }
+}
+
+fn add_into<F: Float>(acc: &mut ArrayViewMut2<'_, f64>, v: ArrayView2<'_, F>) {
+    acc.zip_mut_with(&v, |a, b| *a += b.as_f64());
+}
+
+/// Adds the `F` running sums of the workspace to `acc` and resets them.
+pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut GAcc) {
+    if !ws.pending {
+        return;
+    }
+    let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
+    let w = k * r + k;
+    add_into(&mut acc.syg.view_mut(), view2(&mut ws.syg, (d, w)).view());
+    if acc.syy.nrows() == k && model.kern.inv_psi.nrows() == k {
+        add_into(&mut acc.syy.view_mut(), view2(&mut ws.syy, (k, d)).view());
+    }
+    ws.pending = false;
+}
+
+/// Processes one chunk `x` (n, D) of validated rows: writes $\log p(x_i)$
+/// into `ll` (n), posteriors into `proba` (n, K) when given, and adds the
+/// wanted statistics to `acc` (the two large sums stay in the workspace in
+/// `F` until [`flush`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn process_chunk<F: Float>(
+    model: &Mfa<F>,
+    x: ArrayView2<'_, F>,
+    ws: &mut Workspace<F>,
+    want: Want,
+    acc: Option<&mut GAcc>,
+    ll: &mut [f64],
+    proba: Option<ArrayViewMut2<'_, F>>,
+    par: Par,
+) {
+    let kp = &model.kern;
+    let (n, d) = x.dim();
+    let k = model.n_components();
+    let r = model.n_factors();
+    let p = kp.inv_psi.nrows();
+    let kr = k * r;
+    let w = kr + k;
+    let Workspace {
+        y,
+        y2,
+        pt,
+        qt,
+        lj,
+        et,
+        syg,
+        syy,
+        sgg,
+        pending,
+        m: mx,
+        s: sx,
+    } = ws;
+    let mut y = view2(y, (n, d));
+    let mut y2 = view2(y2, (n, d));
+    let mut pt = view2(pt, (w, n));
+    let mut qt = view2(qt, (p, n));
+    let mut lj = view2(lj, (k, n));
+    // centre and square
+    ndarray::Zip::from(y.rows_mut())
+        .and(y2.rows_mut())
+        .and(x.rows())
+        .for_each(|mut y, mut y2, xr| {
+            ndarray::Zip::from(&mut y)
+                .and(&mut y2)
+                .and(&xr)
+                .and(&kp.center)
+                .for_each(|y, y2, &xv, &c| {
+                    let v = xv - c;
+                    *y = v;
+                    *y2 = v * v;
+                });
+        });
+    gemm(
+        pt.view_mut(),
+        false,
+        kp.stacked_t.view(),
+        y.t(),
+        F::one(),
+        par,
+    );
+    gemm(
+        qt.view_mut(),
+        false,
+        kp.inv_psi.view(),
+        y2.t(),
+        F::one(),
+        par,
+    );
+    // log-joints
+    for kk in 0..k {
+        let pk = model.psi_row(kk);
+        let b = kp.log_const[kk];
+        {
+            let q = qt.row(pk);
+            let pm = pt.row(kr + kk);
+            let mut lj = lj.row_mut(kk);
+            ndarray::Zip::from(&mut lj)
+                .and(&q)
+                .and(&pm)
+                .for_each(|l, &q, &pm| *l = b - 0.5 * (q.as_f64() - 2.0 * pm.as_f64()));
+        }
+        let ljs = lj.row_mut(kk).into_slice().expect("contiguous");
+        for a in 0..r {
+            let o = kp.g_offset[kk * r + a];
+            let row = pt.row_mut(kk * r + a).into_slice().expect("contiguous");
+            for (g, l) in row.iter_mut().zip(ljs.iter_mut()) {
+                let v = *g - o;
+                *g = v;
+                let v = v.as_f64();
+                *l += 0.5 * v * v;
+            }
+        }
+    }
+    // log-sum-exp over components, column by column of lj (K, n)
+    mx.clear();
+    mx.resize(n, f64::NEG_INFINITY);
+    sx.clear();
+    sx.resize(n, 0.0);
+    for row in lj.rows() {
+        for (m, &v) in mx.iter_mut().zip(row.iter()) {
+            if v > *m {
+                *m = v;
+            }
+        }
+    }
+    for mut row in lj.rows_mut() {
+        for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
+            let e = (*v - m).exp();
+            *v = e;
+            *s += e;
+        }
+    }
+    for ((l, m), s) in ll.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
+        *l = m + s.ln();
+        *s = 1.0 / *s;
+    }
+    for mut row in lj.rows_mut() {
+        for (v, &inv) in row.iter_mut().zip(sx.iter()) {
+            *v *= inv;
+        }
+    }
+    if let Some(mut q) = proba {
+        for kk in 0..k {
+            for (qi, &h) in q.column_mut(kk).iter_mut().zip(lj.row(kk).iter()) {
+                *qi = F::from_f64_lossy(h);
+            }
+        }
+    }
+    let Some(acc) = acc else {
+        return;
+    };
+    acc.n_rows += n;
+    acc.ll += ll.iter().sum::<f64>();
+    if !want.stats {
+        return;
+    }
+    let mut et = view2(et, (w, n));
+    for kk in 0..k {
+        let mut nk = 0.0f64;
+        {
+            let mut hrow = et.row_mut(kr + kk);
+            for (hv, &h) in hrow.iter_mut().zip(lj.row(kk).iter()) {
+                *hv = F::from_f64_lossy(h);
+                nk += h;
+            }
+        }
+        acc.nk[kk] += nk;
+        let (mut top, bottom) = et.view_mut().split_at(Axis(0), kr);
+        let h = bottom.row(kk);
+        for a in 0..r {
+            let g = pt.row(kk * r + a);
+            let mut e = top.row_mut(kk * r + a);
+            let mut sum = 0.0f64;
+            ndarray::Zip::from(&mut e)
+                .and(&h)
+                .and(&g)
+                .for_each(|e, &h, &g| {
+                    let v = h * g;
+                    *e = v;
+                    sum += v.as_f64();
+                });
+            acc.sg[[kk, a]] += sum;
+        }
+    }
+    let accumulate = *pending;
+    gemm(view2(syg, (d, w)), accumulate, y.t(), et.t(), F::one(), par);
+    let mut sgg = view2(sgg, (r, r));
+    for kk in 0..k {
+        let rows = s![kk * r..(kk + 1) * r, ..];
+        gemm(
+            sgg.view_mut(),
+            false,
+            et.slice(rows),
+            pt.slice(rows).t(),
+            F::one(),
+            Par::Seq,
+        );
+        add_into(&mut acc.sgg.index_axis_mut(Axis(0), kk), sgg.view());
+    }
+    if want.syy {
+        if p == 1 {
+            let mut tot = acc.syy.row_mut(0);
+            for row in y2.rows() {
+                tot.zip_mut_with(&row, |a, b| *a += b.as_f64());
+            }
+        } else {
+            gemm(
+                view2(syy, (k, d)),
+                accumulate,
+                et.slice(s![kr.., ..]),
+                y2.view(),
+                F::one(),
+                par,
+            );
+        }
+    }
+    *pending = true;
+}
+
+/// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
+const FLUSH_ROWS: usize = 4 * MFA_CHUNK_ROWS;
+
+/// Accumulates the rows of `xb` sequentially into `acc` using `ws`.
+pub(crate) fn accumulate_seq<F: Float>(
+    model: &Mfa<F>,
+    xb: ArrayView2<'_, F>,
+    want: Want,
+    ws: &mut Workspace<F>,
+    acc: &mut GAcc,
+) {
+    let mut ll = [0.0f64; MFA_CHUNK_ROWS];
+    let n = xb.nrows();
+    // equal-sized chunks (a 1000-row bag is two chunks of 500)
+    let n_chunks = n.div_ceil(MFA_CHUNK_ROWS);
+    let size = n.div_ceil(n_chunks);
+    let mut since_flush = 0;
+    for xc in xb.axis_chunks_iter(Axis(0), size) {
+        let m = xc.nrows();
+        process_chunk(model, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
+        since_flush += m;
+        if since_flush >= FLUSH_ROWS {
+            flush(model, ws, acc);
+            since_flush = 0;
+        }
+    }
+    flush(model, ws, acc);
+}
+
+/// Accumulates over all rows of `x` (N, D), sequentially (for encoders called
+/// from parallel code) or in parallel blocks added in block order.
+pub(crate) fn accumulate<F: Float>(
+    model: &Mfa<F>,
+    x: ArrayView2<'_, F>,
+    want: Want,
+    parallel: bool,
+) -> GAcc {
+    let (n, d) = x.dim();
+    let (k, r, p) = (
+        model.n_components(),
+        model.n_factors(),
+        model.kern.inv_psi.nrows(),
+    );
+    let run_block = |xb: ArrayView2<'_, F>| {
+        let mut acc = GAcc::zeros(k, d, r, p, want);
+        with_cached_workspace(|ws| accumulate_seq(model, xb, want, ws, &mut acc));
+        acc
+    };
+    if !parallel || n <= BLOCK_ROWS || rayon::current_num_threads() <= 1 {
+        // Same block partition as the parallel path, so the bits agree.
+        let mut total: Option<GAcc> = None;
+        for xb in x.axis_chunks_iter(Axis(0), BLOCK_ROWS) {
+            let b = run_block(xb);
+            match total.as_mut() {
+                None => total = Some(b),
+                Some(t) => t.add(&b),
+            }
+        }
+        return total.expect("x has at least one row");
+    }
+    let blocks: Vec<ArrayView2<'_, F>> = x.axis_chunks_iter(Axis(0), BLOCK_ROWS).collect();
+    let wave = 2 * rayon::current_num_threads();
+    let mut total: Option<GAcc> = None;
+    for group in blocks.chunks(wave) {
+        let parts: Vec<GAcc> = group.par_iter().map(|xb| run_block(*xb)).collect();
+        for b in parts {
+            match total.as_mut() {
+                None => total = Some(b),
+                Some(t) => t.add(&b),
+            }
+        }
+    }
+    total.expect("x has at least one row")
+}

@@ -1,0 +1,30 @@
+//! Mixtures of factor analysers (MFA) learned by EM.
+//!
+//! Component $k$ generates $x = \Lambda_k z + \mu_k + \varepsilon$ with
+//! $z \sim \mathcal N(0, I_R)$ and $\varepsilon \sim \mathcal N(0, \Psi)$,
+//! $\Psi$ diagonal (shared by all components, or one per component), so
+//! $p(x) = \sum_k w_k \mathcal N(x; \mu_k, \Lambda_k\Lambda_k^\top + \Psi)$.
+//! No D×D matrix is ever formed: the Woodbury identity and the matrix
+//! determinant lemma reduce everything to R×R Cholesky factorisations
+//! (MATH.md §3), and the E-step is dominated by two (n×D)·(D×KR) GEMMs per
+//! chunk of rows.
+//!
+//! * [`Mfa`]: parameters, log-likelihoods, posteriors, E-step statistics and
+//!   the M-step ([`Mfa::update_from_statistics`]).
+//! * [`MfaStats`]: mergeable `f64` sufficient statistics (shards → one EM step).
+//! * [`MfaParams`]: EM fitting with k-means + PPCA initialisation and restarts.
+
+// Index loops mirror the formulas of small dense algebra.
+#![allow(clippy::needless_range_loop)]
+
+mod error;
+mod fit;
+mod init;
+pub(crate) mod kernel;
+mod model;
+mod stats;
+
+pub use error::MfaError;
+pub use fit::{MfaFit, MfaIteration, MfaParams};
+pub use model::{Mfa, PsiMode, MFA_CHUNK_ROWS, WEIGHT_SUM_TOL};
+pub use stats::MfaStats;

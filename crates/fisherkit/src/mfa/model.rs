@@ -1,0 +1,364 @@
+//! Parameters of a mixture of factor analysers and the precomputed Woodbury kernel.
+
+use super::kernel::{self, Want};
+use super::MfaError;
+use crate::data::check_matrix;
+use crate::float::Float;
+use crate::linalg::{Cholesky, Par};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
+use rayon::prelude::*;
+
+/// Rows per chunk of the chunked E-step and encoder: memory per chunk is
+/// O(`MFA_CHUNK_ROWS`·(D + K·R)).
+pub const MFA_CHUNK_ROWS: usize = 512;
+
+/// Tolerance on $|\sum_k w_k - 1|$ accepted by [`Mfa::new`].
+pub const WEIGHT_SUM_TOL: f64 = 1e-4;
+
+/// How the diagonal noise covariance $\Psi$ is parametrised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PsiMode {
+    /// One $\Psi$ for all components (the paper's model): `psi` is (1, D).
+    #[default]
+    Shared,
+    /// One $\Psi_k$ per component: `psi` is (K, D).
+    PerComponent,
+}
+
+/// A mixture of K factor analysers with R factors in D dimensions:
+/// $p(x) = \sum_k w_k \mathcal N(x; \mu_k, S_k)$, $S_k = \Lambda_k\Lambda_k^\top + \Psi_k$.
+///
+/// Besides the parameters it keeps the Woodbury kernel (MATH.md §3), with
+/// $c$ the mixture mean, $y = x - c$, $\mu'_k = \mu_k - c$,
+/// $M_k = I_R + \Lambda_k^\top\Psi_k^{-1}\Lambda_k = C_k C_k^\top$ (Cholesky) and
+/// $W_k = \Psi_k^{-1}\Lambda_k C_k^{-\top}$ (D, R):
+/// $g = W_k^\top (y - \mu'_k)$ (whitened posterior factor mean, $E[z|x,k] = C_k^{-\top} g$),
+/// $(x-\mu_k)^\top S_k^{-1}(x-\mu_k) = \textstyle\sum_d y_d^2/\psi_{kd} - 2\, y^\top\Psi_k^{-1}\mu'_k + \mu'^\top_k\Psi_k^{-1}\mu'_k - \lVert g\rVert^2$,
+/// $\log\det S_k = \sum_d \log\psi_{kd} + \log\det M_k$.
+/// All $y$-dependent terms are products of a chunk of rows with the stacked
+/// (D, K·R + K) matrix $[W_1 \dots W_K \,|\, \Psi_1^{-1}\mu'_1 \dots]$ and of
+/// $y^2$ with $\Psi^{-1}$.
+#[derive(Debug, Clone)]
+pub struct Mfa<F: Float> {
+    weights: Array1<F>,
+    means: Array2<F>,
+    loadings: Array3<F>,
+    psi: Array2<F>,
+    pub(crate) kern: KernelParams<F>,
+}
+
+/// Precomputed quantities of the E-step kernel (see [`Mfa`]).
+#[derive(Debug, Clone)]
+pub(crate) struct KernelParams<F: Float> {
+    /// Reference point $c$ (D), the mixture mean rounded to `F`.
+    pub center: Array1<F>,
+    /// (K·R + K, D): row $kR + r$ is column r of $W_k$, row $KR + k$ is $\Psi_k^{-1}\mu'_k$.
+    pub stacked_t: Array2<F>,
+    /// (K·R): $W_k^\top\mu'_k$.
+    pub g_offset: Array1<F>,
+    /// (P, D), P = 1 (shared) or K: $1/\psi$.
+    pub inv_psi: Array2<F>,
+    /// (K): $\log w_k - \frac12 (D\log 2\pi + \log\det S_k + \mu'^\top_k\Psi_k^{-1}\mu'_k)$.
+    pub log_const: Array1<f64>,
+    /// (K, R, R): $M_k^{-1}$.
+    pub m_inv: Array3<f64>,
+    /// (K, R, R): $C_k^{-1}$.
+    pub c_inv: Array3<f64>,
+}
+
+impl<F: Float> PartialEq for Mfa<F> {
+    fn eq(&self, other: &Self) -> bool {
+        self.weights == other.weights
+            && self.means == other.means
+            && self.loadings == other.loadings
+            && self.psi == other.psi
+    }
+}
+
+impl<F: Float> Mfa<F> {
+    /// Builds a mixture from its parameters, validating them.
+    ///
+    /// * `weights`: (K), K ≥ 1, finite, > 0, summing to 1 within [`WEIGHT_SUM_TOL`]
+    ///   (renormalised exactly);
+    /// * `means`: (K, D), finite;
+    /// * `loadings`: (K, D, R), $\Lambda_k$, finite, with 0 < R < D;
+    /// * `psi`: (1, D) for a shared $\Psi$ or (K, D) per component, finite and > 0.
+    pub fn new(
+        weights: Array1<F>,
+        means: Array2<F>,
+        loadings: Array3<F>,
+        psi: Array2<F>,
+    ) -> Result<Self, MfaError> {
+        let bad = |s: String| Err(MfaError::InvalidModel(s));
+        let k = weights.len();
+        if k == 0 {
+            return bad("the mixture has 0 components".into());
+        }
+        let (km, d) = means.dim();
+        if km != k {
+            return bad(format!("means have {km} rows but there are {k} weights"));
+        }
+        if d == 0 {
+            return bad("means have 0 columns".into());
+        }
+        let (kl, dl, r) = loadings.dim();
+        if kl != k || dl != d {
+            return bad(format!(
+                "loadings have shape ({kl}, {dl}, {r}) but must be (K, D, R) = ({k}, {d}, R)"
+            ));
+        }
+        if r == 0 || r >= d {
+            return bad(format!(
+                "the number of factors R = {r} must satisfy 0 < R < D = {d}"
+            ));
+        }
+        let (p, dp) = psi.dim();
+        if dp != d || (p != 1 && p != k) {
+            return bad(format!(
+                "psi has shape ({p}, {dp}) but must be (1, {d}) (shared) or ({k}, {d}) (per component)"
+            ));
+        }
+        if let Some((i, w)) = weights
+            .iter()
+            .enumerate()
+            .find(|(_, w)| !(w.is_finite() && **w > F::zero()))
+        {
+            return bad(format!("weight {i} is {w}; weights must be finite and > 0"));
+        }
+        let sum: f64 = weights.iter().map(|w| w.as_f64()).sum();
+        if (sum - 1.0).abs() > WEIGHT_SUM_TOL {
+            return bad(format!("weights sum to {sum}, not 1"));
+        }
+        if let Some(((i, j), m)) = means.indexed_iter().find(|(_, m)| !m.is_finite()) {
+            return bad(format!("mean [{i}, {j}] is {m}; means must be finite"));
+        }
+        if let Some(((i, j, l), m)) = loadings.indexed_iter().find(|(_, m)| !m.is_finite()) {
+            return bad(format!(
+                "loading [{i}, {j}, {l}] is {m}; loadings must be finite"
+            ));
+        }
+        if let Some(((i, j), v)) = psi
+            .indexed_iter()
+            .find(|(_, v)| !(v.is_finite() && **v > F::zero()))
+        {
+            return bad(format!("psi [{i}, {j}] is {v}; psi must be finite and > 0"));
+        }
+        let weights = weights.mapv(|w| F::from_f64_lossy(w.as_f64() / sum));
+        Self::from_valid(weights, means, loadings, psi)
+    }
+
+    /// Builds the kernel for parameters already known to be valid in shape and
+    /// range. Fails only if some $M_k$ is numerically not positive definite.
+    pub(crate) fn from_valid(
+        weights: Array1<F>,
+        means: Array2<F>,
+        loadings: Array3<F>,
+        psi: Array2<F>,
+    ) -> Result<Self, MfaError> {
+        let (k, d, r) = loadings.dim();
+        let p = psi.nrows();
+        let center: Array1<F> = {
+            let mut c = Array1::<f64>::zeros(d);
+            for (w, m) in weights.iter().zip(means.outer_iter()) {
+                let w = w.as_f64();
+                c.zip_mut_with(&m, |c, m| *c += w * m.as_f64());
+            }
+            c.mapv(F::from_f64_lossy)
+        };
+        let inv_psi = psi.mapv(|v| F::from_f64_lossy(1.0 / v.as_f64()));
+        let mut stacked_t = Array2::<F>::zeros((k * r + k, d));
+        let mut g_offset = Array1::<F>::zeros(k * r);
+        let mut log_const = Array1::<f64>::zeros(k);
+        let mut m_inv = Array3::<f64>::zeros((k, r, r));
+        let mut c_inv = Array3::<f64>::zeros((k, r, r));
+        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
+        let mut wrow = vec![0.0f64; r];
+        for kk in 0..k {
+            let pk = if p == 1 { 0 } else { kk };
+            let psi_k: Vec<f64> = psi.row(pk).iter().map(|v| v.as_f64()).collect();
+            let lam = loadings.index_axis(Axis(0), kk);
+            // M = I + Λᵀ Ψ⁻¹ Λ
+            let mut m = Array2::<f64>::eye(r);
+            for dd in 0..d {
+                let ip = 1.0 / psi_k[dd];
+                for a in 0..r {
+                    let la = lam[[dd, a]].as_f64() * ip;
+                    for b in 0..=a {
+                        m[[a, b]] += la * lam[[dd, b]].as_f64();
+                    }
+                }
+            }
+            for a in 0..r {
+                for b in 0..a {
+                    m[[b, a]] = m[[a, b]];
+                }
+            }
+            let c = Cholesky::new(m.view()).map_err(|e| {
+                MfaError::Numerical(format!(
+                    "component {kk}: I + ΛᵀΨ⁻¹Λ cannot be factorised ({e})"
+                ))
+            })?;
+            // W_k rows: C⁻¹ (Ψ⁻¹ Λ[d, :])ᵀ ; offset o = W_kᵀ μ' ; quadratic μ'ᵀΨ⁻¹μ'
+            let mut offset = vec![0.0f64; r];
+            let mut quad = 0.0f64;
+            let mut sum_log_psi = 0.0f64;
+            for dd in 0..d {
+                let ip = 1.0 / psi_k[dd];
+                for a in 0..r {
+                    wrow[a] = lam[[dd, a]].as_f64() * ip;
+                }
+                c.solve_lower_in_place(&mut wrow);
+                let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
+                for a in 0..r {
+                    let wf = F::from_f64_lossy(wrow[a]);
+                    stacked_t[[kk * r + a, dd]] = wf;
+                    offset[a] += wf.as_f64() * mu;
+                }
+                stacked_t[[k * r + kk, dd]] = F::from_f64_lossy(mu * ip);
+                quad += mu * mu * ip;
+                sum_log_psi += psi_k[dd].ln();
+            }
+            for a in 0..r {
+                g_offset[kk * r + a] = F::from_f64_lossy(offset[a]);
+            }
+            let log_det_s = sum_log_psi + c.log_det();
+            log_const[kk] =
+                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s + quad);
+            m_inv.index_axis_mut(Axis(0), kk).assign(&c.inverse());
+            c_inv
+                .index_axis_mut(Axis(0), kk)
+                .assign(&c.inverse_factor());
+        }
+        Ok(Self {
+            weights,
+            means,
+            loadings,
+            psi,
+            kern: KernelParams {
+                center,
+                stacked_t,
+                g_offset,
+                inv_psi,
+                log_const,
+                m_inv,
+                c_inv,
+            },
+        })
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Dimension D of the descriptors.
+    pub fn dim(&self) -> usize {
+        self.means.ncols()
+    }
+
+    /// Number of factors R per component.
+    pub fn n_factors(&self) -> usize {
+        self.loadings.dim().2
+    }
+
+    /// Whether $\Psi$ is shared or per component.
+    pub fn psi_mode(&self) -> PsiMode {
+        if self.psi.nrows() == 1 {
+            PsiMode::Shared
+        } else {
+            PsiMode::PerComponent
+        }
+    }
+
+    /// Mixture weights $w_k$, shape (K).
+    pub fn weights(&self) -> ArrayView1<'_, F> {
+        self.weights.view()
+    }
+
+    /// Means $\mu_k$, shape (K, D).
+    pub fn means(&self) -> ArrayView2<'_, F> {
+        self.means.view()
+    }
+
+    /// Factor loadings $\Lambda_k$, shape (K, D, R).
+    pub fn loadings(&self) -> ArrayView3<'_, F> {
+        self.loadings.view()
+    }
+
+    /// Diagonal noise variances: (1, D) when shared, (K, D) per component.
+    pub fn psi(&self) -> ArrayView2<'_, F> {
+        self.psi.view()
+    }
+
+    /// Consumes the model, returning `(weights, means, loadings, psi)`.
+    pub fn into_parts(self) -> (Array1<F>, Array2<F>, Array3<F>, Array2<F>) {
+        (self.weights, self.means, self.loadings, self.psi)
+    }
+
+    /// The same mixture in another float type.
+    pub fn cast<G: Float>(&self) -> Result<Mfa<G>, MfaError> {
+        let c = |v: &F| G::from_f64_lossy(v.as_f64());
+        Mfa::from_valid(
+            self.weights.map(c),
+            self.means.map(c),
+            self.loadings.map(c),
+            self.psi.map(c),
+        )
+    }
+
+    /// Row index of $\Psi_k$ in `psi`.
+    #[inline]
+    pub(crate) fn psi_row(&self, k: usize) -> usize {
+        if self.psi.nrows() == 1 {
+            0
+        } else {
+            k
+        }
+    }
+
+    /// Runs the kernel over all rows of `x` (N, D) in parallel chunks, writing
+    /// per-row log-likelihoods and (optionally) posteriors.
+    fn rowwise(&self, x: ArrayView2<'_, F>, proba: Option<&mut Array2<F>>) -> Vec<f64> {
+        let n = x.nrows();
+        let mut ll = vec![0.0f64; n];
+        let run = |xc: ArrayView2<'_, F>, llc: &mut [f64], qc: Option<ArrayViewMut2<'_, F>>| {
+            kernel::with_cached_workspace(|ws| {
+                kernel::process_chunk(self, xc, ws, Want::NONE, None, llc, qc, Par::Seq)
+            })
+        };
+        match proba {
+            Some(q) => q
+                .axis_chunks_iter_mut(Axis(0), MFA_CHUNK_ROWS)
+                .into_par_iter()
+                .zip(x.axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS).into_par_iter())
+                .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
+                .for_each(|((qc, xc), llc)| run(xc, llc, Some(qc))),
+            None => x
+                .axis_chunks_iter(Axis(0), MFA_CHUNK_ROWS)
+                .into_par_iter()
+                .zip(ll.par_chunks_mut(MFA_CHUNK_ROWS))
+                .for_each(|(xc, llc)| run(xc, llc, None)),
+        }
+        ll
+    }
+
+    /// Log-likelihood $\log p(x_i)$ of each row of `x` (N, D), shape (N).
+    pub fn score_samples(&self, x: ArrayView2<'_, F>) -> Result<Array1<f64>, MfaError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        Ok(Array1::from(self.rowwise(x, None)))
+    }
+
+    /// Mean log-likelihood per row of `x` (N, D), in nats.
+    pub fn score(&self, x: ArrayView2<'_, F>) -> Result<f64, MfaError> {
+        let ll = self.score_samples(x)?;
+        Ok(ll.sum() / ll.len() as f64)
+    }
+
+    /// Posterior probabilities $h_{ik} = p(k | x_i)$, shape (N, K). `x`: (N, D).
+    pub fn predict_proba(&self, x: ArrayView2<'_, F>) -> Result<Array2<F>, MfaError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        let mut q = Array2::<F>::zeros((x.nrows(), self.n_components()));
+        self.rowwise(x, Some(&mut q));
+        Ok(q)
+    }
+}

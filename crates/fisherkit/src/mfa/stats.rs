@@ -1,0 +1,338 @@
+//! Mergeable E-step sufficient statistics and the M-step (MATH.md §3).
+
+use super::kernel::{accumulate, GAcc, Want};
+use super::model::{Mfa, PsiMode};
+use super::MfaError;
+use crate::data::check_matrix;
+use crate::float::Float;
+use crate::linalg::{gemm, Cholesky, Par};
+use ndarray::{s, Array1, Array2, Array3, Axis};
+
+/// E-step sufficient statistics of an MFA over a set of rows, in `f64`.
+///
+/// With $y_i = x_i - c$ ($c$ the model's reference point, its mixture mean),
+/// $h_{ik}$ the posteriors and $e_{ik} = E[z | x_i, k]$:
+/// $n_k = \sum_i h_{ik}$, $s_k = \sum_i h_{ik} e_{ik}$,
+/// $\sum_i h_{ik} e_{ik} e_{ik}^\top$, $\sum_i h_{ik} y_i$,
+/// $\sum_i h_{ik} y_i e_{ik}^\top$, and $\sum_i y_i^2$ (shared $\Psi$) or
+/// $\sum_i h_{ik} y_i^2$ (per-component $\Psi$), plus the row count and the
+/// total log-likelihood. Statistics of disjoint shards computed with the same
+/// model add up ([`MfaStats::merge`]) to the statistics of their union, so an
+/// EM step can be distributed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MfaStats {
+    pub(crate) psi_mode: PsiMode,
+    pub(crate) n_rows: usize,
+    pub(crate) log_likelihood: f64,
+    /// (D): the reference point $c$ the rows were centred on.
+    pub(crate) center: Array1<f64>,
+    /// (K)
+    pub(crate) nk: Array1<f64>,
+    /// (K, R)
+    pub(crate) s: Array2<f64>,
+    /// (K, R, R)
+    pub(crate) see: Array3<f64>,
+    /// (K, D)
+    pub(crate) sy: Array2<f64>,
+    /// (K, D, R)
+    pub(crate) sye: Array3<f64>,
+    /// (P, D)
+    pub(crate) syy: Array2<f64>,
+}
+
+impl MfaStats {
+    /// Number of rows summed.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// Total log-likelihood $\sum_i \log p(x_i)$ of the rows under the model
+    /// that computed the statistics.
+    pub fn log_likelihood(&self) -> f64 {
+        self.log_likelihood
+    }
+
+    /// Soft counts $n_k = \sum_i h_{ik}$, shape (K).
+    pub fn soft_counts(&self) -> ndarray::ArrayView1<'_, f64> {
+        self.nk.view()
+    }
+
+    /// Adds the statistics of another shard computed with the same model.
+    pub fn merge(&mut self, other: &MfaStats) -> Result<(), MfaError> {
+        if self.psi_mode != other.psi_mode
+            || self.sye.dim() != other.sye.dim()
+            || self.syy.dim() != other.syy.dim()
+        {
+            return Err(MfaError::StatisticsMismatch(format!(
+                "cannot merge statistics of shape (K, D, R) = {:?} ({:?} psi) with {:?} ({:?} psi)",
+                self.sye.dim(),
+                self.psi_mode,
+                other.sye.dim(),
+                other.psi_mode
+            )));
+        }
+        if self.center != other.center {
+            return Err(MfaError::StatisticsMismatch(
+                "the statistics were computed with different models".into(),
+            ));
+        }
+        self.n_rows += other.n_rows;
+        self.log_likelihood += other.log_likelihood;
+        self.nk += &other.nk;
+        self.s += &other.s;
+        self.see += &other.see;
+        self.sy += &other.sy;
+        self.sye += &other.sye;
+        self.syy += &other.syy;
+        Ok(())
+    }
+}
+
+/// Converts g-space sums to e-space: $e = C^{-\top} g$, so
+/// $s = C^{-\top}\sum h g$, $\sum h e e^\top = C^{-\top}(\sum h g g^\top) C^{-1}$,
+/// $\sum h y e^\top = (\sum h y g^\top) C^{-1}$.
+pub(crate) fn to_e_space<F: Float>(model: &Mfa<F>, g: &GAcc) -> MfaStats {
+    let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
+    let kr = k * r;
+    let mut s = Array2::<f64>::zeros((k, r));
+    let mut see = Array3::<f64>::zeros((k, r, r));
+    let mut sy = Array2::<f64>::zeros((k, d));
+    let mut sye = Array3::<f64>::zeros((k, d, r));
+    for kk in 0..k {
+        let ci = model.kern.c_inv.index_axis(Axis(0), kk);
+        s.row_mut(kk).assign(&ci.t().dot(&g.sg.row(kk)));
+        let tmp = ci.t().dot(&g.sgg.index_axis(Axis(0), kk)).dot(&ci);
+        let mut dst = see.index_axis_mut(Axis(0), kk);
+        for a in 0..r {
+            for b in 0..r {
+                dst[[a, b]] = 0.5 * (tmp[[a, b]] + tmp[[b, a]]);
+            }
+        }
+        let syg_k = g.syg.slice(s![.., kk * r..(kk + 1) * r]);
+        gemm(
+            sye.index_axis_mut(Axis(0), kk),
+            false,
+            syg_k,
+            ci,
+            1.0,
+            Par::Seq,
+        );
+        sy.row_mut(kk).assign(&g.syg.column(kr + kk));
+    }
+    MfaStats {
+        psi_mode: model.psi_mode(),
+        n_rows: g.n_rows,
+        log_likelihood: g.ll,
+        center: model.kern.center.mapv(|v| v.as_f64()),
+        nk: g.nk.clone(),
+        s,
+        see,
+        sy,
+        sye,
+        syy: g.syy.clone(),
+    }
+}
+
+impl<F: Float> Mfa<F> {
+    /// E-step over the rows of `x` (N, D): the [`MfaStats`] of the data under
+    /// this model (parallel over blocks of rows; the result does not depend on
+    /// the number of threads).
+    pub fn sufficient_statistics(
+        &self,
+        x: ndarray::ArrayView2<'_, F>,
+    ) -> Result<MfaStats, MfaError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        let g = accumulate(self, x, Want::EM, true);
+        Ok(to_e_space(self, &g))
+    }
+
+    /// M-step (Ghahramani & Hinton 1997) from statistics computed by **this**
+    /// model (merged over shards or not); returns the updated model.
+    ///
+    /// Per component, with $A_k = \begin{bmatrix} n_k M_k^{-1} + \sum h e e^\top & s_k \\ s_k^\top & n_k\end{bmatrix}$
+    /// and $B_k = [\sum h y e^\top, \sum h y]$: $[\Lambda_k, \mu'_k] \leftarrow B_k A_k^{-1}$;
+    /// $\Psi \leftarrow \frac1N \operatorname{diag}(\sum_i y_i y_i^\top - \sum_k [\Lambda_k \mu'_k] B_k^\top)$
+    /// (per component: $\frac1{n_k}\operatorname{diag}(\sum_i h_{ik} y_i y_i^\top - [\Lambda_k\mu'_k]B_k^\top)$);
+    /// $w_k = n_k/N$. $\psi_d$ is floored at `psi_floor` times the variance of
+    /// dimension d (derived from the statistics; tiny absolute floor for
+    /// constant dimensions). Starved components ($n_k$ below
+    /// $\min(R+1, N/(2K))$, or a singular $A_k$) are re-seeded by splitting the
+    /// heaviest component along its strongest factor.
+    pub fn update_from_statistics(
+        &self,
+        st: &MfaStats,
+        psi_floor: f64,
+    ) -> Result<Mfa<F>, MfaError> {
+        let (k, d, r) = (self.n_components(), self.dim(), self.n_factors());
+        if st.sye.dim() != (k, d, r) || st.psi_mode != self.psi_mode() {
+            return Err(MfaError::StatisticsMismatch(format!(
+                "statistics of shape (K, D, R) = {:?} ({:?} psi) do not fit this model ({k}, {d}, {r}, {:?} psi)",
+                st.sye.dim(),
+                st.psi_mode,
+                self.psi_mode()
+            )));
+        }
+        if st
+            .center
+            .iter()
+            .zip(self.kern.center.iter())
+            .any(|(a, b)| *a != b.as_f64())
+        {
+            return Err(MfaError::StatisticsMismatch(
+                "the statistics were computed with a different model".into(),
+            ));
+        }
+        if !(psi_floor.is_finite() && psi_floor >= 0.0) {
+            return Err(MfaError::InvalidHyperParameter {
+                name: "psi_floor",
+                reason: format!("must be finite and >= 0, got {psi_floor}"),
+            });
+        }
+        if st.n_rows == 0 {
+            return Err(MfaError::StatisticsMismatch(
+                "the statistics hold 0 rows".into(),
+            ));
+        }
+        let n = st.n_rows as f64;
+        let shared = self.psi_mode() == PsiMode::Shared;
+        // Per-dimension data variance (about c) for the floor.
+        let tot_yy: Array1<f64> = st.syy.sum_axis(Axis(0));
+        let tot_y: Array1<f64> = st.sy.sum_axis(Axis(0));
+        let var: Array1<f64> = Array1::from_iter(
+            tot_yy
+                .iter()
+                .zip(tot_y.iter())
+                .map(|(yy, y)| (yy / n - (y / n) * (y / n)).max(0.0)),
+        );
+        let mean_var = var.mean().unwrap_or(0.0);
+        let floor: Array1<f64> = var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(1e-30));
+
+        let starve = ((r + 1) as f64).min(0.5 * n / k as f64).max(1e-10 * n);
+        let mut lam = Array3::<f64>::zeros((k, d, r));
+        let mut mu = Array2::<f64>::zeros((k, d));
+        let mut psi_acc = Array2::<f64>::zeros((if shared { 1 } else { k }, d));
+        if shared {
+            psi_acc.row_mut(0).assign(&st.syy.row(0));
+        }
+        let mut healthy = vec![false; k];
+        let mut b = Array2::<f64>::zeros((d, r + 1));
+        for kk in 0..k {
+            let nk = st.nk[kk];
+            if nk.is_nan() || nk < starve {
+                continue;
+            }
+            let mut a = Array2::<f64>::zeros((r + 1, r + 1));
+            let minv = self.kern.m_inv.index_axis(Axis(0), kk);
+            let see = st.see.index_axis(Axis(0), kk);
+            for i in 0..r {
+                for j in 0..r {
+                    a[[i, j]] = nk * minv[[i, j]] + see[[i, j]];
+                }
+                a[[i, r]] = st.s[[kk, i]];
+                a[[r, i]] = st.s[[kk, i]];
+            }
+            a[[r, r]] = nk;
+            let Ok(chol) = Cholesky::new(a.view()) else {
+                continue;
+            };
+            b.slice_mut(s![.., ..r])
+                .assign(&st.sye.index_axis(Axis(0), kk));
+            b.column_mut(r).assign(&st.sy.row(kk));
+            // X = B A⁻¹  ⇔  Xᵀ = A⁻¹ Bᵀ
+            let xt = chol.solve_mat(b.t());
+            if xt.iter().any(|v| !v.is_finite()) {
+                continue;
+            }
+            healthy[kk] = true;
+            lam.index_axis_mut(Axis(0), kk)
+                .assign(&xt.slice(s![..r, ..]).t());
+            mu.row_mut(kk).assign(&xt.row(r));
+            // diag([Λ μ'] Bᵀ)
+            let mut prow = if shared {
+                psi_acc.row_mut(0)
+            } else {
+                psi_acc.row_mut(kk)
+            };
+            if !shared {
+                prow.assign(&st.syy.row(kk));
+            }
+            for dd in 0..d {
+                let mut v = 0.0;
+                for j in 0..=r {
+                    v += xt[[j, dd]] * b[[dd, j]];
+                }
+                prow[dd] -= v;
+            }
+            if !shared {
+                prow.mapv_inplace(|v| v / nk);
+            }
+        }
+        if shared {
+            psi_acc.row_mut(0).mapv_inplace(|v| v / n);
+        }
+        for mut row in psi_acc.rows_mut() {
+            row.zip_mut_with(&floor, |p, f| {
+                if !(p.is_finite() && *p >= *f) {
+                    *p = *f;
+                }
+            });
+        }
+        let mut w: Vec<f64> = st.nk.iter().map(|v| v / n).collect();
+        if !healthy.iter().any(|h| *h) {
+            return Err(MfaError::Numerical(
+                "no component received enough responsibility to be updated".into(),
+            ));
+        }
+        // Re-seed starved components by splitting the heaviest one.
+        for kk in 0..k {
+            if healthy[kk] {
+                continue;
+            }
+            let j = (0..k)
+                .filter(|&j| healthy[j])
+                .fold(None, |best: Option<usize>, j| match best {
+                    Some(b) if w[b] >= w[j] => Some(b),
+                    _ => Some(j),
+                })
+                .expect("at least one healthy component");
+            let lj = lam.index_axis(Axis(0), j).to_owned();
+            let (col, norm) = (0..r)
+                .map(|c| (c, lj.column(c).dot(&lj.column(c))))
+                .fold((0, -1.0), |a, b| if b.1 > a.1 { b } else { a });
+            let pj = if shared { 0 } else { j };
+            let delta: Array1<f64> = if norm > 0.0 {
+                lj.column(col).to_owned()
+            } else {
+                psi_acc.row(pj).mapv(f64::sqrt)
+            };
+            let mj = mu.row(j).to_owned();
+            mu.row_mut(kk).assign(&(&mj + &delta));
+            mu.row_mut(j).assign(&(&mj - &delta));
+            lam.index_axis_mut(Axis(0), kk).assign(&lj);
+            if !shared {
+                let pr = psi_acc.row(j).to_owned();
+                psi_acc.row_mut(kk).assign(&pr);
+            }
+            w[j] *= 0.5;
+            w[kk] = w[j];
+            healthy[kk] = true;
+        }
+        let wsum: f64 = w.iter().sum();
+        let cvt = |v: f64| F::from_f64_lossy(v);
+        let weights = Array1::from_iter(w.iter().map(|v| cvt(v / wsum)));
+        let means = Array2::from_shape_fn((k, d), |(i, j)| cvt(mu[[i, j]] + st.center[j]));
+        let loadings = lam.mapv(cvt);
+        let psi = psi_acc.mapv(cvt);
+        if weights.iter().any(|v| !(*v > F::zero() && v.is_finite()))
+            || psi.iter().any(|v| !(*v > F::zero() && v.is_finite()))
+            || means.iter().any(|v| !v.is_finite())
+            || loadings.iter().any(|v| !v.is_finite())
+        {
+            return Err(MfaError::Numerical(format!(
+                "the M-step produced out-of-range parameters in {} (data too large for the float type?)",
+                F::NAME
+            )));
+        }
+        Mfa::from_valid(weights, means, loadings, psi)
+    }
+}
