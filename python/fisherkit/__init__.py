@@ -8,6 +8,8 @@ Estimators follow scikit-learn's conventions (hyper-parameters in ``__init__``,
     gmm = fisherkit.GaussianMixture(n_components=K, random_state=0).fit(X)
     enc = fisherkit.FisherVector(gmm, parts=("mean", "var"), power=0.5, l2=True)
     V = enc.transform(list_of_bags)          # (n_bags, dim) numpy array
+    mfa = fisherkit.MixtureOfFactorAnalyzers(n_components=K, n_factors=R).fit(X)
+    S = fisherkit.MFAFisherScore(mfa, parts=("loading",)).transform(list_of_bags)
 
     # EM over shards (streaming, or a distributed engine's map and reduce):
     st = gmm.sufficient_statistics(X_shard)  # E-step sums; st_a + st_b merges
@@ -28,6 +30,7 @@ from ._fisherkit import __version__
 from ._base import NotFittedError, clone
 from ._gmm import GaussianMixture, GmmStatistics, KMeans
 from ._encode import VLAD, FisherVector
+from ._mfa import MFAFisherScore, MfaStatistics, MixtureOfFactorAnalyzers
 
 __all__ = [
     "__version__",
@@ -36,6 +39,9 @@ __all__ = [
     "GmmStatistics",
     "FisherVector",
     "VLAD",
+    "MixtureOfFactorAnalyzers",
+    "MfaStatistics",
+    "MFAFisherScore",
     "NotFittedError",
     "clone",
     "load_model",
@@ -44,11 +50,14 @@ __all__ = [
 
 def load_model(path: str | _os.PathLike):
     """Reads a fisherkit safetensors model file and returns the fitted
-    estimator its ``kind`` names (``"gmm"``: :class:`GaussianMixture`)."""
+    estimator its ``kind`` names (``"gmm"``: :class:`GaussianMixture`,
+    ``"mfa"``: :class:`MixtureOfFactorAnalyzers`)."""
     from . import _fisherkit as _native
 
     meta, _ = _native.load_safetensors(_os.fspath(path))
     kind = meta.get("kind")
     if kind == "gmm":
         return GaussianMixture.load(path)
+    if kind == "mfa":
+        return MixtureOfFactorAnalyzers.load(path)
     raise ValueError(f"{_os.fspath(path)}: unsupported model kind {kind!r}")

@@ -1,7 +1,7 @@
 //! Encoders: GMM Fisher vector and VLAD over lists of bags.
 
 use crate::gmm::model;
-use crate::{as_f32, as_f64, bag_views, value_error, Mat, PyFloat, Vec1};
+use crate::{value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_fv_parts, FisherVector, FisherVectorParams, Vlad, VladParams};
 use fisherkit::{Encoder, Normalization};
 use ndarray::{Array2, ArrayView2};
@@ -21,22 +21,6 @@ fn encode_all<'py, F: PyFloat, E: Encoder<F>>(
         py.detach(|| enc.encode_batch(views)).map_err(value_error)?
     };
     Ok(out.into_pyarray(py).into_any())
-}
-
-/// Runs `$body` with `views` bound to the bags' views in their common dtype
-/// `F` (float64 when there are no bags).
-macro_rules! with_views {
-    ($bags:expr, |$views:ident : $F:ident| $body:expr) => {
-        if $bags.first().is_some_and(Mat::is_f32) {
-            type $F = f32;
-            let $views = bag_views::<f32>(&$bags, as_f32)?;
-            $body
-        } else {
-            type $F = f64;
-            let $views = bag_views::<f64>(&$bags, as_f64)?;
-            $body
-        }
-    };
 }
 
 /// Fisher vectors (n_bags, dim) of `bags` (each (N_i, D), one dtype) under

@@ -19,6 +19,7 @@ mod encode;
 mod gmm;
 mod io;
 mod kmeans;
+mod mfa;
 
 /// The float types the bindings compute in: the library's [`Float`] that numpy
 /// also knows.
@@ -111,6 +112,23 @@ macro_rules! dispatch {
 }
 pub(crate) use dispatch;
 
+/// Runs `$body` with `$views` bound to the bags' views in their common dtype,
+/// `$F` aliased to it (float64 when there are no bags).
+macro_rules! with_views {
+    ($bags:expr, |$views:ident : $F:ident| $body:expr) => {
+        if $bags.first().is_some_and($crate::Mat::is_f32) {
+            type $F = f32;
+            let $views = $crate::bag_views::<f32>(&$bags, $crate::as_f32)?;
+            $body
+        } else {
+            type $F = f64;
+            let $views = $crate::bag_views::<f64>(&$bags, $crate::as_f64)?;
+            $body
+        }
+    };
+}
+pub(crate) use with_views;
+
 /// The native module.
 #[pymodule]
 fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -119,5 +137,6 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     gmm::register(m)?;
     encode::register(m)?;
     io::register(m)?;
+    mfa::register(m)?;
     Ok(())
 }
