@@ -17,7 +17,10 @@ pub mod gmm;
 pub mod kmeans;
 pub mod linalg;
 pub mod mfa;
+pub mod metrics;
 pub mod normalize;
+pub mod pca;
+pub mod svm;
 
 pub use encode::{EncodeError, Encoder};
 pub use float::Float;

@@ -1,0 +1,58 @@
+//! Times SqueezeNet's forward pass at 227×227 with 1 and 2 rayon threads, batch throughput,
+//! and dense descriptor extraction. Run:
+//! `cargo run --release -p fisherkit-cnn --example cnn_timing [-- --forward-only]`
+use fisherkit_cnn::{extract, extract_batch, DescriptorParams, SqueezeNet};
+use ndarray::Array3;
+use std::time::Instant;
+
+fn median_ms(mut f: impl FnMut(), reps: usize) -> f64 {
+    f(); // warm-up
+    let mut t: Vec<f64> = (0..reps)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[reps / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let net = SqueezeNet::builtin()?;
+    let x = Array3::from_shape_fn((3, 227, 227), |(c, i, j)| {
+        ((c * 31 + i * 7 + j * 13) % 255) as f32 - 120.0
+    });
+    let img = Array3::from_shape_fn((256, 256, 3), |(i, j, c)| {
+        ((i * 3 + j * 5 + c * 70) % 256) as f32
+    });
+    let params = DescriptorParams::default();
+    if std::env::args().any(|a| a == "--forward-only") {
+        // For scripts/bench_cnn.py: one line, one thread.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+        let ms = pool.install(|| median_ms(|| drop(net.forward(x.view()).unwrap()), 51));
+        println!("forward 227x227, 1 thread(s): {ms:.2} ms (median of 51)");
+        return Ok(());
+    }
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        pool.install(|| {
+            let ms = median_ms(|| drop(net.forward(x.view()).unwrap()), 21);
+            println!("forward 227x227, {threads} thread(s): {ms:.1} ms (median of 21)");
+            let imgs = vec![x.view(); 8];
+            let ms = median_ms(|| drop(net.forward_batch(&imgs).unwrap()), 5) / 8.0;
+            println!("forward_batch of 8 at 227x227, {threads} thread(s): {ms:.1} ms per image");
+            let ms = median_ms(|| drop(extract(&net, img.view(), &params).unwrap()), 5);
+            println!(
+                "extract dense 256x256 image, scales {:?}, {threads} thread(s): {ms:.1} ms",
+                params.scales
+            );
+            let imgs = vec![img.view(); 4];
+            let ms = median_ms(|| drop(extract_batch(&net, &imgs, &params).unwrap()), 3) / 4.0;
+            println!("extract_batch of 4 such images, {threads} thread(s): {ms:.1} ms per image");
+        });
+    }
+    Ok(())
+}

