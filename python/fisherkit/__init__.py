@@ -31,6 +31,7 @@ from ._base import NotFittedError, clone
 from ._gmm import GaussianMixture, GmmStatistics, KMeans
 from ._encode import VLAD, FisherVector
 from ._mfa import MFAFisherScore, MfaStatistics, MixtureOfFactorAnalyzers
+from ._linear import PCA, LinearSVC
 
 __all__ = [
     "__version__",
@@ -42,6 +43,8 @@ __all__ = [
     "MixtureOfFactorAnalyzers",
     "MfaStatistics",
     "MFAFisherScore",
+    "PCA",
+    "LinearSVC",
     "NotFittedError",
     "clone",
     "load_model",

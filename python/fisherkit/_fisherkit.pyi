@@ -149,3 +149,27 @@ class MfaStatistics:
     def resp_sums(self) -> npt.NDArray[np.float64]: ...
     def __add__(self, other: MfaStatistics | int) -> MfaStatistics: ...
     def __radd__(self, other: MfaStatistics | int) -> MfaStatistics: ...
+
+# ------------------------------------------------------------ PCA / SVM
+def pca_fit(
+    x: _F, n_components: int, whiten: bool, center: bool, clamp_components: bool
+) -> tuple[_F, _F, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(mean (D), components (k, D), explained_variance (k), explained_variance_ratio (k))."""
+
+def pca_transform(
+    mean: _F, components: _F, explained_variance: npt.NDArray[np.float64], whiten: bool, x: _F
+) -> _F: ...
+def linear_svc_fit(
+    x: _F,
+    y: Sequence[int],
+    n_classes: int,
+    c: float,
+    loss: str,
+    tol: float,
+    max_iter: int,
+    bias: bool,
+    seed: int,
+) -> tuple[_F, _F, list[int], list[bool]]:
+    """(coef (K, D), intercept (K), n_iter per class, converged per class)."""
+
+def linear_svc_decision_function(coef: _F, intercept: _F, x: _F) -> _F: ...

@@ -88,7 +88,13 @@ def test_encode_distributed_equals_transform(ray_local, data):
     bags = [X[rng.choice(len(X), size=int(rng.integers(1, 80)))].astype(np.float32) for _ in range(23)]
     bags[5] = ray_local.put(bags[5])
     local = [ray_local.get(b) if isinstance(b, ray_local.ObjectRef) else b for b in bags]
-    for enc in (fisherkit.FisherVector(gmm, parts=("prior", "mean", "var")), fisherkit.VLAD(gmm)):
+    mfa = fisherkit.MixtureOfFactorAnalyzers(3, 2, max_iter=5).fit(X)
+    encoders = (
+        fisherkit.FisherVector(gmm, parts=("prior", "mean", "var")),
+        fisherkit.VLAD(gmm),
+        fisherkit.MFAFisherScore(mfa, parts=("mean", "loading")),
+    )
+    for enc in encoders:
         out = fkray.encode_distributed(enc, bags, batch_size=4)
         np.testing.assert_array_equal(out, enc.transform(local))
     assert fkray.encode_distributed(fisherkit.FisherVector(gmm), [], batch_size=4).shape == (0, 48)

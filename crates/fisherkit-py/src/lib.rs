@@ -19,6 +19,7 @@ mod encode;
 mod gmm;
 mod io;
 mod kmeans;
+mod linear;
 mod mfa;
 
 /// The float types the bindings compute in: the library's [`Float`] that numpy
@@ -138,5 +139,6 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encode::register(m)?;
     io::register(m)?;
     mfa::register(m)?;
+    linear::register(m)?;
     Ok(())
 }
