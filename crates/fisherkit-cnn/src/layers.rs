@@ -3,37 +3,8 @@
 //! mismatch here is a programming error and panics.
 
 use fisherkit::linalg::{gemm, Par};
-use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
+use ndarray::{Array1, Array2, Array3, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
-
-/// Clears the upper halves of this thread's vector registers (`vzeroupper`) if the CPU has AVX.
-///
-/// faer's AVX-512 GEMM micro-kernels return with those upper halves dirty; afterwards every
-/// legacy-SSE instruction of the thread (all scalar f32/f64 code of a default x86-64 build)
-/// pays a merge penalty. Measured here: the log-softmax of a 37×37 score map took 548 ms after
-/// a GEMM and 9.5 ms after this call.
-#[inline]
-pub(crate) fn clear_upper_simd_state() {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: `vzeroupper` requires only AVX, checked just above. It zeroes bits 128 and
-            // up of the vector registers, which this function (compiled without the AVX target
-            // feature) and its callers cannot hold live: they only use 128-bit SSE registers.
-            unsafe { std::arch::x86_64::_mm256_zeroupper() }
-        }
-    }
-}
-
-/// [`gemm`] (accumulating, α = 1), then [`clear_upper_simd_state`] on this thread and, for a
-/// parallel product, on every thread of the current rayon pool (faer ran kernels there too).
-fn gemm_acc(c: ArrayViewMut2<'_, f32>, a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>, par: Par) {
-    gemm(c, true, a, b, 1.0, par);
-    clear_upper_simd_state();
-    if !matches!(par, Par::Seq) {
-        rayon::broadcast(|_| clear_upper_simd_state());
-    }
-}
 
 /// A 2-D convolution with TensorFlow "same" padding (what ndf's `Conv2D(padding="same")` does):
 /// output side $\lceil n / s \rceil$, total padding $\max((\lceil n/s \rceil - 1)s + k - n, 0)$,
@@ -102,10 +73,17 @@ impl Conv {
                 .view()
                 .into_shape_with_order((c, h * w))
                 .expect("standard layout");
-            gemm_acc(out.view_mut(), self.weight.view(), x2, par);
+            gemm(out.view_mut(), true, self.weight.view(), x2, 1.0, par);
         } else {
             let cols = self.im2col(x, !matches!(par, Par::Seq));
-            gemm_acc(out.view_mut(), self.weight.view(), cols.view(), par);
+            gemm(
+                out.view_mut(),
+                true,
+                self.weight.view(),
+                cols.view(),
+                1.0,
+                par,
+            );
         }
         if relu {
             if matches!(par, Par::Seq) {

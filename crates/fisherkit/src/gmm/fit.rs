@@ -448,7 +448,9 @@ mod tests {
             .update_from_statistics(&st, VarianceFloor::default())
             .unwrap();
         assert_eq!(fit.model, by_hand);
-        assert_eq!(fit.log_likelihood, vec![init.score(x.view()).unwrap()]);
+        assert_eq!(fit.log_likelihood.len(), 1);
+        let want = init.score(x.view()).unwrap();
+        assert!((fit.log_likelihood[0] - want).abs() < 1e-13 * want.abs());
     }
 
     #[test]
@@ -528,6 +530,30 @@ mod tests {
             .iter()
             .all(|v| v.is_finite() && *v > 0.0));
         assert!(fit.model.means().iter().all(|&m| (m - 3.0).abs() < 1e-2));
+    }
+
+    #[test]
+    fn starved_component_is_reseeded_during_fit() {
+        let x = uniform(500, 3, 10);
+        // component 2 sits far from every row: its responsibilities vanish
+        let init = DiagGmm::new(
+            array![0.4, 0.4, 0.2],
+            array![[0.3, 0.5, 0.5], [0.7, 0.5, 0.5], [1e3, 1e3, 1e3]],
+            Array2::from_elem((3, 3), 0.05),
+        )
+        .unwrap();
+        let mut events = Vec::new();
+        let fit = GmmParams::new(3)
+            .init(GmmInit::Given(init))
+            .max_iter(20)
+            .fit_with_progress(x.view(), &mut |it| events.push(it.reseeded))
+            .unwrap();
+        assert_eq!(events[0], 1);
+        assert!(events[1..].iter().all(|&r| r == 0));
+        let g = &fit.model;
+        assert!(g.means().iter().all(|&m| (-0.1..1.1).contains(&m)));
+        assert!(g.weights().iter().all(|&w| w > 0.05));
+        assert!(fit.log_likelihood.iter().all(|v| v.is_finite()));
     }
 
     #[test]

@@ -15,4 +15,4 @@ mod stats;
 pub use error::GmmError;
 pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 pub use model::{DiagGmm, CHUNK_ROWS};
-pub use stats::{GmmStats, VarianceFloor, STARVED_FRACTION};
+pub use stats::{log_joint_to_posteriors_flushed, GmmStats, VarianceFloor, STARVED_FRACTION};

@@ -231,19 +231,10 @@ impl<F: Float> DiagGmm<F> {
     /// Turns a (n, K) matrix of log-joints into posteriors in place
     /// ($q_{ik} = \exp(\ell_{ik} - \operatorname{logsumexp}_j \ell_{ij})$) and
     /// writes each row's log-likelihood $\log p(x_i)$ to `loglik` (n).
-    pub fn log_joint_to_posteriors(mut lp: ArrayViewMut2<'_, F>, loglik: &mut [f64]) {
-        for (mut row, ll) in lp.rows_mut().into_iter().zip(loglik.iter_mut()) {
-            let m = row.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
-            let mut sum = 0.0f64;
-            row.mapv_inplace(|v| {
-                let e = (v - m).exp();
-                sum += e.as_f64();
-                e
-            });
-            let inv = F::from_f64_lossy(1.0 / sum);
-            row.mapv_inplace(|v| v * inv);
-            *ll = m.as_f64() + sum.ln();
-        }
+    pub fn log_joint_to_posteriors(lp: ArrayViewMut2<'_, F>, loglik: &mut [f64]) {
+        // The flushed, vectorised softmax of the E-step (see its docs): terms
+        // below the type's precision relative to the row maximum become exact 0.
+        super::stats::log_joint_to_posteriors_flushed(lp, loglik);
     }
 
     /// Posteriors of the rows of `x` (n, D) into `q` (n, K) and their

@@ -15,7 +15,7 @@ use super::{GmmError, CHUNK_ROWS};
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::linalg::{gemm, Par};
-use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
 
 /// Lower bound on the variances, applied in the M-step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -455,15 +455,135 @@ pub(crate) fn m_step<F: Float>(st: &GmmStats, floor: VarianceFloor) -> Result<MS
     })
 }
 
+/// A chunk whose posterior matrix has at most 1/`SPARSE_DENSITY_INV` non-zero
+/// entries is accumulated entry by entry (exactly, in `f64`) instead of by
+/// the dense GEMM $Q^\top [y^2, y]$: at D = 500 most posteriors underflow.
+const SPARSE_DENSITY_INV: usize = 10;
+
+/// [`DiagGmm::log_joint_to_posteriors`] that flushes to exactly 0 the terms
+/// with $\ell_{ik} - \max_j \ell_{ij} < \tfrac12 \ln(\text{smallest normal})$
+/// (−43.7 in `f32`, −354 in `f64`): their posteriors, below $10^{-19}$
+/// (resp. $10^{-154}$) of the largest, are invisible at the type's precision,
+/// and flushing them avoids the slow underflow path of `exp` and denormal
+/// arithmetic. The exponentials use a branch-free polynomial `exp` that vectorises
+/// (the libm call made this step several times slower than the GEMM).
+/// Returns the number of non-zero posteriors. `lp` (n, K), `loglik` (n).
+pub fn log_joint_to_posteriors_flushed<F: Float>(
+    mut lp: ArrayViewMut2<'_, F>,
+    loglik: &mut [f64],
+) -> usize {
+    let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
+    let mut nnz = 0;
+    let mut buf: Vec<F> = Vec::new();
+    for (mut row, ll) in lp.rows_mut().into_iter().zip(loglik.iter_mut()) {
+        let slice: &mut [F] = match row.as_slice_mut() {
+            Some(s) => s,
+            None => {
+                buf.clear();
+                buf.extend(row.iter().copied());
+                &mut buf
+            }
+        };
+        let m = slice
+            .iter()
+            .fold(F::neg_infinity(), |a, &b| if b > a { b } else { a });
+        let mf = m.as_f64();
+        let mut sums = [0.0f64; 4];
+        let mut count = 0usize;
+        for (j, v) in slice.iter_mut().enumerate() {
+            let t = v.as_f64() - mf;
+            let keep = t >= cutoff;
+            let e = if keep { exp_nonpositive(t) } else { 0.0 };
+            count += keep as usize;
+            sums[j % 4] += e;
+            *v = F::from_f64_lossy(e);
+        }
+        nnz += count;
+        let sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+        let inv = F::from_f64_lossy(1.0 / sum);
+        slice.iter_mut().for_each(|v| *v *= inv);
+        if row.as_slice_mut().is_none() {
+            row.iter_mut().zip(&buf).for_each(|(r, &b)| *r = b);
+        }
+        *ll = mf + sum.ln();
+    }
+    nnz
+}
+
+/// $e^t$ for $-708 \le t \le 0$, accurate to about 1 ulp in `f64`, written
+/// without branches or calls so that loops over it vectorise:
+/// $t = n \ln 2 + r$, $|r| \le \tfrac12 \ln 2$ (Cody–Waite), a degree-13
+/// Taylor polynomial for $e^r$ (truncation < $10^{-17}$), and $2^n$ built from
+/// its bits. Inputs below −708 give garbage: callers clamp first.
+#[inline(always)]
+pub(crate) fn exp_nonpositive(t: f64) -> f64 {
+    const LOG2E: f64 = std::f64::consts::LOG2_E;
+    // fdlibm's split of ln 2: LN2_HI has 32 significant bits, so n·LN2_HI is exact
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    // 1.5·2^52: adding it rounds to an integer held in the low mantissa bits
+    const MAGIC: f64 = 6_755_399_441_055_744.0;
+    let kf = t * LOG2E + MAGIC;
+    let n = kf - MAGIC;
+    let r = (t - n * LN2_HI) - n * LN2_LO;
+    const C: [f64; 14] = [
+        1.0,
+        1.0,
+        1.0 / 2.0,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5040.0,
+        1.0 / 40320.0,
+        1.0 / 362880.0,
+        1.0 / 3628800.0,
+        1.0 / 39916800.0,
+        1.0 / 479001600.0,
+        1.0 / 6227020800.0,
+    ];
+    let mut p = C[13];
+    for c in C[..13].iter().rev() {
+        p = p * r + c;
+    }
+    // low 12 bits of the mantissa of kf are n mod 4096; n + 1023 ∈ [1, 2046]
+    let two_n = f64::from_bits(kf.to_bits().wrapping_add(1023) << 52);
+    p * two_n
+}
+
+/// Adds $\sum_i q_{ik} y_i^2$ and $\sum_i q_{ik} y_i$ over the non-zero
+/// entries of `q` (n, K), with `yy` = $[y^2, y]$ (n, 2D), into `st` in `f64`.
+fn accumulate_sparse<F: Float>(st: &mut GmmStats, q: ArrayView2<'_, F>, yy: ArrayView2<'_, F>) {
+    let d = st.dim();
+    for (qr, yr) in q.rows().into_iter().zip(yy.rows()) {
+        let (y2, y1) = yr.split_at(Axis(0), d);
+        for (k, &qv) in qr.iter().enumerate() {
+            if qv == F::zero() {
+                continue;
+            }
+            let w = qv.as_f64();
+            Zip::from(st.sum_y2.row_mut(k))
+                .and(&y2)
+                .for_each(|a, &v| *a += w * v.as_f64());
+            Zip::from(st.sum_y.row_mut(k))
+                .and(&y1)
+                .for_each(|a, &v| *a += w * v.as_f64());
+        }
+    }
+}
+
 impl<F: Float> DiagGmm<F> {
     /// E-step sums over the rows of `x` (N, D) about the model's mixture mean
     /// $c = \sum_k w_k \mu_k$ (see [`GmmStats`]).
     ///
-    /// Per chunk of [`CHUNK_ROWS`] rows: log-space posteriors $Q$ (n, K) with
-    /// [`DiagGmm::posteriors_into`], then one GEMM $Q^\top [y^2, y]$ (K, 2D)
-    /// in `F`, added into `f64` totals; $n_k$ and the log-likelihood are summed
-    /// in `f64`. Memory O(chunk·(K + D) + K·D) per thread. Chunks run in
-    /// parallel; the result does not depend on the number of threads.
+    /// Per chunk of [`CHUNK_ROWS`] rows: log-space posteriors $Q$ (n, K)
+    /// from [`DiagGmm::log_joint_into`] (terms below $10^{-19}$ of a row's
+    /// largest in `f32`, $10^{-154}$ in `f64`, flushed to 0), then one GEMM
+    /// $Q^\top [y^2, y]$ (K, 2D) in `F`, added into `f64` totals — or, when at
+    /// most a tenth of $Q$ is non-zero (typical at large D), a sparse sum
+    /// directly in `f64`; $n_k$ and the log-likelihood are summed in `f64`.
+    /// Memory O(chunk·(K + D) + K·D) per thread. Chunks run in parallel; the
+    /// result does not depend on the number of threads.
     ///
     /// Errors: a matrix that is empty, of the wrong width, or non-finite.
     pub fn sufficient_statistics(&self, x: ArrayView2<'_, F>) -> Result<GmmStats, GmmError> {
@@ -485,23 +605,28 @@ impl<F: Float> DiagGmm<F> {
                 for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
                     let n = xc.nrows();
                     let mut qc = q.slice_mut(s![..n, ..]);
-                    self.posteriors_into(xc, qc.view_mut(), &mut ll[..n], &mut scratch);
+                    self.log_joint_into(xc, qc.view_mut(), &mut scratch, Par::Seq);
+                    let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut ll[..n]);
                     // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
                     debug_assert_eq!(scratch.dim(), (n, 2 * d));
-                    gemm(
-                        acc.view_mut(),
-                        false,
-                        qc.t(),
-                        scratch.view(),
-                        F::one(),
-                        Par::Seq,
-                    );
-                    Zip::from(&mut st.sum_y2)
-                        .and(acc.slice(s![.., ..d]))
-                        .for_each(|a, &v| *a += v.as_f64());
-                    Zip::from(&mut st.sum_y)
-                        .and(acc.slice(s![.., d..]))
-                        .for_each(|a, &v| *a += v.as_f64());
+                    if nnz * SPARSE_DENSITY_INV <= n * k {
+                        accumulate_sparse(&mut st, qc.view(), scratch.view());
+                    } else {
+                        gemm(
+                            acc.view_mut(),
+                            false,
+                            qc.t(),
+                            scratch.view(),
+                            F::one(),
+                            Par::Seq,
+                        );
+                        Zip::from(&mut st.sum_y2)
+                            .and(acc.slice(s![.., ..d]))
+                            .for_each(|a, &v| *a += v.as_f64());
+                        Zip::from(&mut st.sum_y)
+                            .and(acc.slice(s![.., d..]))
+                            .for_each(|a, &v| *a += v.as_f64());
+                    }
                     for row in qc.rows() {
                         Zip::from(&mut st.resp_sums)
                             .and(&row)
@@ -602,6 +727,58 @@ mod tests {
         }
         close(&st.sum_x(), &sx, 1e-10);
         close(&st.sum_x2(), &sx2, 1e-10);
+    }
+
+    #[test]
+    fn sparse_accumulation_equals_direct_sums() {
+        // clusters 1000 apart: all but one posterior per row flush to 0, so
+        // every chunk takes the sparse path, in f64 and f32
+        let g = DiagGmm::new(
+            array![0.25, 0.25, 0.5],
+            array![[0.0, 0.0], [1000.0, 0.0], [0.0, 1000.0]],
+            array![[1.0, 2.0], [1.0, 1.0], [3.0, 1.0]],
+        )
+        .unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let x = Array2::from_shape_fn((600, 2), |(i, j)| {
+            let c = g.means()[[i % 3, j]];
+            c + rng.random::<f64>() - 0.5
+        });
+        let mut ll = vec![0.0; 600];
+        let mut lj = Array2::zeros((600, 3));
+        g.log_joint_into(
+            x.view(),
+            lj.view_mut(),
+            &mut Array2::zeros((0, 0)),
+            Par::Seq,
+        );
+        let nnz = log_joint_to_posteriors_flushed(lj.view_mut(), &mut ll);
+        assert_eq!(nnz, 600);
+        let st = g.sufficient_statistics(x.view()).unwrap();
+        // direct sums about the same centre (re-adding a far centre would
+        // lose more digits than the statistics themselves)
+        let y = &x - &st.center().insert_axis(Axis(0));
+        let shifted = DiagGmm::new(
+            g.weights().to_owned(),
+            &g.means() - &st.center().insert_axis(Axis(0)),
+            g.variances().to_owned(),
+        )
+        .unwrap();
+        let (nk, sy, sy2, llsum) = direct(&shifted, &y);
+        assert!((st.log_likelihood() - llsum).abs() < 1e-9 * llsum.abs());
+        for (a, b) in st.resp_sums().iter().zip(&nk) {
+            assert!((a - b).abs() < 1e-9);
+        }
+        close(&st.sum_y().to_owned(), &sy, 1e-12);
+        close(&st.sum_y2().to_owned(), &sy2, 1e-12);
+        let st32 = g
+            .cast::<f32>()
+            .sufficient_statistics(x.mapv(|v| v as f32).view())
+            .unwrap();
+        let mut st32 = st32;
+        st32.recenter(st.center()).unwrap();
+        close(&st32.sum_y().to_owned(), &sy, 1e-5);
+        close(&st32.sum_y2().to_owned(), &sy2, 1e-5);
     }
 
     #[test]
@@ -751,5 +928,137 @@ mod tests {
             array![[-1.0]]
         )
         .is_err());
+    }
+}
+
+#[cfg(test)]
+mod exp_tests {
+    use super::*;
+
+    #[test]
+    fn fast_exp_matches_std() {
+        let mut worst = 0.0f64;
+        let mut t = -708.0;
+        while t <= 0.0 {
+            let (a, b) = (exp_nonpositive(t), t.exp());
+            worst = worst.max((a - b).abs() / b);
+            t += 0.001_37;
+        }
+        for t in [0.0, -1e-300, -0.5 * std::f64::consts::LN_2, -354.0, -707.9] {
+            let (a, b) = (exp_nonpositive(t), t.exp());
+            worst = worst.max((a - b).abs() / b);
+        }
+        assert!(worst < 4.0 * f64::EPSILON, "worst relative error {worst:e}");
+    }
+
+    #[test]
+    fn flushed_posteriors_equal_the_reference_kernel() {
+        let mut lp = ndarray::array![
+            [-1.0, -2.0, -3000.0],
+            [5.0, 5.0, 4.0],
+            [-50.0, -10.0, -10.0]
+        ];
+        let mut want = lp.clone();
+        let (mut ll, mut ll2) = ([0.0; 3], [0.0; 3]);
+        DiagGmm::<f64>::log_joint_to_posteriors(want.view_mut(), &mut ll2);
+        let nnz = log_joint_to_posteriors_flushed(lp.view_mut(), &mut ll);
+        assert_eq!(nnz, 8);
+        for (a, b) in lp.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-15 * b.max(1e-300));
+        }
+        for (a, b) in ll.iter().zip(&ll2) {
+            assert!((a - b).abs() < 1e-14);
+        }
+        // a column-major (non-contiguous rows) view takes the copying path
+        let mut t = want.t().to_owned();
+        let mut tt = t.view_mut().reversed_axes();
+        tt.assign(&ndarray::array![
+            [-1.0, -2.0, -3000.0],
+            [5.0, 5.0, 4.0],
+            [-50.0, -10.0, -10.0]
+        ]);
+        log_joint_to_posteriors_flushed(tt.view_mut(), &mut ll);
+        for (a, b) in tt.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-15 * b.max(1e-300));
+        }
+    }
+}
+
+#[cfg(test)]
+mod merge_props {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Statistics of shards, merged in any grouping, equal those of the
+        /// whole, and so does the M-step from them; f32 and f64.
+        #[test]
+        fn shard_statistics_merge_to_the_whole(
+            seed in 0u64..1000,
+            n in 1usize..700,
+            cuts in proptest::collection::vec(0.0f64..1.0, 0..5),
+            shift in -100.0f64..100.0,
+        ) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let d = 1 + (seed % 4) as usize;
+            let x = Array2::from_shape_fn((n, d), |(i, _)| {
+                shift + rng.random::<f64>() + (i % 3) as f64
+            });
+            let k = 3;
+            let means = Array2::from_shape_fn((k, d), |(a, _)| shift + a as f64 + rng.random::<f64>());
+            let vars = Array2::from_shape_fn((k, d), |_| 0.2 + rng.random::<f64>());
+            let g = DiagGmm::new(Array1::from_elem(k, 1.0 / 3.0), means, vars).unwrap();
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| (c * n as f64) as usize).collect();
+            bounds.push(0);
+            bounds.push(n);
+            bounds.sort();
+            bounds.dedup();
+            let whole = g.sufficient_statistics(x.view()).unwrap();
+            let parts: Vec<GmmStats> = bounds
+                .windows(2)
+                .map(|w| g.sufficient_statistics(x.slice(s![w[0]..w[1], ..])).unwrap())
+                .collect();
+            // merge right to left, to vary the grouping
+            let mut merged = parts.last().unwrap().clone();
+            for p in parts.iter().rev().skip(1) {
+                merged.merge(p).unwrap();
+            }
+            let tol = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * (scale + a.abs().max(b.abs()));
+            prop_assert_eq!(merged.n_rows(), n as f64);
+            prop_assert!(tol(merged.log_likelihood(), whole.log_likelihood(), 1.0));
+            for (a, b) in merged.resp_sums().iter().zip(whole.resp_sums()) {
+                prop_assert!(tol(*a, *b, 1.0));
+            }
+            for (a, b) in merged.sum_y().iter().zip(whole.sum_y()) {
+                prop_assert!(tol(*a, *b, n as f64));
+            }
+            for (a, b) in merged.sum_y2().iter().zip(whole.sum_y2()) {
+                prop_assert!(tol(*a, *b, n as f64));
+            }
+            let floor = VarianceFloor::Relative(1e-3);
+            let ga = g.update_from_statistics(&merged, floor).unwrap();
+            let gb = g.update_from_statistics(&whole, floor).unwrap();
+            for (a, b) in ga.means().iter().zip(gb.means()) {
+                prop_assert!(tol(*a, *b, 1.0));
+            }
+            for (a, b) in ga.variances().iter().zip(gb.variances()) {
+                prop_assert!((a - b).abs() <= 1e-6 * b);
+            }
+            // f32: the same merge property at f32 precision
+            let x32 = x.mapv(|v| v as f32);
+            let g32: DiagGmm<f32> = g.cast();
+            let w32 = g32.sufficient_statistics(x32.view()).unwrap();
+            let parts32: Vec<GmmStats> = bounds
+                .windows(2)
+                .map(|w| g32.sufficient_statistics(x32.slice(s![w[0]..w[1], ..])).unwrap())
+                .collect();
+            let m32 = GmmStats::sum(&parts32).unwrap();
+            for (a, b) in m32.sum_y2().iter().zip(w32.sum_y2()) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs().max(b.abs())));
+            }
+        }
     }
 }

@@ -41,6 +41,26 @@ fn with_faer_ref<F: Float, R>(a: ArrayView2<'_, F>, f: impl FnOnce(MatRef<'_, F>
     f(MatRef::from_row_major_slice(s, m, n))
 }
 
+/// Clears the upper halves of this thread's vector registers (`vzeroupper`) if the CPU has AVX.
+///
+/// faer's AVX/AVX-512 GEMM micro-kernels return with those upper halves dirty;
+/// afterwards every legacy-SSE instruction of the thread (all scalar f32/f64 code of
+/// a default x86-64 build) pays a state-transition penalty: measured here, scalar
+/// loops ran 30–50× slower after a GEMM until this was called. [`gemm`] calls it.
+#[inline]
+pub fn clear_upper_simd_state() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: `vzeroupper` requires only AVX, checked just above. It zeroes bits
+            // 128 and up of the vector registers, which this function (compiled without
+            // the AVX target feature) and its callers cannot hold live: they only use
+            // 128-bit SSE registers, and LLVM models the intrinsic as clobbering them.
+            unsafe { std::arch::x86_64::_mm256_zeroupper() }
+        }
+    }
+}
+
 /// $C \leftarrow \beta C + \alpha A B$, with $\beta \in \{0, 1\}$ given by `accumulate`.
 ///
 /// Shapes: `a` is (m, k), `b` is (k, n), `c` is (m, n); views may be transposed
@@ -87,7 +107,12 @@ pub fn gemm<F: Float>(
                 matmul(cm, beta, fa, fb, alpha, par);
             }
         })
-    })
+    });
+    clear_upper_simd_state();
+    if !matches!(par, Par::Seq) {
+        // faer ran kernels on the pool's other threads too.
+        rayon::broadcast(|_| clear_upper_simd_state());
+    }
 }
 
 /// Returns $A B$ as a new row-major array. Shapes: `a` (m, k), `b` (k, n).
