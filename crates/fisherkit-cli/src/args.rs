@@ -1,0 +1,423 @@
+//! Command-line grammar (clap derive).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const MAIN_EXAMPLES: &str = "\
+Examples:
+  fisherkit gmm fit --input descriptors.npy --components 64 --seed 0 --output gmm.safetensors
+  fisherkit encode --model gmm.safetensors --input bags.npz --output fv.npy
+  fisherkit kmeans fit --input descriptors.npy --clusters 64 --output centroids.npy
+  fisherkit encode --encoder vlad --model centroids.npy --input bags.npz --output vlad.npy
+  fisherkit mfa fit --input descriptors.npy --components 50 --factors 10 --output mfa.safetensors
+  fisherkit encode --model mfa.safetensors --input bags.npz --parts mean,loading --output mfa_fs.npy
+
+Arrays are .npy files of shape (N, D), float32 or float64 (numpy's np.save);
+a set of bags is an .npz archive with one (N_i, D) array per bag (np.savez).
+Models are safetensors files with metadata `kind` = gmm or mfa.";
+
+/// Fisher vectors and MFA Fisher scores of bags of local descriptors.
+#[derive(Debug, Parser)]
+#[command(name = "fisherkit", version, about, after_help = MAIN_EXAMPLES)]
+pub struct Cli {
+    /// Number of worker threads (default: one per core).
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// No progress bars or summary lines on stderr (errors are still reported).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Diagonal Gaussian mixture models.
+    Gmm {
+        #[command(subcommand)]
+        command: GmmCommand,
+    },
+    /// k-means clustering (centroids for VLAD).
+    Kmeans {
+        #[command(subcommand)]
+        command: KmeansCommand,
+    },
+    /// Mixtures of factor analysers.
+    Mfa {
+        #[command(subcommand)]
+        command: MfaCommand,
+    },
+    /// Encode bags of descriptors with a model (GMM Fisher vector, MFA Fisher score or VLAD).
+    Encode(EncodeArgs),
+    /// The paper's scene-classification pipeline on image folders: CNN descriptors, PCA,
+    /// GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
+    #[command(after_help = RUN_HELP)]
+    Run(Box<RunArgs>),
+    /// Run the pipeline on the bundled Fashion-MNIST subset: the paper's Table 1
+    /// comparison and its Figure 1 (accuracy against dimension) as an SVG.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GmmCommand {
+    /// Fit a diagonal GMM by EM and save it as a safetensors model file.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
+Examples:
+  fisherkit gmm fit --input X.npy --components 64 --output gmm.safetensors
+  fisherkit gmm fit --input X.npy --components 256 --seed 3 --n-init 4 --max-iter 200 \\
+      --variance-floor-absolute 1e-4 --output gmm.safetensors
+
+The model is computed in the dtype of X (float32 or float64) and saved in it."
+    )]
+    Fit(GmmFitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KmeansCommand {
+    /// Run k-means (k-means++ seeding, Lloyd iterations) and save the centroids (K, D) as .npy.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
+Example:
+  fisherkit kmeans fit --input X.npy --clusters 64 --seed 0 --output centroids.npy"
+    )]
+    Fit(KmeansFitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MfaCommand {
+    /// Fit a mixture of factor analysers by EM and save it as a safetensors model file.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "\
+Example:
+  fisherkit mfa fit --input X.npy --components 50 --factors 10 --output mfa.safetensors"
+    )]
+    Fit(MfaFitArgs),
+}
+
+/// EM initialisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitArg {
+    /// k-means, then one M-step from the hard assignments.
+    Kmeans,
+    /// k-means++ seeds as means, the data variance for every component.
+    Random,
+}
+
+#[derive(Debug, Args)]
+pub struct GmmFitArgs {
+    /// Training descriptors, an (N, D) float32/float64 .npy file.
+    #[arg(long, short, value_name = "X.npy")]
+    pub input: PathBuf,
+    /// Number of mixture components K.
+    #[arg(long, short = 'k', value_name = "K")]
+    pub components: usize,
+    /// Seed of every random choice (same seed, same model).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Maximum EM iterations per restart.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_iter: usize,
+    /// Stop when the relative change of the mean log-likelihood falls below T.
+    #[arg(long, default_value_t = 1e-6, value_name = "T")]
+    pub tol: f64,
+    /// Number of EM restarts; the best log-likelihood wins.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub n_init: usize,
+    /// Initialisation.
+    #[arg(long, value_enum, default_value_t = InitArg::Kmeans)]
+    pub init: InitArg,
+    /// Variance floor as a fraction of each dimension's data variance (default 1e-3).
+    #[arg(long, value_name = "F", conflicts_with = "variance_floor_absolute")]
+    pub variance_floor_relative: Option<f64>,
+    /// Absolute variance floor (VLFeat uses 1e-4).
+    #[arg(long, value_name = "F")]
+    pub variance_floor_absolute: Option<f64>,
+    /// Where to write the model (safetensors, kind = gmm).
+    #[arg(long, short, value_name = "gmm.safetensors")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KmeansFitArgs {
+    /// Training descriptors, an (N, D) float32/float64 .npy file.
+    #[arg(long, short, value_name = "X.npy")]
+    pub input: PathBuf,
+    /// Number of clusters K.
+    #[arg(long, short = 'k', value_name = "K")]
+    pub clusters: usize,
+    /// Seed of the k-means++ seeding.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Maximum Lloyd iterations per restart.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_iter: usize,
+    /// Number of restarts; the lowest inertia wins.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub n_init: usize,
+    /// Where to write the centroids, a (K, D) .npy file in the dtype of the input.
+    #[arg(long, short, value_name = "centroids.npy")]
+    pub output: PathBuf,
+}
+
+/// Noise variance of the MFA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PsiArg {
+    /// One diagonal Ψ for all components (the paper's choice).
+    Shared,
+    /// One diagonal Ψ_k per component.
+    PerComponent,
+}
+
+#[derive(Debug, Args)]
+pub struct MfaFitArgs {
+    /// Training descriptors, an (N, D) float32/float64 .npy file.
+    #[arg(long, short, value_name = "X.npy")]
+    pub input: PathBuf,
+    /// Number of components K.
+    #[arg(long, short = 'k', value_name = "K")]
+    pub components: usize,
+    /// Number of factors R per component.
+    #[arg(long, short = 'r', value_name = "R")]
+    pub factors: usize,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Maximum EM iterations per restart.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_iter: usize,
+    /// Stop when the relative change of the mean log-likelihood falls below T.
+    #[arg(long, default_value_t = 1e-6, value_name = "T")]
+    pub tol: f64,
+    /// Number of EM restarts.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub n_init: usize,
+    /// Shared or per-component noise variance Ψ.
+    #[arg(long, value_enum, default_value_t = PsiArg::Shared)]
+    pub psi: PsiArg,
+    /// Where to write the model (safetensors, kind = mfa).
+    #[arg(long, short, value_name = "mfa.safetensors")]
+    pub output: PathBuf,
+}
+
+/// Which encoding to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EncoderArg {
+    /// Fisher vector of a GMM (VLFeat layout).
+    Fv,
+    /// VLAD on a GMM's means or on k-means centroids (.npy).
+    Vlad,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    allow_negative_numbers = true,
+    after_help = "\
+Examples:
+  fisherkit encode --model gmm.safetensors --input bag.npy --output fv.npy       # (1, dim)
+  fisherkit encode --model gmm.safetensors --input bags.npz --output fv.npy      # (n_bags, dim)
+  fisherkit encode --model gmm.safetensors --input bags.npz --parts prior,mean,var \\
+      --power 1 --no-l2 --output raw_fv.npy
+  fisherkit encode --encoder vlad --model centroids.npy --input bags.npz --output vlad.npy
+  fisherkit encode --model mfa.safetensors --input bags.npz --parts mean,loading --output fs.npy
+
+The Fisher vector blocks come in the order prior, mean, var, each
+component-major (VLFeat's layout); --power 1 --no-l2 gives the raw gradient.
+With an MFA model the parts are mean and loading (default loading), in that
+order; the loading block is component-major, then dimension, then factor.
+Rows of the output follow the order of the arrays in the .npz archive.
+The computation runs in the dtype of the bags; the model is converted to it."
+)]
+pub struct EncodeArgs {
+    /// Model file: a GMM or MFA (.safetensors); for VLAD also k-means centroids (.npy).
+    #[arg(long, short, value_name = "M.safetensors")]
+    pub model: PathBuf,
+    /// One bag (N, D) as .npy, or many as an .npz archive.
+    #[arg(long, short, value_name = "BAG.npy|BAGS.npz")]
+    pub input: PathBuf,
+    /// Where to write the encodings, an (n_bags, dim) .npy file.
+    #[arg(long, short, value_name = "OUT.npy")]
+    pub output: PathBuf,
+    /// Encoder.
+    #[arg(long, value_enum, default_value_t = EncoderArg::Fv)]
+    pub encoder: EncoderArg,
+    /// Blocks, comma-separated: GMM among prior, mean, var [default: mean,var]; MFA among mean, loading [default: loading].
+    #[arg(long, value_name = "LIST")]
+    pub parts: Option<String>,
+    /// Signed power exponent applied before L2 (1 disables it) [default: 0.5 for fv, 1 for vlad].
+    #[arg(long, value_name = "P")]
+    pub power: Option<f64>,
+    /// Skip the final L2 normalisation.
+    #[arg(long)]
+    pub no_l2: bool,
+    /// Hard assignment of each descriptor to its most likely component (VLFeat's FAST).
+    #[arg(long)]
+    pub fast: bool,
+    /// Skip components with prior < 1e-6 and posteriors < 1e-6 exactly as VLFeat does.
+    #[arg(long)]
+    pub vlfeat_skips: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PatchModeArg {
+    /// One fully-convolutional CNN pass per scale; each score-map cell is a patch.
+    Dense,
+    /// Every patch cropped, resized to 227 px and classified on its own (slow).
+    Exact,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WhiteningArg {
+    /// The paper's MFA Fisher scores.
+    Off,
+    /// MFA Fisher scores divided by the root of a diagonal Fisher-information estimate.
+    On,
+    /// Both, as separate results.
+    Both,
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  fisherkit run --train scenes/train --test scenes/test --report report.json
+  fisherkit run --train tr --test te --encoders 'gmm-fv:mean+var,mfa-fs:loading&cnn-global' \\
+      --scales 128 --pca-dim 100 --whitening both
+
+Image folders: DIR/<class name>/*.{jpg,jpeg,png}; test classes must exist in training.
+Encoders (comma list; parts joined by +; terms joined by & are concatenated):
+  gmm-fv[:prior+mean+var]   GMM Fisher vector (default parts mean+var)
+  mfa-fs[:mean+loading]     MFA Fisher score (default part loading)
+  cnn-global                the CNN's own image-level log-probabilities
+Each scale gets its own PCA and background models; scales are concatenated.
+Descriptors are cached in --cache, so a second run with other encoders skips the CNN.
+Unreadable images are skipped with a warning and listed in the report.";
+
+/// Arguments of `fisherkit run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Training image folder: DIR/<class>/*.png|jpg.
+    #[arg(long, value_name = "DIR")]
+    pub train: PathBuf,
+    /// Test image folder, same class names.
+    #[arg(long, value_name = "DIR")]
+    pub test: PathBuf,
+    /// Encoders to compare (see below).
+    #[arg(long, value_name = "LIST", default_value = fisherkit_pipeline::spec::DEFAULT_ENCODERS)]
+    pub encoders: String,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write the accuracy-against-dimension plot (SVG) here (needs --sweep-gmm or --sweep-mfa).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Patch sizes in pixels, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "96,128,160")]
+    pub scales: String,
+    /// How patches are run through the CNN.
+    #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
+    pub patch_mode: PatchModeArg,
+    /// Larger images are shrunk to this many pixels on their longer side first (0: never).
+    #[arg(long, value_name = "PX", default_value_t = 512)]
+    pub max_image_side: u32,
+    /// Descriptor dimension after PCA (at most the data's).
+    #[arg(long, value_name = "D", default_value_t = 500)]
+    pub pca_dim: usize,
+    /// Training descriptors sampled to learn the PCA.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub pca_sample: usize,
+    /// Training descriptors sampled to learn the background GMM and MFA.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub model_sample: usize,
+    /// GMM components.
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    pub gmm_components: usize,
+    /// GMM EM iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub gmm_max_iter: usize,
+    /// MFA components.
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    pub mfa_components: usize,
+    /// MFA factors per component.
+    #[arg(long, value_name = "R", default_value_t = 10)]
+    pub mfa_factors: usize,
+    /// MFA EM iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub mfa_max_iter: usize,
+    /// Whitening of the MFA Fisher scores by a diagonal Fisher-information estimate.
+    #[arg(long, value_enum, default_value_t = WhiteningArg::Off)]
+    pub whitening: WhiteningArg,
+    /// Exponent of the signed power normalisation (1 turns it off).
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    pub power: f64,
+    /// SVM costs tried by cross-validation, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "0.01,0.1,1,10")]
+    pub c_grid: String,
+    /// Cross-validation folds.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub cv_folds: usize,
+    /// Seed of every random choice.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Descriptor cache folder.
+    #[arg(long, value_name = "DIR", default_value = ".fisherkit-cache")]
+    pub cache: PathBuf,
+    /// Do not read or write the descriptor cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// GMM sizes K for the gmm-fv:var accuracy-against-dimension sweep, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_gmm: Option<String>,
+    /// MFA factor counts R for the mfa-fs:loading sweep, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_mfa: Option<String>,
+}
+
+impl RunArgs {
+    /// The settings of `fisherkit demo` on its bundled 28×28 images: each image is
+    /// one 28-px patch scale (the CNN sees it at 227 px: 13×13 descriptors),
+    /// PCA to 100 dimensions, smaller training samples so it runs in minutes.
+    pub fn demo_defaults(train: PathBuf, test: PathBuf) -> Self {
+        Self {
+            train,
+            test,
+            encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
+            report: None,
+            plot: None,
+            scales: "28".into(),
+            patch_mode: PatchModeArg::Dense,
+            max_image_side: 512,
+            pca_dim: 100,
+            pca_sample: 50_000,
+            model_sample: 30_000,
+            gmm_components: 50,
+            gmm_max_iter: 50,
+            mfa_components: 50,
+            mfa_factors: 10,
+            mfa_max_iter: 20,
+            whitening: WhiteningArg::Both,
+            power: 0.5,
+            c_grid: "0.1,1,10".into(),
+            cv_folds: 3,
+            seed: 0,
+            cache: PathBuf::from(".fisherkit-cache"),
+            no_cache: false,
+            sweep_gmm: Some("10,25,50,100".into()),
+            sweep_mfa: Some("1,2,5,10".into()),
+        }
+    }
+}
+
+/// Arguments of `fisherkit demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The demo image folder (default: the bundled data/fashion-mnist-demo).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Folder for report.json, figure1.svg and the descriptor cache.
+    #[arg(long, value_name = "DIR", default_value = "fisherkit-demo-out")]
+    pub out: PathBuf,
+}

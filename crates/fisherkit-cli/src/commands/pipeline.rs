@@ -1,0 +1,251 @@
+//! `fisherkit run` and `fisherkit demo`: the scene-classification pipeline on
+//! image folders, with progress bars and a results table.
+
+use crate::args::{DemoArgs, PatchModeArg, RunArgs, WhiteningArg};
+use crate::error::CliError;
+use crate::progress::Ui;
+use fisherkit_cnn::descriptors::PatchMode;
+use fisherkit_cnn::SqueezeNet;
+use fisherkit_pipeline::report::Report;
+use fisherkit_pipeline::spec::parse_encoders;
+use fisherkit_pipeline::{plot, run, Progress, RunConfig, Whitening};
+use indicatif::ProgressBar;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Draws one bar per pipeline stage.
+struct Bars<'a> {
+    ui: &'a Ui,
+    bar: Mutex<Option<(ProgressBar, String)>>,
+    start: Instant,
+}
+
+impl Progress for Bars<'_> {
+    fn start(&self, stage: &str, len: u64) {
+        let bar = self.ui.bar(len, "");
+        bar.set_message(stage.to_string());
+        *self.bar.lock().expect("not poisoned") = Some((bar, stage.to_string()));
+    }
+    fn inc(&self, n: u64) {
+        if let Some((b, _)) = &*self.bar.lock().expect("not poisoned") {
+            b.inc(n);
+        }
+    }
+    fn finish(&self, summary: &str) {
+        if let Some((b, stage)) = self.bar.lock().expect("not poisoned").take() {
+            b.finish_and_clear();
+            self.ui.info(format!(
+                "[{:6.1} s] {stage}: {summary}",
+                self.start.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    fn warn(&self, message: &str) {
+        let guard = self.bar.lock().expect("not poisoned");
+        let line = format!("[{:6.1} s] {message}", self.start.elapsed().as_secs_f64());
+        match &*guard {
+            Some((b, _)) => b.suspend(|| self.ui.info(&line)),
+            None => self.ui.info(&line),
+        }
+    }
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, s: &str) -> Result<Vec<T>, CliError> {
+    s.split(',')
+        .map(|t| {
+            t.trim().parse().map_err(|_| {
+                CliError::usage(format!("{flag}: `{t}` is not a valid value in `{s}`"))
+            })
+        })
+        .collect()
+}
+
+fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliError> {
+    let mut c = RunConfig::new(train, test);
+    c.encoders =
+        parse_encoders(&a.encoders).map_err(|e| CliError::usage(format!("--encoders: {e}")))?;
+    c.descriptors.scales = parse_list("--scales", &a.scales)?;
+    c.descriptors.mode = match a.patch_mode {
+        PatchModeArg::Dense => PatchMode::Dense,
+        PatchModeArg::Exact => PatchMode::Exact,
+    };
+    c.descriptors.max_image_side = if a.max_image_side == 0 {
+        None
+    } else {
+        Some(a.max_image_side)
+    };
+    c.pca_dim = a.pca_dim;
+    c.pca_sample = a.pca_sample;
+    c.model_sample = a.model_sample;
+    c.gmm_components = a.gmm_components;
+    c.gmm_max_iter = a.gmm_max_iter;
+    c.mfa_components = a.mfa_components;
+    c.mfa_factors = a.mfa_factors;
+    c.mfa_max_iter = a.mfa_max_iter;
+    c.whitening = match a.whitening {
+        WhiteningArg::Off => Whitening::Off,
+        WhiteningArg::On => Whitening::On,
+        WhiteningArg::Both => Whitening::Both,
+    };
+    c.normalization.power = a.power;
+    c.c_grid = parse_list("--c-grid", &a.c_grid)?;
+    c.cv_folds = a.cv_folds;
+    c.seed = a.seed;
+    c.cache_dir = if a.no_cache {
+        None
+    } else {
+        Some(a.cache.clone())
+    };
+    if let Some(s) = &a.sweep_gmm {
+        c.sweep_gmm_components = parse_list("--sweep-gmm", s)?;
+    }
+    if let Some(s) = &a.sweep_mfa {
+        c.sweep_mfa_factors = parse_list("--sweep-mfa", s)?;
+    }
+    Ok(c)
+}
+
+/// Prints the results table on stdout.
+fn print_table(r: &Report) {
+    println!(
+        "{} classes, {} training and {} test images{}; descriptors per image and scale: {:?}; PCA dims: {:?}",
+        r.dataset.classes.len(),
+        r.dataset.n_train,
+        r.dataset.n_test,
+        if r.dataset.skipped.is_empty() { String::new() } else { format!(" ({} unreadable skipped)", r.dataset.skipped.len()) },
+        r.dataset.descriptors_per_image.iter().map(|v| v.round() as usize).collect::<Vec<_>>(),
+        r.dataset.pca_dims,
+    );
+    println!();
+    println!(
+        "{:<44} {:>9} {:>10} {:>7} {:>9}",
+        "encoder", "dim", "accuracy", "C", "seconds"
+    );
+    for row in &r.results {
+        let name = format!(
+            "{}{}",
+            row.spec,
+            if row.whitened { " (whitened)" } else { "" }
+        );
+        println!(
+            "{:<44} {:>9} {:>9.2}% {:>7} {:>9.1}",
+            name,
+            row.dim,
+            100.0 * row.accuracy,
+            row.c,
+            row.encode_seconds + row.svm_seconds
+        );
+    }
+    if !r.sweep.is_empty() {
+        println!();
+        println!("accuracy against dimension (Figure 1):");
+        for p in &r.sweep {
+            let size = match p.factors {
+                Some(f) => format!("K={} R={f}", p.components),
+                None => format!("K={}", p.components),
+            };
+            println!(
+                "  {:<16} {:<12} dim {:>8}  {:6.2}%",
+                p.series,
+                size,
+                p.dim,
+                100.0 * p.accuracy
+            );
+        }
+    }
+    println!("(accuracy = mean per-class accuracy on the test images)");
+}
+
+fn write_outputs(
+    r: &Report,
+    report: Option<&Path>,
+    plot_path: Option<&Path>,
+    ui: &Ui,
+) -> Result<(), CliError> {
+    if let Some(p) = report {
+        let json =
+            serde_json::to_vec_pretty(r).map_err(|e| CliError::other(format!("report: {e}")))?;
+        fisherkit_io::write_file(p, &json)?;
+        ui.info(format!("report written to {}", p.display()));
+    }
+    if let Some(p) = plot_path {
+        if !r.sweep.is_empty() {
+            let svg = plot::sweep_svg(&r.sweep, "Accuracy against encoding dimension");
+            fisherkit_io::write_file(p, svg.as_bytes())?;
+            ui.info(format!("plot written to {}", p.display()));
+        }
+    }
+    Ok(())
+}
+
+fn execute(cfg: &RunConfig, ui: &Ui) -> Result<Report, CliError> {
+    let net = SqueezeNet::builtin().map_err(|e| CliError::other(format!("built-in CNN: {e}")))?;
+    let bars = Bars {
+        ui,
+        bar: Mutex::new(None),
+        start: Instant::now(),
+    };
+    run(cfg, &net, &bars).map_err(CliError::other)
+}
+
+/// `fisherkit run`.
+pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
+    for p in [&a.report, &a.plot].into_iter().flatten() {
+        super::check_output(p)?;
+    }
+    let cfg = config(a, a.train.clone(), a.test.clone())?;
+    let r = execute(&cfg, ui)?;
+    print_table(&r);
+    write_outputs(&r, a.report.as_deref(), a.plot.as_deref(), ui)
+}
+
+/// Where the bundled demo images are: `--data`, else `data/fashion-mnist-demo`
+/// of the source tree this binary was built from, else of the current folder.
+fn demo_data(a: &DemoArgs) -> Result<PathBuf, CliError> {
+    if let Some(d) = &a.data {
+        return Ok(d.clone());
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fashion-mnist-demo");
+    for d in [built, PathBuf::from("data/fashion-mnist-demo")] {
+        if d.join("train").is_dir() {
+            return Ok(d);
+        }
+    }
+    Err(CliError::other(
+        "the bundled demo data (data/fashion-mnist-demo) was not found; run from the fisherkit checkout or pass --data DIR",
+    ))
+}
+
+/// `fisherkit demo`: the Table-1 comparison and the Figure-1 sweep on the bundled
+/// Fashion-MNIST subset.
+pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
+    let data = demo_data(a)?;
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| CliError::other(format!("{}: {e}", a.out.display())))?;
+    let mut run = RunArgs::demo_defaults(data.join("train"), data.join("test"));
+    run.cache = a.out.join("cache");
+    let cfg = config(&run, run.train.clone(), run.test.clone())?;
+    ui.info(format!(
+        "fisherkit demo: Fashion-MNIST subset in {}, SqueezeNet descriptors of whole 28-px images (13x13 cells), PCA {}, GMM K={}, MFA K={} R={}",
+        data.display(),
+        cfg.pca_dim,
+        cfg.gmm_components,
+        cfg.mfa_components,
+        cfg.mfa_factors
+    ));
+    let t = Instant::now();
+    let r = execute(&cfg, ui)?;
+    print_table(&r);
+    write_outputs(
+        &r,
+        Some(&a.out.join("report.json")),
+        Some(&a.out.join("figure1.svg")),
+        ui,
+    )?;
+    ui.info(format!(
+        "demo finished in {:.0} s",
+        t.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}

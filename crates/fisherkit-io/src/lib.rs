@@ -1,0 +1,35 @@
+//! # fisherkit-io
+//!
+//! The files of fisherkit, with errors that name the file and the problem:
+//!
+//! * [`read_npy`] / [`write_npy`]: (N, D) float32 or float64 `.npy` arrays
+//!   (C order, little-endian) — data matrices, bags, encoder outputs;
+//! * [`read_npz`] / [`write_npz`]: `.npz` archives of bags, one (N_i, D)
+//!   array per bag, in archive order; [`read_bags`] takes either format;
+//! * [`read_model`] / [`write_gmm`] / [`write_mfa`]: safetensors model files
+//!   (metadata `kind` = `gmm` or `mfa`, see [`model`] for the tensor table).
+//!
+//! Every writer is atomic: the file is written beside its target under a
+//! temporary name, synced and renamed, so a failure never leaves a
+//! half-written output. Readers check sizes against the file before
+//! allocating, so a corrupt header cannot make them allocate terabytes.
+
+mod atomic;
+mod error;
+pub mod model;
+pub mod npy;
+pub mod npz;
+
+pub use error::{IoError, Result};
+
+/// Writes `bytes` to `path` atomically (temporary file beside it, sync, rename):
+/// for reports and plots; a failure leaves the old file or none.
+pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
+}
+pub use model::{
+    read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa,
+    write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
+};
+pub use npy::{read_npy, read_npy_as, write_matrix, write_npy, Dtype, Element, Matrix};
+pub use npz::{file_kind, read_bags, read_npz, write_npz, Bags, FileKind, NamedBags};

@@ -1,0 +1,799 @@
+//! Model files: safetensors with metadata `kind` = `gmm` or `mfa`.
+//!
+//! The contract (ARCHITECTURE.md), tensors all `F32` or all `F64`:
+//!
+//! | kind | tensor | shape |
+//! |---|---|---|
+//! | gmm | `weights` | (K) |
+//! | gmm | `means` | (K, D) |
+//! | gmm | `variances` | (K, D), the diagonal $\sigma^2$ |
+//! | mfa | `weights` | (K) |
+//! | mfa | `means` | (K, D) |
+//! | mfa | `loadings` | (K, D, R), $\Lambda_k$ |
+//! | mfa | `psi` | (D) shared, or (K, D) per component |
+//!
+//! Metadata written: `kind`, `format_version` (= [`FORMAT_VERSION`]),
+//! `fisherkit_version`, `dtype`, plus any extra keys the caller passes (for
+//! example the seed and the final log-likelihood of a fit). Readers accept a
+//! missing `format_version` (files written by other tools) and refuse any
+//! other version than [`FORMAT_VERSION`].
+
+use crate::atomic::write_atomically;
+use crate::error::{IoError, Result};
+use crate::npy::{py_shape, Dtype, Element, NPY_MAGIC, ZIP_MAGIC};
+use fisherkit::gmm::{DiagGmm, GmmError};
+use fisherkit::mfa::{Mfa, MfaError};
+use fisherkit::Float;
+use ndarray::{Array1, Array2, Array3, ArrayD, IxDyn};
+use safetensors::tensor::TensorView;
+use safetensors::SafeTensors;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Version of the model file layout this crate writes and reads.
+pub const FORMAT_VERSION: &str = "1";
+
+/// Tolerance on $|\sum_k w_k - 1|$ for MFA weights (the same as
+/// `DiagGmm::new` uses for GMM weights).
+pub const MFA_WEIGHT_SUM_TOL: f64 = 1e-4;
+
+/// Largest safetensors header accepted (the safetensors crate's own limit).
+const MAX_HEADER: u64 = 100_000_000;
+
+/// The parameters of a mixture of factor analysers as plain arrays.
+///
+/// * `weights`: (K), positive, summing to 1;
+/// * `means`: (K, D);
+/// * `loadings`: (K, D, R), the factor loading matrices $\Lambda_k$;
+/// * `psi`: (1, D) for a noise variance $\Psi$ shared by all components, or
+///   (K, D) for one per component; positive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MfaArrays<F> {
+    /// Mixture weights (K).
+    pub weights: Array1<F>,
+    /// Component means (K, D).
+    pub means: Array2<F>,
+    /// Factor loadings (K, D, R).
+    pub loadings: Array3<F>,
+    /// Diagonal noise variances, (1, D) shared or (K, D) per component.
+    pub psi: Array2<F>,
+}
+
+impl<F: Float> MfaArrays<F> {
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        self.means.ncols()
+    }
+
+    /// Number of factors R.
+    pub fn n_factors(&self) -> usize {
+        self.loadings.dim().2
+    }
+
+    /// `true` when `psi` is shared by all components (one row).
+    pub fn shared_psi(&self) -> bool {
+        self.psi.nrows() == 1
+    }
+
+    /// Checks shapes (K ≥ 1, D ≥ 1, R ≥ 1, all consistent), finiteness,
+    /// positive weights summing to 1 within [`MFA_WEIGHT_SUM_TOL`] and
+    /// positive `psi`. The message names the tensor.
+    pub fn validate(&self) -> Result<(), String> {
+        let k = self.weights.len();
+        if k == 0 {
+            return Err("tensor `weights` is empty (0 components)".into());
+        }
+        let (km, d) = self.means.dim();
+        if km != k {
+            return Err(format!(
+                "tensor `means` has shape {} but `weights` has K = {k} entries",
+                py_shape(&[km, d])
+            ));
+        }
+        if d == 0 {
+            return Err("tensor `means` has 0 columns (D = 0)".into());
+        }
+        let (kl, dl, r) = self.loadings.dim();
+        if (kl, dl) != (k, d) {
+            return Err(format!(
+                "tensor `loadings` has shape {} but (K, D, R) = ({k}, {d}, R) was expected",
+                py_shape(&[kl, dl, r])
+            ));
+        }
+        if r == 0 {
+            return Err("tensor `loadings` has 0 factors (R = 0)".into());
+        }
+        let (kp, dp) = self.psi.dim();
+        if dp != d || (kp != 1 && kp != k) {
+            return Err(format!(
+                "tensor `psi` has shape {} but (D) = ({d},) or (K, D) = ({k}, {d}) was expected",
+                py_shape(&[kp, dp])
+            ));
+        }
+        check_finite("weights", self.weights.iter(), &[k])?;
+        check_finite("means", self.means.iter(), &[k, d])?;
+        check_finite("loadings", self.loadings.iter(), &[k, d, r])?;
+        check_finite("psi", self.psi.iter(), &[kp, d])?;
+        if let Some((i, w)) = self
+            .weights
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w <= F::zero())
+        {
+            return Err(format!("weight {i} is {w}; weights must be > 0"));
+        }
+        let sum: f64 = self.weights.iter().map(|w| w.as_f64()).sum();
+        if (sum - 1.0).abs() > MFA_WEIGHT_SUM_TOL {
+            return Err(format!("weights sum to {sum}, not 1"));
+        }
+        if let Some(((i, j), p)) = self.psi.indexed_iter().find(|(_, p)| **p <= F::zero()) {
+            return Err(if kp == 1 {
+                format!("psi [{j}] is {p}; noise variances must be > 0")
+            } else {
+                format!("psi [{i}, {j}] is {p}; noise variances must be > 0")
+            });
+        }
+        Ok(())
+    }
+
+    /// The parameters of a library model.
+    pub fn from_mfa(m: &Mfa<F>) -> Self {
+        MfaArrays {
+            weights: m.weights().to_owned(),
+            means: m.means().to_owned(),
+            loadings: m.loadings().to_owned(),
+            psi: m.psi().to_owned(),
+        }
+    }
+
+    /// The library model in element type `G` (validated by [`Mfa::new`],
+    /// which also requires $0 < R < D$).
+    pub fn to_mfa<G: Float>(&self) -> Result<Mfa<G>, MfaError> {
+        let c = self.cast::<G>();
+        Mfa::new(c.weights, c.means, c.loadings, c.psi)
+    }
+
+    /// The same arrays in another float type (rounding to nearest).
+    pub fn cast<G: Float>(&self) -> MfaArrays<G> {
+        let c = |v: &F| G::from_f64_lossy(v.as_f64());
+        MfaArrays {
+            weights: self.weights.map(c),
+            means: self.means.map(c),
+            loadings: self.loadings.map(c),
+            psi: self.psi.map(c),
+        }
+    }
+}
+
+/// Finds the first non-finite value of a tensor and names it with its index.
+fn check_finite<'a, F: Float>(
+    name: &str,
+    values: impl Iterator<Item = &'a F>,
+    shape: &[usize],
+) -> Result<(), String> {
+    for (flat, v) in values.enumerate() {
+        if !v.is_finite() {
+            // Unravel the C-order flat index.
+            let mut idx = vec![0; shape.len()];
+            let mut rem = flat;
+            for (slot, &n) in idx.iter_mut().zip(shape).rev() {
+                *slot = rem % n.max(1);
+                rem /= n.max(1);
+            }
+            let idx = idx
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(format!(
+                "tensor `{name}` has a non-finite value ({v}) at [{idx}]"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A diagonal GMM in the element type of its file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GmmModel {
+    /// `F32` tensors.
+    F32(DiagGmm<f32>),
+    /// `F64` tensors.
+    F64(DiagGmm<f64>),
+}
+
+impl GmmModel {
+    /// Element type of the file.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            GmmModel::F32(_) => Dtype::F32,
+            GmmModel::F64(_) => Dtype::F64,
+        }
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        match self {
+            GmmModel::F32(g) => g.n_components(),
+            GmmModel::F64(g) => g.n_components(),
+        }
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        match self {
+            GmmModel::F32(g) => g.dim(),
+            GmmModel::F64(g) => g.dim(),
+        }
+    }
+
+    /// The mixture in element type `F`, re-validated after a narrowing cast
+    /// (an `f64` variance of 1e-50 becomes 0 in `f32` and is refused).
+    pub fn to_dtype<F: Float>(&self) -> Result<DiagGmm<F>, GmmError> {
+        fn conv<A: Float, B: Float>(g: &DiagGmm<A>) -> Result<DiagGmm<B>, GmmError> {
+            let c = |v: &A| B::from_f64_lossy(v.as_f64());
+            DiagGmm::new(g.weights().map(c), g.means().map(c), g.variances().map(c))
+        }
+        match self {
+            GmmModel::F32(g) => conv(g),
+            GmmModel::F64(g) => conv(g),
+        }
+    }
+}
+
+/// MFA parameters in the element type of their file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MfaModel {
+    /// `F32` tensors.
+    F32(MfaArrays<f32>),
+    /// `F64` tensors.
+    F64(MfaArrays<f64>),
+}
+
+impl MfaModel {
+    /// Element type of the file.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            MfaModel::F32(_) => Dtype::F32,
+            MfaModel::F64(_) => Dtype::F64,
+        }
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        match self {
+            MfaModel::F32(m) => m.dim(),
+            MfaModel::F64(m) => m.dim(),
+        }
+    }
+
+    /// The library model in element type `F` (cast if the file's differs).
+    pub fn to_dtype<F: Float>(&self) -> Result<Mfa<F>, MfaError> {
+        match self {
+            MfaModel::F32(m) => m.to_mfa(),
+            MfaModel::F64(m) => m.to_mfa(),
+        }
+    }
+}
+
+/// A model loaded from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Model {
+    /// `kind` = `gmm`.
+    Gmm(GmmModel),
+    /// `kind` = `mfa`.
+    Mfa(MfaModel),
+}
+
+impl Model {
+    /// The `kind` metadata value (`"gmm"` or `"mfa"`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Model::Gmm(_) => "gmm",
+            Model::Mfa(_) => "mfa",
+        }
+    }
+
+    /// Dimension D of the descriptors the model describes.
+    pub fn dim(&self) -> usize {
+        match self {
+            Model::Gmm(g) => g.dim(),
+            Model::Mfa(m) => m.dim(),
+        }
+    }
+
+    /// Element type of the file.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Model::Gmm(g) => g.dtype(),
+            Model::Mfa(m) => m.dtype(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Writing
+
+fn st_dtype(d: Dtype) -> safetensors::Dtype {
+    match d {
+        Dtype::F32 => safetensors::Dtype::F32,
+        Dtype::F64 => safetensors::Dtype::F64,
+    }
+}
+
+fn to_le_bytes<'a, F: Element>(values: impl Iterator<Item = &'a F>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        v.push_le(&mut out);
+    }
+    out
+}
+
+/// Serialises named tensors (shape, little-endian bytes) with metadata and
+/// writes them atomically.
+///
+/// The safetensors layout is written here rather than by
+/// `safetensors::serialize` so that the file is byte-for-byte deterministic
+/// (that function emits the metadata from a `HashMap`, in random order): an
+/// 8-byte little-endian header length, the JSON header with sorted keys
+/// (`__metadata__`, then each tensor's `dtype`, `shape`, `data_offsets`),
+/// padded with spaces to a multiple of 8 bytes, then the tensors' data
+/// back to back in the order of their names.
+fn write_safetensors<F: Element>(
+    path: &Path,
+    kind: &str,
+    mut tensors: Vec<(&str, Vec<usize>, Vec<u8>)>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    let mut meta = extra.clone();
+    meta.insert("kind".into(), kind.into());
+    meta.insert("format_version".into(), FORMAT_VERSION.into());
+    meta.insert("fisherkit_version".into(), env!("CARGO_PKG_VERSION").into());
+    meta.insert("dtype".into(), F::DTYPE.numpy_name().into());
+    tensors.sort_by(|a, b| a.0.cmp(b.0));
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), serde_json::json!(meta));
+    let mut offset = 0usize;
+    for (name, shape, data) in &tensors {
+        debug_assert_eq!(
+            shape.iter().product::<usize>() * F::DTYPE.size(),
+            data.len()
+        );
+        header.insert(
+            name.to_string(),
+            serde_json::json!({
+                "dtype": st_dtype(F::DTYPE).to_string(),
+                "shape": shape,
+                "data_offsets": [offset, offset + data.len()],
+            }),
+        );
+        offset += data.len();
+    }
+    let mut json = serde_json::to_vec(&serde_json::Value::Object(header))
+        .map_err(|e| IoError::model(path, format!("cannot serialise the header: {e}")))?;
+    json.resize(json.len().div_ceil(8) * 8, b' ');
+    write_atomically(path, |w| {
+        w.write_all(&(json.len() as u64).to_le_bytes())?;
+        w.write_all(&json)?;
+        for (_, _, data) in &tensors {
+            w.write_all(data)?;
+        }
+        Ok(())
+    })
+}
+
+/// Writes a diagonal GMM as a `kind = gmm` safetensors file, atomically.
+/// `extra` metadata keys are stored too (the standard keys win over them).
+pub fn write_gmm<F: Element>(
+    path: impl AsRef<Path>,
+    gmm: &DiagGmm<F>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    let (k, d) = (gmm.n_components(), gmm.dim());
+    write_safetensors::<F>(
+        path.as_ref(),
+        "gmm",
+        vec![
+            ("weights", vec![k], to_le_bytes(gmm.weights().iter())),
+            ("means", vec![k, d], to_le_bytes(gmm.means().iter())),
+            ("variances", vec![k, d], to_le_bytes(gmm.variances().iter())),
+        ],
+        extra,
+    )
+}
+
+/// Writes MFA parameters as a `kind = mfa` safetensors file, atomically,
+/// after [`MfaArrays::validate`]. A shared `psi` (1, D) is stored as a (D)
+/// tensor, a per-component one as (K, D).
+pub fn write_mfa<F: Element>(
+    path: impl AsRef<Path>,
+    mfa: &MfaArrays<F>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    let path = path.as_ref();
+    mfa.validate()
+        .map_err(|e| IoError::model(path, format!("refusing to write an invalid MFA: {e}")))?;
+    let (k, d, r) = (mfa.n_components(), mfa.dim(), mfa.n_factors());
+    let psi_shape = if mfa.shared_psi() {
+        vec![d]
+    } else {
+        vec![k, d]
+    };
+    let std = |a: &Array3<F>| a.as_standard_layout().to_owned();
+    write_safetensors::<F>(
+        path,
+        "mfa",
+        vec![
+            ("weights", vec![k], to_le_bytes(mfa.weights.iter())),
+            ("means", vec![k, d], to_le_bytes(mfa.means.iter())),
+            (
+                "loadings",
+                vec![k, d, r],
+                to_le_bytes(std(&mfa.loadings).iter()),
+            ),
+            ("psi", psi_shape, to_le_bytes(mfa.psi.iter())),
+        ],
+        extra,
+    )
+}
+
+/// Writes a fitted library MFA with [`write_mfa`].
+pub fn write_mfa_model<F: Element>(
+    path: impl AsRef<Path>,
+    mfa: &Mfa<F>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    write_mfa(path, &MfaArrays::from_mfa(mfa), extra)
+}
+
+/// Writes a [`Model`] in its own element type.
+pub fn write_model(
+    path: impl AsRef<Path>,
+    model: &Model,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    match model {
+        Model::Gmm(GmmModel::F32(g)) => write_gmm(path, g, extra),
+        Model::Gmm(GmmModel::F64(g)) => write_gmm(path, g, extra),
+        Model::Mfa(MfaModel::F32(m)) => write_mfa(path, m, extra),
+        Model::Mfa(MfaModel::F64(m)) => write_mfa(path, m, extra),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reading
+
+/// Reads the whole file after checking it plausibly is safetensors (so a
+/// large foreign file is refused without being read).
+fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path).map_err(|e| IoError::os(path, e))?;
+    let meta = f.metadata().map_err(|e| IoError::os(path, e))?;
+    if meta.is_dir() {
+        return Err(IoError::model(path, "is a directory, not a model file"));
+    }
+    let len = meta.len();
+    let mut head = [0u8; 8];
+    let mut got = 0;
+    while got < 8 {
+        match f.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(IoError::os(path, e)),
+        }
+    }
+    if got >= 6 && &head[..6] == NPY_MAGIC {
+        return Err(IoError::model(
+            path,
+            "is an .npy array, not a safetensors model file",
+        ));
+    }
+    if got >= 4 && &head[..4] == ZIP_MAGIC {
+        return Err(IoError::model(
+            path,
+            "is a zip/.npz archive, not a safetensors model file",
+        ));
+    }
+    if got < 8 {
+        return Err(IoError::model(
+            path,
+            format!("not a safetensors model file (only {len} bytes)"),
+        ));
+    }
+    let n = u64::from_le_bytes(head);
+    if n > MAX_HEADER || n > len.saturating_sub(8) {
+        return Err(IoError::model(
+            path,
+            format!(
+                "not a safetensors model file (its first 8 bytes give a header length of {n} \
+                 bytes, but the file has {len} bytes)"
+            ),
+        ));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    buf.extend_from_slice(&head);
+    f.read_to_end(&mut buf).map_err(|e| IoError::os(path, e))?;
+    Ok(buf)
+}
+
+/// A tensor decoded to `f64` with its shape, for validation before the
+/// typed conversion.
+struct RawTensor<'a> {
+    name: &'static str,
+    view: TensorView<'a>,
+}
+
+/// Looks up `name`, checks its dtype is F32/F64 and equal to `dtype` (the
+/// first tensor's), and returns it.
+fn get_tensor<'a>(
+    path: &Path,
+    st: &SafeTensors<'a>,
+    kind: &str,
+    name: &'static str,
+    required: &str,
+    dtype: &mut Option<(Dtype, &'static str)>,
+) -> Result<RawTensor<'a>> {
+    let view = st.tensor(name).map_err(|_| {
+        IoError::model(
+            path,
+            format!("missing tensor `{name}` (a {kind} model file needs {required})"),
+        )
+    })?;
+    let dt = match view.dtype() {
+        safetensors::Dtype::F32 => Dtype::F32,
+        safetensors::Dtype::F64 => Dtype::F64,
+        other => {
+            return Err(IoError::model(
+                path,
+                format!("tensor `{name}` has dtype {other}; expected F32 or F64"),
+            ))
+        }
+    };
+    match dtype {
+        None => *dtype = Some((dt, name)),
+        Some((first, first_name)) if *first != dt => {
+            return Err(IoError::model(
+                path,
+                format!(
+                "tensor `{name}` is {} but `{first_name}` is {}; all tensors must have one dtype",
+                st_dtype(dt),
+                st_dtype(*first)
+            ),
+            ))
+        }
+        Some(_) => {}
+    }
+    Ok(RawTensor { name, view })
+}
+
+impl RawTensor<'_> {
+    fn shape(&self) -> &[usize] {
+        self.view.shape()
+    }
+
+    fn expect_rank(&self, path: &Path, rank: usize, what: &str) -> Result<()> {
+        if self.shape().len() != rank {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "tensor `{}` must have shape {what}, got {}",
+                    self.name,
+                    py_shape(self.shape())
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn to_array<F: Element>(&self, path: &Path) -> Result<ArrayD<F>> {
+        let size = F::DTYPE.size();
+        let data: Vec<F> = self
+            .view
+            .data()
+            .chunks_exact(size)
+            .map(F::from_le)
+            .collect();
+        let a = ArrayD::from_shape_vec(IxDyn(self.shape()), data)
+            .map_err(|e| IoError::model(path, format!("tensor `{}`: {e}", self.name)))?;
+        check_finite(self.name, a.iter(), self.shape()).map_err(|e| IoError::model(path, e))?;
+        Ok(a)
+    }
+}
+
+fn dims<const N: usize, F>(a: ArrayD<F>) -> ndarray::Array<F, ndarray::Dim<[usize; N]>>
+where
+    ndarray::Dim<[usize; N]>: ndarray::Dimension,
+{
+    a.into_dimensionality()
+        .expect("rank checked before conversion")
+}
+
+fn read_gmm_tensors<F: Element>(
+    path: &Path,
+    w: &RawTensor<'_>,
+    m: &RawTensor<'_>,
+    v: &RawTensor<'_>,
+) -> Result<DiagGmm<F>> {
+    let weights: Array1<F> = dims(w.to_array(path)?);
+    let means: Array2<F> = dims(m.to_array(path)?);
+    let variances: Array2<F> = dims(v.to_array(path)?);
+    DiagGmm::new(weights, means, variances).map_err(|source| IoError::Gmm {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_mfa_tensors<F: Element>(
+    path: &Path,
+    w: &RawTensor<'_>,
+    m: &RawTensor<'_>,
+    l: &RawTensor<'_>,
+    p: &RawTensor<'_>,
+) -> Result<MfaArrays<F>> {
+    let psi = p.to_array::<F>(path)?;
+    let psi: Array2<F> = if psi.ndim() == 1 {
+        let d = psi.len();
+        psi.into_shape_with_order((1, d))
+            .expect("a (D) tensor reshapes to (1, D)")
+    } else {
+        dims(psi)
+    };
+    let mfa = MfaArrays {
+        weights: dims(w.to_array(path)?),
+        means: dims(m.to_array(path)?),
+        loadings: dims(l.to_array(path)?),
+        psi,
+    };
+    mfa.validate().map_err(|e| IoError::model(path, e))?;
+    // The library's own checks (e.g. 0 < R < D), with its messages.
+    mfa.to_mfa::<F>().map_err(|source| IoError::Mfa {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(mfa)
+}
+
+/// Reads a model file and its metadata (all keys, including `kind`).
+///
+/// Checks, in order: that the file is safetensors; `kind` is present and
+/// `gmm` or `mfa`; `format_version`, if present, is [`FORMAT_VERSION`]; every
+/// required tensor is present, `F32` or `F64`, all of one dtype; ranks and
+/// shapes agree (K, D, R); every value is finite; then the model's own
+/// validation (weights positive and summing to 1, variances / psi > 0).
+pub fn read_model_with_metadata(
+    path: impl AsRef<Path>,
+) -> Result<(Model, BTreeMap<String, String>)> {
+    let path = path.as_ref();
+    let buf = read_file_checked(path)?;
+    let (_, header) = SafeTensors::read_metadata(&buf)
+        .map_err(|e| IoError::model(path, format!("not a valid safetensors file: {e}")))?;
+    let st = SafeTensors::deserialize(&buf)
+        .map_err(|e| IoError::model(path, format!("not a valid safetensors file: {e}")))?;
+    let meta: BTreeMap<String, String> = header
+        .metadata()
+        .as_ref()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let kind = meta.get("kind").ok_or_else(|| {
+        IoError::model(
+            path,
+            "missing metadata key `kind` (expected \"gmm\" or \"mfa\"); \
+             is this a fisherkit model file?",
+        )
+    })?;
+    if let Some(v) = meta.get("format_version") {
+        if v != FORMAT_VERSION {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "unsupported format_version \"{v}\"; this fisherkit reads format_version \
+                     \"{FORMAT_VERSION}\""
+                ),
+            ));
+        }
+    }
+    let mut dtype = None;
+    let model = match kind.as_str() {
+        "gmm" => {
+            let req = "weights, means, variances";
+            let w = get_tensor(path, &st, "gmm", "weights", req, &mut dtype)?;
+            let m = get_tensor(path, &st, "gmm", "means", req, &mut dtype)?;
+            let v = get_tensor(path, &st, "gmm", "variances", req, &mut dtype)?;
+            w.expect_rank(path, 1, "(K)")?;
+            m.expect_rank(path, 2, "(K, D)")?;
+            v.expect_rank(path, 2, "(K, D)")?;
+            let k = w.shape()[0];
+            if m.shape()[0] != k {
+                return Err(IoError::model(
+                    path,
+                    format!(
+                        "tensor `means` has shape {} but `weights` has K = {k} entries",
+                        py_shape(m.shape())
+                    ),
+                ));
+            }
+            if v.shape() != m.shape() {
+                return Err(IoError::model(
+                    path,
+                    format!(
+                        "tensor `variances` has shape {} but `means` has shape {}",
+                        py_shape(v.shape()),
+                        py_shape(m.shape())
+                    ),
+                ));
+            }
+            match dtype.map(|d| d.0) {
+                Some(Dtype::F32) => Model::Gmm(GmmModel::F32(read_gmm_tensors(path, &w, &m, &v)?)),
+                _ => Model::Gmm(GmmModel::F64(read_gmm_tensors(path, &w, &m, &v)?)),
+            }
+        }
+        "mfa" => {
+            let req = "weights, means, loadings, psi";
+            let w = get_tensor(path, &st, "mfa", "weights", req, &mut dtype)?;
+            let m = get_tensor(path, &st, "mfa", "means", req, &mut dtype)?;
+            let l = get_tensor(path, &st, "mfa", "loadings", req, &mut dtype)?;
+            let p = get_tensor(path, &st, "mfa", "psi", req, &mut dtype)?;
+            w.expect_rank(path, 1, "(K)")?;
+            m.expect_rank(path, 2, "(K, D)")?;
+            l.expect_rank(path, 3, "(K, D, R)")?;
+            if !(1..=2).contains(&p.shape().len()) {
+                return Err(IoError::model(
+                    path,
+                    format!(
+                        "tensor `psi` must have shape (D) or (K, D), got {}",
+                        py_shape(p.shape())
+                    ),
+                ));
+            }
+            match dtype.map(|d| d.0) {
+                Some(Dtype::F32) => {
+                    Model::Mfa(MfaModel::F32(read_mfa_tensors(path, &w, &m, &l, &p)?))
+                }
+                _ => Model::Mfa(MfaModel::F64(read_mfa_tensors(path, &w, &m, &l, &p)?)),
+            }
+        }
+        other => {
+            return Err(IoError::model(
+                path,
+                format!("unknown model kind \"{other}\"; expected \"gmm\" or \"mfa\""),
+            ))
+        }
+    };
+    Ok((model, meta))
+}
+
+/// Reads a model file (see [`read_model_with_metadata`]).
+pub fn read_model(path: impl AsRef<Path>) -> Result<Model> {
+    read_model_with_metadata(path).map(|(m, _)| m)
+}
+
+/// Reads a `kind = gmm` model file; an MFA file is an error.
+pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
+    let path = path.as_ref();
+    match read_model(path)? {
+        Model::Gmm(g) => Ok(g),
+        Model::Mfa(_) => Err(IoError::model(
+            path,
+            "is an MFA model (kind \"mfa\"); a GMM (kind \"gmm\") was expected",
+        )),
+    }
+}
+
+/// Reads a `kind = mfa` model file; a GMM file is an error. The parameters
+/// are also checked by [`Mfa::new`] (for example $0 < R < D$).
+pub fn read_mfa(path: impl AsRef<Path>) -> Result<MfaModel> {
+    let path = path.as_ref();
+    match read_model(path)? {
+        Model::Mfa(m) => Ok(m),
+        Model::Gmm(_) => Err(IoError::model(
+            path,
+            "is a GMM model (kind \"gmm\"); an MFA (kind \"mfa\") was expected",
+        )),
+    }
+}

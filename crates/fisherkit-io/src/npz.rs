@@ -1,0 +1,283 @@
+//! `.npz` archives of bags: one (N_i, D) array per bag, in archive order.
+//!
+//! An `.npz` file is a zip archive (stored or deflated) of `.npy` files, as
+//! written by `numpy.savez` / `numpy.savez_compressed`. Entries are read in
+//! the order of the archive's central directory, which is the order numpy
+//! wrote them (the order of the keyword arguments).
+
+use crate::atomic::write_atomically;
+use crate::error::{IoError, Result};
+use crate::npy::{read_header, read_matrix_data, Dtype, Element, Matrix, NPY_MAGIC, ZIP_MAGIC};
+
+/// The end-of-central-directory signature that starts an empty zip archive.
+const ZIP_EMPTY_MAGIC: &[u8; 4] = b"PK\x05\x06";
+use ndarray::{Array2, ArrayView2};
+use ndarray_npy::NpzWriter;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+/// Bags of one element type with their names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedBags<F> {
+    /// Array names in archive order (the entry names without `.npy`).
+    pub names: Vec<String>,
+    /// The bags, (N_i, D) each, same D.
+    pub bags: Vec<Array2<F>>,
+}
+
+impl<F> NamedBags<F> {
+    /// Number of bags.
+    pub fn len(&self) -> usize {
+        self.bags.len()
+    }
+
+    /// `true` when there are no bags.
+    pub fn is_empty(&self) -> bool {
+        self.bags.is_empty()
+    }
+
+    /// The common number of columns D.
+    pub fn dim(&self) -> usize {
+        self.bags.first().map_or(0, |b| b.ncols())
+    }
+
+    /// Views of the bags, for `Encoder::encode_batch`.
+    pub fn views(&self) -> Vec<ArrayView2<'_, F>> {
+        self.bags.iter().map(|b| b.view()).collect()
+    }
+}
+
+/// Bags read from an `.npz` archive (or a single `.npy` bag), in the file's dtype.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bags {
+    /// `float32` bags.
+    F32(NamedBags<f32>),
+    /// `float64` bags.
+    F64(NamedBags<f64>),
+}
+
+impl Bags {
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Bags::F32(_) => Dtype::F32,
+            Bags::F64(_) => Dtype::F64,
+        }
+    }
+
+    /// Number of bags.
+    pub fn len(&self) -> usize {
+        match self {
+            Bags::F32(b) => b.len(),
+            Bags::F64(b) => b.len(),
+        }
+    }
+
+    /// `true` when there are no bags.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bag names in order.
+    pub fn names(&self) -> &[String] {
+        match self {
+            Bags::F32(b) => &b.names,
+            Bags::F64(b) => &b.names,
+        }
+    }
+
+    /// The common number of columns D.
+    pub fn dim(&self) -> usize {
+        match self {
+            Bags::F32(b) => b.dim(),
+            Bags::F64(b) => b.dim(),
+        }
+    }
+}
+
+/// Reads an `.npz` archive of bags: every entry must be an (N_i, D) array
+/// with the same D and the same dtype (float32 or float64); the archive must
+/// hold at least one. Bags keep the archive's order and names. Errors name
+/// the archive and the array.
+pub fn read_npz(path: impl AsRef<Path>) -> Result<Bags> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|e| IoError::os(path, e))?;
+    let mut zip = zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))?;
+    let mut names = Vec::with_capacity(zip.len());
+    let mut mats: Vec<Matrix> = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| IoError::format(path, format!("cannot read archive entry {i}: {e}")))?;
+        if entry.is_dir() {
+            continue;
+        }
+        let raw_name = entry.name().to_string();
+        let name = raw_name
+            .strip_suffix(".npy")
+            .unwrap_or(&raw_name)
+            .to_string();
+        let bad = |reason: String| IoError::NpzArray {
+            path: path.to_path_buf(),
+            name: name.clone(),
+            reason,
+        };
+        let size = entry.size();
+        let header = read_header(&mut entry).map_err(bad)?;
+        let layout = header.matrix_layout().map_err(bad)?;
+        if let Some((first_name, first)) = names.first().zip(mats.first()) {
+            let first: &Matrix = first;
+            if layout.dtype != first.dtype() {
+                return Err(bad(format!(
+                    "dtype {} differs from the first array `{first_name}` ({}); \
+                     all bags must have one dtype",
+                    layout.dtype,
+                    first.dtype()
+                )));
+            }
+            if layout.d != first.dim().1 {
+                return Err(bad(format!(
+                    "has {} columns but the first array `{first_name}` has {}; \
+                     all bags must have the same dimension D",
+                    layout.d,
+                    first.dim().1
+                )));
+            }
+        }
+        layout
+            .check_available(size.saturating_sub(header.data_offset as u64))
+            .map_err(bad)?;
+        // The size comes from the zip directory, which a corrupt archive can
+        // fake: grow the buffer as data actually arrive.
+        let m = read_matrix_data(&mut entry, &layout, false).map_err(bad)?;
+        names.push(name);
+        mats.push(m);
+    }
+    if mats.is_empty() {
+        return Err(IoError::format(path, "the .npz archive holds no arrays"));
+    }
+    Ok(match mats[0].dtype() {
+        Dtype::F32 => Bags::F32(NamedBags {
+            names,
+            bags: mats
+                .into_iter()
+                .map(|m| match m {
+                    Matrix::F32(a) => a,
+                    Matrix::F64(_) => unreachable!("dtypes checked above"),
+                })
+                .collect(),
+        }),
+        Dtype::F64 => Bags::F64(NamedBags {
+            names,
+            bags: mats
+                .into_iter()
+                .map(|m| match m {
+                    Matrix::F64(a) => a,
+                    Matrix::F32(_) => unreachable!("dtypes checked above"),
+                })
+                .collect(),
+        }),
+    })
+}
+
+/// What a file looks like from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// Starts with the `.npy` magic.
+    Npy,
+    /// Starts with a zip signature (`.npz`).
+    Npz,
+    /// Anything else.
+    Unknown,
+}
+
+/// Sniffs whether `path` is an `.npy` array or an `.npz` archive (by content,
+/// not by extension).
+pub fn file_kind(path: impl AsRef<Path>) -> Result<FileKind> {
+    let path = path.as_ref();
+    let mut f = File::open(path).map_err(|e| IoError::os(path, e))?;
+    let mut head = [0u8; 6];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(IoError::os(path, e)),
+        }
+    }
+    Ok(if n == 6 && &head == NPY_MAGIC {
+        FileKind::Npy
+    } else if n >= 4 && (&head[..4] == ZIP_MAGIC || &head[..4] == ZIP_EMPTY_MAGIC) {
+        FileKind::Npz
+    } else {
+        FileKind::Unknown
+    })
+}
+
+/// Reads bags from `path`: an `.npz` archive gives its arrays (see
+/// [`read_npz`]); an `.npy` file gives one bag named after the file stem.
+/// The format is recognised by content.
+pub fn read_bags(path: impl AsRef<Path>) -> Result<Bags> {
+    let path = path.as_ref();
+    match file_kind(path)? {
+        FileKind::Npz => read_npz(path),
+        FileKind::Npy => {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "bag".into());
+            Ok(match crate::npy::read_npy(path)? {
+                Matrix::F32(a) => Bags::F32(NamedBags {
+                    names: vec![name],
+                    bags: vec![a],
+                }),
+                Matrix::F64(a) => Bags::F64(NamedBags {
+                    names: vec![name],
+                    bags: vec![a],
+                }),
+            })
+        }
+        FileKind::Unknown => Err(IoError::format(
+            path,
+            "neither an .npy array nor an .npz archive (unrecognised first bytes)",
+        )),
+    }
+}
+
+/// Writes bags to an `.npz` archive, atomically, in the given order, each
+/// under its name (`name.npy` in the zip). `compressed` deflates the entries
+/// like `numpy.savez_compressed`. Names must be distinct and non-empty.
+pub fn write_npz<F: Element>(
+    path: impl AsRef<Path>,
+    bags: &[(&str, ArrayView2<'_, F>)],
+    compressed: bool,
+) -> Result<()> {
+    let path = path.as_ref();
+    for (i, (name, _)) in bags.iter().enumerate() {
+        if name.is_empty() {
+            return Err(IoError::format(path, format!("bag {i} has an empty name")));
+        }
+        if bags[..i].iter().any(|(n, _)| n == name) {
+            return Err(IoError::format(
+                path,
+                format!("two bags are named `{name}`"),
+            ));
+        }
+    }
+    write_atomically(path, |w| {
+        let mut npz = if compressed {
+            NpzWriter::new_compressed(w)
+        } else {
+            NpzWriter::new(w)
+        };
+        for (name, a) in bags {
+            npz.add_array(*name, &a.as_standard_layout())
+                .map_err(io::Error::other)?;
+        }
+        npz.finish().map_err(io::Error::other)?;
+        Ok(())
+    })
+}

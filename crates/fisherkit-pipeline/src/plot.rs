@@ -1,0 +1,176 @@
+//! An SVG plot of accuracy against encoding dimension (the paper's Figure 1).
+
+use crate::report::SweepPoint;
+use std::fmt::Write;
+
+/// Renders the sweep as a standalone SVG document: one polyline per series,
+/// log-scaled dimension on x, mean per-class accuracy (%) on y, each point
+/// labelled with its K or R.
+pub fn sweep_svg(points: &[SweepPoint], title: &str) -> String {
+    let (w, h) = (640.0f64, 420.0f64);
+    let (l, r, t, b) = (70.0, 170.0, 40.0, 50.0);
+    let mut series: Vec<String> = Vec::new();
+    for p in points {
+        if !series.contains(&p.series) {
+            series.push(p.series.clone());
+        }
+    }
+    let lx = |d: usize| (d.max(1) as f64).log10();
+    let (xmin, xmax) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(lx(p.dim)), b.max(lx(p.dim)))
+        });
+    let (ymin, ymax) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(100.0 * p.accuracy), b.max(100.0 * p.accuracy))
+        });
+    let (xmin, xmax) = if points.is_empty() {
+        (0.0, 1.0)
+    } else {
+        (xmin - 0.1, xmax + 0.1)
+    };
+    let (ymin, ymax) = if points.is_empty() {
+        (0.0, 100.0)
+    } else {
+        ((ymin - 2.0).floor(), (ymax + 2.0).ceil())
+    };
+    let px = |d: usize| l + (lx(d) - xmin) / (xmax - xmin) * (w - l - r);
+    let py = |a: f64| h - b - (100.0 * a - ymin) / (ymax - ymin) * (h - t - b);
+    let colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        (w - r + l) / 2.0,
+        escape(title)
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#,
+        h - b,
+        w - r,
+        h - b
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{l}" y1="{t}" x2="{l}" y2="{}" stroke="black"/>"#,
+        h - b
+    );
+    let mut e = xmin.ceil() as i32;
+    while (e as f64) <= xmax {
+        let x = l + (e as f64 - xmin) / (xmax - xmin) * (w - l - r);
+        let _ = writeln!(
+            s,
+            r#"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="black"/><text x="{x:.1}" y="{}" text-anchor="middle">1e{e}</text>"#,
+            h - b,
+            h - b + 5.0,
+            h - b + 20.0
+        );
+        e += 1;
+    }
+    let step = ((ymax - ymin) / 5.0).max(1.0).round();
+    let mut yv = ymin;
+    while yv <= ymax + 1e-9 {
+        let y = py(yv / 100.0);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" y1="{y:.1}" x2="{l}" y2="{y:.1}" stroke="black"/><line x1="{l}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{yv:.0}</text>"##,
+            l - 5.0,
+            w - r,
+            l - 8.0,
+            y + 4.0
+        );
+        yv += step;
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">encoding dimension (log scale)</text>"#,
+        (w - r + l) / 2.0,
+        h - 12.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">mean per-class accuracy (%)</text>"#,
+        (h - b + t) / 2.0
+    );
+    for (i, name) in series.iter().enumerate() {
+        let c = colours[i % colours.len()];
+        let mut pts: Vec<&SweepPoint> = points.iter().filter(|p| &p.series == name).collect();
+        pts.sort_by_key(|p| p.dim);
+        let line: Vec<String> = pts
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.dim), py(p.accuracy)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            line.join(" ")
+        );
+        for p in &pts {
+            let label = match p.factors {
+                Some(r) => format!("R={r}"),
+                None => format!("K={}", p.components),
+            };
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/><text x="{:.1}" y="{:.1}" font-size="10">{label}</text>"#,
+                px(p.dim),
+                py(p.accuracy),
+                px(p.dim) + 5.0,
+                py(p.accuracy) - 6.0
+            );
+        }
+        let ly = t + 20.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            w - r + 10.0,
+            w - r + 30.0,
+            w - r + 35.0,
+            ly + 4.0,
+            escape(name)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn svg_has_one_polyline_per_series_and_escapes_text() {
+        let p = |series: &str, dim, acc, factors| SweepPoint {
+            series: series.into(),
+            components: 10,
+            factors,
+            dim,
+            accuracy: acc,
+        };
+        let svg = sweep_svg(
+            &[
+                p("gmm-fv:var", 1000, 0.8, None),
+                p("gmm-fv:var", 5000, 0.85, None),
+                p("mfa-fs:loading", 2000, 0.82, Some(1)),
+            ],
+            "a & b",
+        );
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("a &amp; b") && svg.contains("R=1") && svg.contains("K=10"));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    }
+}

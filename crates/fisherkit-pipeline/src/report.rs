@@ -1,0 +1,87 @@
+//! The JSON report of a pipeline run (`fisherkit run --report`).
+
+use serde::Serialize;
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// One row per encoder specification (and whitening variant).
+    pub results: Vec<ResultRow>,
+    /// Accuracy against encoding dimension (the paper's Figure 1), if a sweep was asked for.
+    pub sweep: Vec<SweepPoint>,
+    /// The data that went in.
+    pub dataset: DatasetInfo,
+    /// Wall-clock seconds of each shared stage (`descriptors`, `pca`, `gmm K=50`…).
+    pub timings: Vec<(String, f64)>,
+    /// The configuration, as text, for reproduction.
+    pub config: Vec<(String, String)>,
+    /// fisherkit's version.
+    pub fisherkit_version: String,
+}
+
+/// The result of one encoder.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultRow {
+    /// Family of the (first) term: `gmm-fv`, `mfa-fs`, `cnn-global`, or `combination`.
+    pub encoder: String,
+    /// The full specification (`mfa-fs:loading&cnn-global`).
+    pub spec: String,
+    /// Parts of a single-term spec (empty for combinations and `cnn-global`).
+    pub parts: Vec<String>,
+    /// MFA-FS whitened by the diagonal Fisher-information estimate.
+    pub whitened: bool,
+    /// Length of the image representation.
+    pub dim: usize,
+    /// Mean per-class accuracy on the test set, as a fraction.
+    pub accuracy: f64,
+    /// Plain accuracy on the test set, as a fraction.
+    pub overall_accuracy: f64,
+    /// Per-class accuracy (recall), in class order.
+    pub per_class_accuracy: Vec<f64>,
+    /// Confusion matrix, rows = true class, columns = predicted class.
+    pub confusion: Vec<Vec<usize>>,
+    /// SVM cost chosen by cross-validation.
+    pub c: f64,
+    /// (C, cross-validated mean per-class accuracy) for each C tried.
+    pub cv: Vec<(f64, f64)>,
+    /// Seconds spent encoding train + test images.
+    pub encode_seconds: f64,
+    /// Seconds spent on cross-validation and the final SVM.
+    pub svm_seconds: f64,
+}
+
+/// One point of the accuracy-against-dimension sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPoint {
+    /// `gmm-fv:var` (varying K) or `mfa-fs:loading` (varying R).
+    pub series: String,
+    /// Number of mixture components.
+    pub components: usize,
+    /// Number of factors (MFA only).
+    pub factors: Option<usize>,
+    /// Encoding length.
+    pub dim: usize,
+    /// Mean per-class accuracy, as a fraction.
+    pub accuracy: f64,
+}
+
+/// What data the run used.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetInfo {
+    /// Training folder (or descriptor file).
+    pub train: String,
+    /// Test folder (or descriptor file).
+    pub test: String,
+    /// Class names, in label order.
+    pub classes: Vec<String>,
+    /// Images used for training.
+    pub n_train: usize,
+    /// Images used for testing.
+    pub n_test: usize,
+    /// Images that could not be read, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// Descriptors per image and scale, averaged over the training images.
+    pub descriptors_per_image: Vec<f64>,
+    /// Descriptor dimension after PCA, per scale.
+    pub pca_dims: Vec<usize>,
+}

@@ -1,0 +1,182 @@
+//! The whole pipeline on a small real image set (three Fashion-MNIST classes
+//! from the bundled demo data), with the descriptor cache, a corrupt image,
+//! every encoder family, whitening and the Figure-1 sweep.
+
+use fisherkit_pipeline::spec::parse_encoders;
+use fisherkit_pipeline::{run, NoProgress, Progress, RunConfig, Whitening};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fashion-mnist-demo")
+}
+
+/// Copies `n_train` + `n_test` images of each class into a temporary image folder.
+fn small_set(classes: &[&str], n_train: usize, n_test: usize) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    for (split, n) in [("train", n_train), ("test", n_test)] {
+        for c in classes {
+            let src = demo().join(split).join(c);
+            let dst = t.path().join(split).join(c);
+            std::fs::create_dir_all(&dst).unwrap();
+            let mut files: Vec<_> = std::fs::read_dir(&src)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            for f in files.iter().take(n) {
+                std::fs::copy(f, dst.join(f.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    t
+}
+
+fn small_config(t: &Path) -> RunConfig {
+    let mut c = RunConfig::new(t.join("train"), t.join("test"));
+    c.encoders = parse_encoders("cnn-global,gmm-fv:mean,gmm-fv:var,gmm-fv:prior+mean+var,mfa-fs:mean,mfa-fs:loading,mfa-fs:loading&cnn-global").unwrap();
+    c.descriptors.scales = vec![28];
+    c.pca_dim = 16;
+    c.pca_sample = 5000;
+    c.model_sample = 3000;
+    c.gmm_components = 4;
+    c.gmm_max_iter = 20;
+    c.mfa_components = 3;
+    c.mfa_factors = 2;
+    c.mfa_max_iter = 10;
+    c.c_grid = vec![0.1, 1.0];
+    c.cache_dir = Some(t.join("cache"));
+    c
+}
+
+#[derive(Default)]
+struct Log(Mutex<Vec<String>>);
+impl Progress for Log {
+    fn start(&self, _: &str, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self, s: &str) {
+        self.0.lock().unwrap().push(s.to_string());
+    }
+    fn warn(&self, s: &str) {
+        self.0.lock().unwrap().push(s.to_string());
+    }
+}
+
+#[test]
+fn small_real_set_end_to_end() {
+    let t = small_set(&["bag", "sneaker", "trouser"], 8, 4);
+    std::fs::write(t.path().join("train/bag/broken.png"), b"not a png").unwrap();
+    let mut cfg = small_config(t.path());
+    cfg.whitening = Whitening::Both;
+    cfg.sweep_gmm_components = vec![2, 4];
+    cfg.sweep_mfa_factors = vec![1, 2];
+    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let log = Log::default();
+    let r = run(&cfg, &net, &log).unwrap();
+
+    assert_eq!(r.dataset.classes, vec!["bag", "sneaker", "trouser"]);
+    assert_eq!((r.dataset.n_train, r.dataset.n_test), (24, 12));
+    assert_eq!(r.dataset.skipped.len(), 1);
+    assert!(
+        r.dataset.skipped[0].0.ends_with("broken.png"),
+        "{:?}",
+        r.dataset.skipped
+    );
+    assert!(log
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("broken.png")));
+    assert_eq!(r.dataset.pca_dims, vec![16]);
+    assert_eq!(r.dataset.descriptors_per_image, vec![169.0]);
+
+    // 7 specs, the 3 with an MFA term twice (whitened and not).
+    assert_eq!(r.results.len(), 10);
+    let dim = |spec: &str, w: bool| {
+        r.results
+            .iter()
+            .find(|x| x.spec == spec && x.whitened == w)
+            .unwrap()
+            .dim
+    };
+    assert_eq!(dim("cnn-global", false), 1000);
+    assert_eq!(dim("gmm-fv:mean", false), 4 * 16);
+    assert_eq!(dim("gmm-fv:prior+mean+var", false), 4 + 2 * 4 * 16);
+    assert_eq!(dim("mfa-fs:mean", true), 3 * 16);
+    assert_eq!(dim("mfa-fs:loading", false), 3 * 16 * 2);
+    assert_eq!(dim("mfa-fs:loading&cnn-global", false), 3 * 16 * 2 + 1000);
+    for row in &r.results {
+        // Three very different classes: every encoder is far above chance (1/3).
+        assert!(row.accuracy > 0.6, "{} {}", row.spec, row.accuracy);
+        assert!(row.accuracy <= 1.0 && row.c > 0.0);
+        let n: usize = row.confusion.iter().flatten().sum();
+        assert_eq!(n, 12);
+    }
+    assert_eq!(r.sweep.len(), 4);
+    assert_eq!(r.sweep[0].dim, 2 * 16);
+    assert_eq!(r.sweep[3].dim, 3 * 16 * 2);
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"encoder\":\"mfa-fs\"") && json.contains("\"parts\":[\"loading\"]"));
+
+    // Second run: every descriptor comes from the cache, same accuracies.
+    let log2 = Log::default();
+    let r2 = run(&cfg, &net, &log2).unwrap();
+    assert!(
+        log2.0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("24 from cache") || l.contains("36 from cache")),
+        "{:?}",
+        log2.0.lock().unwrap()
+    );
+    for (a, b) in r.results.iter().zip(&r2.results) {
+        assert_eq!(a.accuracy, b.accuracy, "{}", a.spec);
+    }
+}
+
+#[test]
+fn dataset_and_option_errors_are_clear() {
+    let t = small_set(&["bag", "sneaker"], 2, 1);
+    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    // A test class absent from training.
+    std::fs::create_dir_all(t.path().join("test/coat")).unwrap();
+    std::fs::copy(
+        demo()
+            .join("test/coat")
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+        t.path().join("test/coat/a.png"),
+    )
+    .unwrap();
+    let e = run(&small_config(t.path()), &net, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`coat`"), "{e}");
+    std::fs::remove_dir_all(t.path().join("test/coat")).unwrap();
+    // R not below the PCA dimension.
+    let mut cfg = small_config(t.path());
+    cfg.encoders = parse_encoders("mfa-fs:loading").unwrap();
+    cfg.pca_dim = 2;
+    cfg.mfa_factors = 2;
+    let e = run(&cfg, &net, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("factors R = 2"), "{e}");
+    // Bad options.
+    let mut cfg = small_config(t.path());
+    cfg.c_grid = vec![0.0];
+    assert!(run(&cfg, &net, &NoProgress)
+        .unwrap_err()
+        .to_string()
+        .contains("SVM cost 0"));
+    let mut cfg = small_config(t.path());
+    cfg.cv_folds = 1;
+    assert!(run(&cfg, &net, &NoProgress)
+        .unwrap_err()
+        .to_string()
+        .contains("2 folds"));
+}
