@@ -1,0 +1,190 @@
+"""scikit-learn glue: base classes (scikit-learn's own when it is importable),
+input validation and seeds."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+try:  # scikit-learn is optional: estimators then behave the same without it
+    from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin, TransformerMixin
+    from sklearn.base import clone as _sk_clone
+    from sklearn.exceptions import NotFittedError
+
+    HAVE_SKLEARN = True
+except ImportError:  # pragma: no cover - exercised only without scikit-learn
+    HAVE_SKLEARN = False
+
+    class NotFittedError(ValueError, AttributeError):
+        """Raised when an estimator is used before ``fit``."""
+
+    class BaseEstimator:
+        """Minimal stand-in for ``sklearn.base.BaseEstimator``:
+        ``get_params``/``set_params`` from the ``__init__`` signature."""
+
+        @classmethod
+        def _get_param_names(cls) -> list[str]:
+            sig = inspect.signature(cls.__init__)
+            return sorted(
+                p.name
+                for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            )
+
+        def get_params(self, deep: bool = True) -> dict[str, Any]:
+            out = {}
+            for name in self._get_param_names():
+                value = getattr(self, name)
+                if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                    out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
+                out[name] = value
+            return out
+
+        def set_params(self, **params: Any) -> "BaseEstimator":
+            valid = self._get_param_names()
+            for key, value in params.items():
+                name, _, sub = key.partition("__")
+                if name not in valid:
+                    raise ValueError(
+                        f"invalid parameter {name!r} for {type(self).__name__}; valid: {valid}"
+                    )
+                if sub:
+                    getattr(self, name).set_params(**{sub: value})
+                else:
+                    setattr(self, name, value)
+            return self
+
+        def __repr__(self) -> str:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
+            return f"{type(self).__name__}({args})"
+
+    class TransformerMixin:
+        def fit_transform(self, X, y=None, **fit_params):
+            return self.fit(X, y, **fit_params).transform(X)
+
+    class ClusterMixin:
+        def fit_predict(self, X, y=None):
+            self.fit(X)
+            return self.labels_
+
+    class DensityMixin:
+        def score(self, X, y=None):
+            return 0.0
+
+    def _sk_clone(estimator, *, safe=True):
+        if isinstance(estimator, (list, tuple, set, frozenset)):
+            return type(estimator)(_sk_clone(e, safe=safe) for e in estimator)
+        if not hasattr(estimator, "get_params") or isinstance(estimator, type):
+            if not safe:
+                import copy
+
+                return copy.deepcopy(estimator)
+            raise TypeError(f"cannot clone {estimator!r}: it has no get_params")
+        params = estimator.get_params(deep=False)
+        return type(estimator)(**{k: _sk_clone(v, safe=False) for k, v in params.items()})
+
+
+def clone(estimator: Any) -> Any:
+    """``sklearn.base.clone`` (or an equivalent without scikit-learn)."""
+    return _sk_clone(estimator)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_matrix(X: Any, what: str = "X") -> np.ndarray:
+    """A C-contiguous float32/float64 2-D array, without a copy when ``X`` is one.
+
+    numpy arrays keep their dtype (float32 or float64; any other dtype is a
+    ``TypeError`` naming it); other inputs (lists, data frames) go through
+    ``np.asarray``, integers and booleans becoming float64. A non-2-D input is
+    a ``ValueError`` naming its shape.
+    """
+    if isinstance(X, np.ndarray):
+        arr = X
+    else:
+        arr = np.asarray(X)
+        if arr.dtype.kind in "iub":
+            arr = arr.astype(np.float64)
+    if arr.dtype not in _FLOATS:
+        raise TypeError(
+            f"{what} has dtype {arr.dtype}; fisherkit computes in float32 or float64: "
+            f"convert it, e.g. {what}.astype(np.float32)"
+        )
+    if arr.ndim != 2:
+        hint = (
+            " (reshape a single sample with x.reshape(1, -1), a single feature with x.reshape(-1, 1))"
+            if arr.ndim == 1
+            else ""
+        )
+        raise ValueError(
+            f"{what} must be a 2-D array (n_samples, n_features), got an array of shape {arr.shape}{hint}"
+        )
+    return np.ascontiguousarray(arr)
+
+
+def as_bags(bags: Any) -> list[np.ndarray]:
+    """A list of C-contiguous 2-D bags sharing one dtype (float32 if all are
+    float32, else float64). Accepts a sequence of (N_i, D) arrays or one
+    (n_bags, N, D) array."""
+    if isinstance(bags, np.ndarray):
+        if bags.ndim == 3:
+            bags = list(bags)
+        elif bags.ndim == 2:
+            raise ValueError(
+                "expected a list of bags (each an (N_i, D) array), got one 2-D array of shape "
+                f"{bags.shape}: to encode a single bag, pass [X]"
+            )
+        else:
+            raise ValueError(
+                f"expected a list of bags (each an (N_i, D) array), got an array of shape {bags.shape}"
+            )
+    elif not isinstance(bags, Sequence) and not hasattr(bags, "__iter__"):
+        raise TypeError(f"expected a list of bags (each an (N_i, D) array), got {type(bags).__name__}")
+    out = [as_matrix(b, f"bag {i}") for i, b in enumerate(bags)]
+    if any(b.dtype != np.float32 for b in out):
+        out = [b if b.dtype == np.float64 else b.astype(np.float64) for b in out]
+    return out
+
+
+def seed_from(random_state: Any) -> int:
+    """A u64 seed: an int as is, None → fresh entropy, a numpy RandomState or
+    Generator → one draw from it."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        v = int(random_state)
+        if not 0 <= v < 2**64:
+            raise ValueError(f"random_state must be in [0, 2**64), got {v}")
+        return v
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**32, dtype=np.uint64))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63))
+    raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
+
+
+def check_fitted(est: Any, attr: str) -> None:
+    if not hasattr(est, attr):
+        raise NotFittedError(
+            f"this {type(est).__name__} instance is not fitted yet: call fit first"
+        )
+
+
+def positive_int(value: Any, name: str) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def nonneg_float(value: Any, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
+    if not (v >= 0 and np.isfinite(v)):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return v

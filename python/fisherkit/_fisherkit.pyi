@@ -1,0 +1,175 @@
+"""Type stubs of the native core ``fisherkit._fisherkit`` (PyO3). The public
+API is the estimators of the ``fisherkit`` package; these functions take
+C-contiguous float32/float64 arrays (the estimators prepare them)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_F = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+_Gmm = tuple[_F, _F, _F]  # weights (K), means (K, D), variances (K, D)
+
+def kmeans_fit(
+    x: _F, n_clusters: int, max_iter: int, tol: float, n_init: int, seed: int
+) -> tuple[_F, npt.NDArray[np.int64], float, int, bool]:
+    """(centroids (K, D), labels (N,), inertia, n_iter, converged)."""
+
+def kmeans_squared_distances(x: _F, centroids: _F) -> _F:
+    """(N, K) squared distances, in x's dtype."""
+
+def gmm_fit(
+    x: _F,
+    n_components: int,
+    max_iter: int,
+    tol: float,
+    n_init: int,
+    init: str,
+    variance_floor: float,
+    variance_floor_mode: str,
+    seed: int,
+    given: _Gmm | None = None,
+) -> tuple[_Gmm, list[float], int, bool]:
+    """((weights, means, variances), log-likelihood history, n_iter, converged)."""
+
+def gmm_score_samples(weights: _F, means: _F, variances: _F, x: _F) -> npt.NDArray[np.float64]: ...
+def gmm_predict_proba(weights: _F, means: _F, variances: _F, x: _F) -> _F: ...
+def gmm_sufficient_statistics(weights: _F, means: _F, variances: _F, x: _F) -> GmmStatistics: ...
+def gmm_from_statistics(
+    stats: GmmStatistics, variance_floor: float, variance_floor_mode: str, dtype: str
+) -> _Gmm: ...
+
+class GmmStatistics:
+    """E-step sums of a diagonal GMM (float64); ``a + b`` merges, picklable."""
+
+    def __init__(
+        self,
+        n_rows: float,
+        log_likelihood: float,
+        center: npt.NDArray[np.float64],
+        resp_sums: npt.NDArray[np.float64],
+        sum_y: npt.NDArray[np.float64],
+        sum_y2: npt.NDArray[np.float64],
+    ) -> None: ...
+    @property
+    def n_rows(self) -> float: ...
+    @property
+    def log_likelihood(self) -> float: ...
+    @property
+    def mean_log_likelihood(self) -> float: ...
+    @property
+    def n_components(self) -> int: ...
+    @property
+    def n_features(self) -> int: ...
+    @property
+    def center(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def resp_sums(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def sum_y(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def sum_y2(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def sum_x(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def sum_x2(self) -> npt.NDArray[np.float64]: ...
+    def __add__(self, other: GmmStatistics | int) -> GmmStatistics: ...
+    def __radd__(self, other: GmmStatistics | int) -> GmmStatistics: ...
+
+def fisher_vector(
+    weights: _F,
+    means: _F,
+    variances: _F,
+    bags: Sequence[_F],
+    parts: Sequence[str],
+    power: float,
+    l2: bool,
+    fast: bool,
+    vlfeat_skips: bool,
+) -> _F:
+    """(n_bags, dim) in the bags' dtype."""
+
+def fisher_vector_dim(n_components: int, dim: int, parts: Sequence[str]) -> int: ...
+def vlad(
+    bags: Sequence[_F],
+    centers: _F | None,
+    gmm: _Gmm | None,
+    normalize_mass: bool,
+    square_root: bool,
+    normalize_components: bool,
+    unnormalized: bool,
+    hard_assignment: bool,
+) -> _F: ...
+def save_safetensors(path: str, metadata: dict[str, str], tensors: Sequence[tuple[str, _F]]) -> None: ...
+def load_safetensors(path: str) -> tuple[dict[str, str], list[tuple[str, _F]]]: ...
+
+# ---------------------------------------------------------------- MFA
+_Mfa = tuple[_F, _F, _F, _F]  # weights (K), means (K, D), loadings (K, D, R), psi (1, D) or (K, D)
+
+def mfa_fit(
+    x: _F,
+    n_components: int,
+    n_factors: int,
+    psi_mode: str,
+    max_iter: int,
+    tol: float,
+    n_init: int,
+    psi_floor: float,
+    seed: int,
+) -> tuple[_Mfa, list[float], int, bool]: ...
+def mfa_score_samples(params: _Mfa, x: _F) -> npt.NDArray[np.float64]: ...
+def mfa_predict_proba(params: _Mfa, x: _F) -> _F: ...
+def mfa_sufficient_statistics(params: _Mfa, x: _F) -> MfaStatistics: ...
+def mfa_update_from_statistics(params: _Mfa, stats: MfaStatistics, psi_floor: float) -> _Mfa: ...
+def mfa_fisher_score(
+    params: _Mfa,
+    bags: Sequence[_F],
+    parts: Sequence[str],
+    power: float,
+    l2: bool,
+    whitening: _F | None = None,
+) -> _F: ...
+def mfa_fisher_score_dim(k: int, d: int, r: int, parts: Sequence[str]) -> int: ...
+def mfa_fit_whitening(params: _Mfa, bags: Sequence[_F], parts: Sequence[str]) -> _F: ...
+
+class MfaStatistics:
+    """E-step sums of an MFA (float64); ``a + b`` merges. Not picklable yet."""
+
+    @property
+    def n_rows(self) -> int: ...
+    @property
+    def log_likelihood(self) -> float: ...
+    @property
+    def mean_log_likelihood(self) -> float: ...
+    @property
+    def resp_sums(self) -> npt.NDArray[np.float64]: ...
+    def __add__(self, other: MfaStatistics | int) -> MfaStatistics: ...
+    def __radd__(self, other: MfaStatistics | int) -> MfaStatistics: ...
+
+# ------------------------------------------------------------ PCA / SVM
+def pca_fit(
+    x: _F, n_components: int, whiten: bool, center: bool, clamp_components: bool
+) -> tuple[_F, _F, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(mean (D), components (k, D), explained_variance (k), explained_variance_ratio (k))."""
+
+def pca_transform(
+    mean: _F, components: _F, explained_variance: npt.NDArray[np.float64], whiten: bool, x: _F
+) -> _F: ...
+def linear_svc_fit(
+    x: _F,
+    y: Sequence[int],
+    n_classes: int,
+    c: float,
+    loss: str,
+    tol: float,
+    max_iter: int,
+    bias: bool,
+    seed: int,
+) -> tuple[_F, _F, list[int], list[bool]]:
+    """(coef (K, D), intercept (K), n_iter per class, converged per class)."""
+
+def linear_svc_decision_function(coef: _F, intercept: _F, x: _F) -> _F: ...

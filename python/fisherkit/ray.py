@@ -1,0 +1,255 @@
+"""Distributed EM and encoding on Ray.
+
+EM's E-step sums add up over disjoint shards of the data (see
+:class:`fisherkit.GmmStatistics`), so exact EM over data spread across
+machines is a map-reduce per iteration:
+
+* map: the shards live in Ray's object store (local arrays are put there
+  once; ObjectRefs are used as they are), and each iteration runs one Ray task
+  per shard, scheduled on the node that holds it, computing the shard's
+  sufficient statistics under the current model (the model, K·(2D+1) numbers,
+  is broadcast through the object store);
+* reduce: the driver sums the statistics in shard order (deterministic);
+* M-step on the driver (``update_from_statistics``).
+
+The result equals single-process EM from the same initial model up to the
+rounding of the sums (rtol ~1e-12 in float64). The initial model is fitted on a
+sample gathered from the shards: ``init_sample_size`` rows in all, each shard
+giving a share proportional to its size, rows drawn without replacement by
+``numpy.random.default_rng([seed, shard_index])`` (see :func:`sample_rows`), so a
+given ``random_state`` and sharding always give the same model.
+
+Running on a cluster
+--------------------
+The same code runs unchanged on one machine or many; only ``ray.init`` differs::
+
+    import ray, fisherkit, fisherkit.ray as fkray
+
+    ray.init(address="auto")          # on a node of a running cluster
+                                      # (`ray start --head` / `ray start --address=HEAD:6379`)
+    # Load each shard where it will be used: a remote task returns an ObjectRef,
+    # and the data never goes through the driver.
+    @ray.remote
+    def load(path):
+        return np.load(path)
+    shards = [load.remote(p) for p in shard_paths]
+    gmm = fkray.fit_gmm_distributed(shards, n_components=256, max_iter=50)
+    V = fkray.encode_distributed(fisherkit.FisherVector(gmm), bags, batch_size=256)
+
+Every node needs ``fisherkit`` installed (or ``runtime_env={"pip": ["fisherkit"]}``).
+Each task reserves ``num_cpus`` CPUs and sets ``RAYON_NUM_THREADS`` to
+that number in its worker process (before fisherkit's first parallel call
+there), so the Rust threads do not oversubscribe the node.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _fisherkit as _native
+from ._base import as_matrix, positive_int, seed_from
+from ._gmm import GaussianMixture
+
+__all__ = ["fit_gmm_distributed", "encode_distributed", "sample_rows", "em_on_statistics"]
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("fisherkit.ray needs Ray: pip install ray") from e
+    return ray
+
+
+def _limit_threads(num_cpus: float) -> None:
+    # rayon reads RAYON_NUM_THREADS when its pool starts (first parallel call
+    # in this worker process); a worker that already started keeps its pool.
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, int(num_cpus))))
+
+
+def sample_rows(x: np.ndarray, n: int, seed: int, shard_index: int) -> np.ndarray:
+    """The initialisation sample of one shard: ``n`` rows of ``x`` (all if
+    ``n`` ≥ N) drawn without replacement by
+    ``numpy.random.default_rng([seed, shard_index])``, in their original order."""
+    x = as_matrix(x, "shard")
+    if n >= x.shape[0]:
+        return x
+    rng = np.random.default_rng([seed, shard_index])
+    idx = np.sort(rng.choice(x.shape[0], size=n, replace=False))
+    return x[idx]
+
+
+def _shares(sizes: Sequence[int], total: int) -> list[int]:
+    """Rows each shard contributes to a sample of ``total`` rows (proportional,
+    rounded up, at most the shard's size)."""
+    n = sum(sizes)
+    return [min(s, math.ceil(total * s / n)) for s in sizes]
+
+
+def _shard_shape(x: Any) -> tuple[int, int]:
+    return as_matrix(x, "shard").shape
+
+
+def _shard_sample(x: Any, n: int, seed: int, shard_index: int) -> np.ndarray:
+    return sample_rows(x, n, seed, shard_index)
+
+
+def _shard_gmm_statistics(params: tuple, x: Any, num_cpus: float):
+    _limit_threads(num_cpus)
+    return _native.gmm_sufficient_statistics(*params, as_matrix(x, "shard"))
+
+
+def em_on_statistics(
+    gmm: GaussianMixture,
+    statistics_of: Any,
+    max_iter: int,
+) -> GaussianMixture:
+    """EM driven by a function returning the merged statistics of the whole
+    data under a model: ``statistics_of(gmm) -> GmmStatistics``. Runs until
+    ``gmm.converged_`` (relative log-likelihood change below ``gmm.tol``) or
+    ``max_iter`` iterations; returns ``gmm``, updated in place, with
+    ``n_iter_``, ``converged_``, ``lower_bound_`` and
+    ``log_likelihood_history_`` of this run. The engine-independent core of
+    :func:`fit_gmm_distributed`."""
+    for attr in ("log_likelihood_history_", "n_iter_", "converged_", "lower_bound_"):
+        if hasattr(gmm, attr):
+            delattr(gmm, attr)
+    for _ in range(positive_int(max_iter, "max_iter")):
+        gmm.update_from_statistics(statistics_of(gmm))
+        if gmm.converged_:
+            break
+    return gmm
+
+
+def fit_gmm_distributed(
+    shards: Sequence[Any],
+    n_components: int,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    random_state: Any = 0,
+    *,
+    init_params: str = "kmeans",
+    variance_floor: float = 1e-3,
+    variance_floor_mode: str = "relative",
+    init: GaussianMixture | None = None,
+    init_sample_size: int | None = None,
+    init_max_iter: int = 10,
+    num_cpus: float = 1,
+) -> GaussianMixture:
+    """Fits a diagonal GMM by exact EM over ``shards`` held in Ray's object
+    store (one task per shard and iteration).
+
+    Parameters
+    ----------
+    shards : list of ndarray (N_i, D) or ray.ObjectRef to one
+        The data, split by rows (any number of shards, more than CPUs is
+        fine). ObjectRefs are resolved inside the tasks, so a shard loaded by
+        a remote task never travels through the driver.
+    n_components, max_iter, tol, init_params, variance_floor, variance_floor_mode
+        As :class:`fisherkit.GaussianMixture` (``tol``: relative change of the
+        mean log-likelihood).
+    random_state : int, default 0
+        Seed of the initialisation sample and of the initial fit.
+    init : GaussianMixture, optional
+        A fitted model to start EM from (then no sample is drawn).
+    init_sample_size : int, optional
+        Rows gathered from the shards for the initial model (default
+        ``max(100 * n_components, 10000)``); the initial model is
+        ``GaussianMixture(..., max_iter=init_max_iter).fit(sample)``.
+    num_cpus : float, default 1
+        CPUs reserved by each task (its Rust thread count).
+
+    Returns
+    -------
+    GaussianMixture
+        Fitted: ``weights_``, ``means_``, ``covariances_``, ``n_iter_``,
+        ``converged_``, ``lower_bound_``, ``log_likelihood_history_`` of the
+        distributed EM run (mean log-likelihood per row over all shards).
+
+    Ray must be initialised (``ray.init()``, or ``ray.init(address="auto")`` on
+    a cluster); see the module documentation.
+    """
+    ray = _ray()
+    if len(shards) == 0:
+        raise ValueError("no shards: give at least one (N_i, D) array or ObjectRef")
+    seed = seed_from(random_state)
+    k = positive_int(n_components, "n_components")
+    # Shards live in the object store (local arrays are put there once); each
+    # EM iteration runs one task per shard, scheduled where the shard is.
+    refs = [s if isinstance(s, ray.ObjectRef) else ray.put(as_matrix(s, f"shard {i}")) for i, s in enumerate(shards)]
+    remote = functools.partial(_remote, ray, num_cpus)
+    shapes = ray.get([remote(_shard_shape).remote(r) for r in refs])
+    dims = {d for _, d in shapes}
+    if len(dims) != 1:
+        raise ValueError(f"shards have different numbers of columns: shapes {shapes}")
+    gmm = GaussianMixture(
+        k,
+        max_iter=max_iter,
+        tol=tol,
+        init_params=init_params,
+        variance_floor=variance_floor,
+        variance_floor_mode=variance_floor_mode,
+        random_state=seed,
+    )
+    if init is None:
+        size = init_sample_size if init_sample_size is not None else max(100 * k, 10_000)
+        shares = _shares([n for n, _ in shapes], positive_int(size, "init_sample_size"))
+        sample = remote(_shard_sample)
+        parts = ray.get([sample.remote(r, m, seed, i) for i, (r, m) in enumerate(zip(refs, shares))])
+        start = GaussianMixture(**{**gmm.get_params(deep=False), "max_iter": init_max_iter})
+        start.fit(np.concatenate(parts, axis=0))
+    else:
+        start = init
+    w, m, v = start._params()
+    gmm._set_model(w.copy(), m.copy(), v.copy())
+    stats = remote(_shard_gmm_statistics)
+
+    def statistics_of(model: GaussianMixture):
+        params = ray.put(model._params())
+        parts = ray.get([stats.remote(params, r, num_cpus) for r in refs])
+        return functools.reduce(operator.add, parts)
+
+    return em_on_statistics(gmm, statistics_of, max_iter)
+
+
+def _remote(ray: Any, num_cpus: float, fn: Any) -> Any:
+    return ray.remote(fn).options(num_cpus=num_cpus)
+
+
+def _encode_batch(encoder: Any, batch: list[Any], num_cpus: float) -> np.ndarray:
+    ray = _ray()
+    _limit_threads(num_cpus)
+    bags = [ray.get(b) if isinstance(b, ray.ObjectRef) else b for b in batch]
+    return encoder.transform(bags)
+
+
+def encode_distributed(
+    encoder: Any,
+    bags: Sequence[Any],
+    batch_size: int = 64,
+    *,
+    num_cpus: float = 1,
+) -> np.ndarray:
+    """Encodes ``bags`` with Ray tasks: ``encoder.transform`` on batches of
+    ``batch_size`` bags, results stacked in the order of ``bags``.
+
+    ``encoder``: any picklable transformer of lists of bags (``FisherVector``,
+    ``VLAD``, ...), fitted; it is put in the object store once. ``bags``: a
+    list of (N_i, D) arrays or ObjectRefs to them (resolved in the tasks).
+    Returns the same array as ``encoder.transform(bags)`` (n_bags, dim).
+    """
+    ray = _ray()
+    size = positive_int(batch_size, "batch_size")
+    bags = list(bags)
+    if not bags:
+        return encoder.transform([])
+    enc_ref = ray.put(encoder)
+    task = ray.remote(_encode_batch).options(num_cpus=num_cpus)
+    futures = [task.remote(enc_ref, bags[i : i + size], num_cpus) for i in range(0, len(bags), size)]
+    return np.concatenate(ray.get(futures), axis=0)

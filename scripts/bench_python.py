@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Python-level benchmark of fisherkit against scikit-image and scikit-learn.
+
+1. Fisher vector encoding of bags of 1000 descriptors, D=500, K=256, float32,
+   fisherkit.FisherVector vs skimage.feature.fisher_vector on the same GMM
+   (both produce the [prior, mean, var] blocks, improved normalisation).
+2. One EM iteration of a diagonal GMM, N=100000, D=500, K=50 (default),
+   float32: fisherkit.GaussianMixture vs sklearn.mixture.GaussianMixture, both
+   started from the same parameters ("random_from_data"/"given" starts, so no
+   k-means in the timed region); per-iteration time = (t(m iters) - t(1 iter)) / (m - 1).
+
+Single-threaded by default (RAYON_NUM_THREADS=1 and BLAS limited to one thread
+with threadpoolctl); `--threads N` changes both. Prints a table and, with
+--json PATH, writes the numbers.
+
+    python3 scripts/bench_python.py               # the full benchmark
+    python3 scripts/bench_python.py --quick       # smaller sizes, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bags", type=int, default=20, help="bags encoded by fisherkit (skimage: --skimage-bags)")
+    ap.add_argument("--skimage-bags", type=int, default=5)
+    ap.add_argument("--bag-size", type=int, default=1000)
+    ap.add_argument("--fv-dim", type=int, default=500)
+    ap.add_argument("--fv-k", type=int, default=256)
+    ap.add_argument("--em-n", type=int, default=100_000)
+    ap.add_argument("--em-dim", type=int, default=500)
+    ap.add_argument("--em-k", type=int, default=50)
+    ap.add_argument("--em-iters", type=int, default=4, help="m: iterations of the long run")
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    ap.add_argument("--json", help="write the results to this file")
+    args = ap.parse_args()
+    if args.quick:
+        args.bags, args.skimage_bags, args.bag_size = 4, 2, 200
+        args.fv_dim, args.fv_k, args.em_n, args.em_dim, args.em_k, args.em_iters = 64, 16, 5000, 32, 8, 3
+
+    # must precede fisherkit's first parallel call
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    import fisherkit
+    from skimage.feature import fisher_vector as sk_fisher_vector
+    from sklearn.mixture import GaussianMixture as SkGMM
+
+    limits = threadpool_limits(limits=args.threads)
+    rng = np.random.default_rng(0)
+    results: dict[str, float] = {}
+
+    def best_of(fn, repeat=3):
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    # ------------------------------------------------------------ FV encoding
+    d, k, n = args.fv_dim, args.fv_k, args.bag_size
+    pool = rng.standard_normal((20 * k, d)).astype(np.float32) * rng.uniform(0.5, 2.0, d).astype(np.float32)
+    means = pool[rng.choice(len(pool), k, replace=False)]
+    variances = np.tile(pool.var(0), (k, 1)) * rng.uniform(0.3, 1.0, (k, d)).astype(np.float32)
+    weights = rng.uniform(0.5, 1.5, k).astype(np.float32)
+    weights /= weights.sum()
+    gmm = fisherkit.GaussianMixture(k)
+    gmm._set_model(weights, means, variances.astype(np.float32))
+    sk = SkGMM(k, covariance_type="diag")
+    sk.weights_, sk.means_, sk.covariances_ = weights.astype(np.float64), means.astype(np.float64), variances.astype(np.float64)
+    sk.precisions_cholesky_ = 1.0 / np.sqrt(sk.covariances_)
+    bags = [
+        (means[rng.integers(0, k, n)] + np.sqrt(variances[0]) * rng.standard_normal((n, d)).astype(np.float32)).astype(np.float32)
+        for _ in range(args.bags)
+    ]
+    enc = fisherkit.FisherVector(gmm, parts=("prior", "mean", "var"))
+    enc.transform(bags[:1])  # warm-up
+    t_fk = best_of(lambda: enc.transform(bags)) / len(bags)
+    sk_bags = bags[: args.skimage_bags]
+    t_sk32 = best_of(lambda: [sk_fisher_vector(b, sk, improved=True) for b in sk_bags], repeat=2) / len(sk_bags)
+    # scikit-image's GMM is float64: with float32 descriptors numpy's mixed-dtype
+    # products leave BLAS, so also time it on a float64 copy and keep its best
+    sk_bags64 = [b.astype(np.float64) for b in sk_bags]
+    t_sk64 = best_of(lambda: [sk_fisher_vector(b, sk, improved=True) for b in sk_bags64], repeat=2) / len(sk_bags)
+    t_sk = min(t_sk32, t_sk64)
+    results.update(fv_ms_skimage_f32_input=1e3 * t_sk32, fv_ms_skimage_f64_input=1e3 * t_sk64)
+    # sanity: the same vectors (skimage's var block has the opposite sign)
+    ref = sk_fisher_vector(bags[0], sk, improved=True)
+    ref[k + k * d :] *= -1
+    err = float(np.abs(enc.transform(bags[:1])[0] - ref).max())
+    results.update(fv_ms_fisherkit=1e3 * t_fk, fv_ms_skimage=1e3 * t_sk, fv_speedup=t_sk / t_fk, fv_max_abs_diff=err)
+    print(f"FV: fisherkit {1e3 * t_fk:.2f} ms/bag, skimage {1e3 * t_sk32:.2f} ms/bag (float32 input), "
+          f"{1e3 * t_sk64:.2f} ms/bag (float64 input)", flush=True)
+
+    # ------------------------------------------------------------- EM iteration
+    d, k, n, m = args.em_dim, args.em_k, args.em_n, args.em_iters
+    centres = 3.0 * rng.standard_normal((k, d)).astype(np.float32)
+    X = (centres[rng.integers(0, k, n)] + rng.standard_normal((n, d)).astype(np.float32)).astype(np.float32)
+    w0 = np.full(k, 1.0 / k)
+    m0 = X[rng.choice(n, k, replace=False)].astype(np.float64)
+    v0 = np.tile(X.var(0).astype(np.float64), (k, 1))
+    given = (w0.astype(np.float32), m0.astype(np.float32), v0.astype(np.float32))
+
+    def fk_run(iters):
+        return fisherkit.GaussianMixture(k, tol=0)._fit(X, iters, given=given)
+
+    sk_data = {"X": X, "dtype": "float32"}
+
+    def sk_run(iters):
+        model = SkGMM(
+            k, covariance_type="diag", tol=0, max_iter=iters, init_params="random_from_data",
+            weights_init=w0, means_init=m0, precisions_init=1.0 / v0, reg_covar=1e-6,
+        )
+        try:
+            return model.fit(sk_data["X"])
+        except ValueError:
+            # scikit-learn's float32 variances can go negative (its issue 30382):
+            # fall back to float64 data for it
+            sk_data.update(X=X.astype(np.float64), dtype="float64")
+            return model.fit(sk_data["X"])
+
+    fk_run(1)
+    t1, tm = best_of(lambda: fk_run(1), 2), best_of(lambda: fk_run(m), 2)
+    em_fk = (tm - t1) / (m - 1)
+    st_time = best_of(lambda: gmm_fit_step(fisherkit, X, k, given), 2)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning of the short runs
+        s1, sm = best_of(lambda: sk_run(1), 2), best_of(lambda: sk_run(m), 2)
+    em_sk = (sm - s1) / (m - 1)
+    results["em_sklearn_dtype"] = sk_data["dtype"]
+    results.update(em_s_fisherkit=em_fk, em_s_fisherkit_stats_plus_mstep=st_time, em_s_sklearn=em_sk, em_speedup=em_sk / em_fk)
+
+    limits.unregister() if hasattr(limits, "unregister") else None
+    print(f"threads={args.threads}  fisherkit {fisherkit.__version__}")
+    print(f"FV   D={args.fv_dim} K={args.fv_k} N={args.bag_size} float32 (prior+mean+var, improved):")
+    print(f"     fisherkit {results['fv_ms_fisherkit']:.2f} ms/bag   skimage (best input dtype) {results['fv_ms_skimage']:.2f} ms/bag   "
+          f"speed-up {results['fv_speedup']:.1f}x   (max |diff| {err:.2e})")
+    print(f"EM   N={args.em_n} D={args.em_dim} K={args.em_k} float32, one iteration:")
+    print(f"     fisherkit {results['em_s_fisherkit']:.3f} s  (statistics + M-step {st_time:.3f} s)   "
+          f"sklearn {results['em_s_sklearn']:.3f} s ({sk_data['dtype']} data)   speed-up {results['em_speedup']:.1f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), **results}, f, indent=2)
+    return 0
+
+
+def gmm_fit_step(fisherkit, X, k, given):
+    g = fisherkit.GaussianMixture(k)
+    g._set_model(*given)
+    return g.update_from_statistics(g.sufficient_statistics(X))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
