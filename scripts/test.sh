@@ -13,6 +13,5 @@ cargo test --workspace
 cargo test -p fisherkit --features vlfeat-tests --test vlfeat
 if [ -f pyproject.toml ] && [ -d tests/python ]; then
   python3 -m pip install -q --disable-pip-version-check .
-  # Run from tests/ so that `import fisherkit` is the installed module.
-  (cd tests && python3 -m pytest -q python)
+  python3 -m pytest -q tests/python
 fi
