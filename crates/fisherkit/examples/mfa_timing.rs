@@ -93,7 +93,9 @@ for name, n, reps in [("E-step stats", N, 1), ("encode one bag", BAG, 5)]:
 
 #[allow(non_snake_case)]
 fn model(rng: &mut ChaCha8Rng, sz: Sizes) -> Mfa<f32> {
-    let Sizes { d: D, k: K, r: R, .. } = sz;
+    let Sizes {
+        d: D, k: K, r: R, ..
+    } = sz;
     let nrm = Normal::new(0.0f32, 1.0).unwrap();
     let w = Array1::from_elem(K, 1.0 / K as f32);
     let means = Array2::from_shape_fn((K, D), |_| 2.0 * nrm.sample(rng));

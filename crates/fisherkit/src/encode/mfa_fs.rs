@@ -203,7 +203,12 @@ impl<F: Float> MfaFisherScore<F> {
         let m = &self.model;
         let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
         let kr = k * r;
-        let g = accumulate(m, bag, Want::SCORES, false);
+        let want = if self.loading {
+            Want::SCORES
+        } else {
+            Want::SCORES_MEAN
+        };
+        let g = accumulate(m, bag, want, false);
         let inv_n = 1.0 / g.n_rows as f64;
         let mut tmp = Array2::<f64>::zeros((d, r));
         let mut t2 = Array2::<f64>::zeros((d, r));
