@@ -361,35 +361,30 @@ pub(crate) fn process_chunk<F: Float>(
     }
     let mut et = view2(et, (w, n));
     for kk in 0..k {
-        let mut nk = 0.0f64;
+        let nk: f64;
         {
             let mut hrow = et.row_mut(kr + kk);
-            for (hv, &h) in hrow.iter_mut().zip(lj.row(kk).iter()) {
+            let hrow = hrow.as_slice_mut().expect("contiguous");
+            let hsrc = lj.row(kk);
+            let hsrc = hsrc.as_slice().expect("contiguous");
+            for (hv, &h) in hrow.iter_mut().zip(hsrc) {
                 *hv = F::from_f64_lossy(h);
-                nk += h;
             }
+            nk = lane_sum(hsrc);
         }
         acc.nk[kk] += nk;
         let (mut top, bottom) = et.view_mut().split_at(Axis(0), kr);
         let h = bottom.row(kk);
+        let h = h.as_slice().expect("contiguous");
         for a in 0..r {
             let g = pt.row(kk * r + a);
-            let mut sum = 0.0f64;
-            if want.yg {
+            let g = g.as_slice().expect("contiguous");
+            let sum = if want.yg {
                 let mut e = top.row_mut(kk * r + a);
-                ndarray::Zip::from(&mut e)
-                    .and(&h)
-                    .and(&g)
-                    .for_each(|e, &h, &g| {
-                        let v = h * g;
-                        *e = v;
-                        sum += v.as_f64();
-                    });
+                mul_sum(h, g, Some(e.as_slice_mut().expect("contiguous")))
             } else {
-                ndarray::Zip::from(&h)
-                    .and(&g)
-                    .for_each(|&h, &g| sum += (h * g).as_f64());
-            }
+                mul_sum(h, g, None)
+            };
             acc.sg[[kk, a]] += sum;
         }
     }
@@ -440,6 +435,63 @@ pub(crate) fn process_chunk<F: Float>(
         }
     }
     *pending = true;
+}
+
+/// $\sum_i x_i$ in `f64`, in 8 interleaved partial sums (so the loop vectorises;
+/// the order is fixed, so the bits do not depend on anything but `x`).
+fn lane_sum(x: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v;
+        }
+    }
+    for (l, v) in lanes.iter_mut().zip(it.remainder()) {
+        *l += v;
+    }
+    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+}
+
+/// $e_i = h_i g_i$ (written to `e` when given) and $\sum_i e_i$ in `f64`, in 8
+/// interleaved partial sums like [`lane_sum`]. `h`, `g` (and `e`) have equal lengths.
+fn mul_sum<F: Float>(h: &[F], g: &[F], e: Option<&mut [F]>) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let n = h.len().min(g.len());
+    let full = n - n % 8;
+    match e {
+        Some(e) => {
+            for ((ec, hc), gc) in e[..full]
+                .chunks_exact_mut(8)
+                .zip(h[..full].chunks_exact(8))
+                .zip(g[..full].chunks_exact(8))
+            {
+                for j in 0..8 {
+                    let v = hc[j] * gc[j];
+                    ec[j] = v;
+                    lanes[j] += v.as_f64();
+                }
+            }
+            for j in full..n {
+                let v = h[j] * g[j];
+                e[j] = v;
+                lanes[j - full] += v.as_f64();
+            }
+        }
+        None => {
+            for (hc, gc) in h[..full].chunks_exact(8).zip(g[..full].chunks_exact(8)) {
+                for j in 0..8 {
+                    lanes[j] += (hc[j] * gc[j]).as_f64();
+                }
+            }
+            for j in full..n {
+                lanes[j - full] += (h[j] * g[j]).as_f64();
+            }
+        }
+    }
+    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 }
 
 /// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
