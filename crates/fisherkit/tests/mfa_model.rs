@@ -215,6 +215,29 @@ fn fisher_scores_are_finite_difference_gradients_of_mean_loglik() {
         assert!((&gl - &g.slice(ndarray::s![k * d..]))
             .iter()
             .all(|v| v.abs() < 1e-12));
+        // mean-only encoder (its own narrower kernel path) is the head of the full one
+        let me = MfaFisherScore::new(
+            m.clone(),
+            MfaFisherScoreParams {
+                parts: vec![MfaPart::Mean],
+                normalization: Normalization::NONE,
+                whitening: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(me.output_dim(), k * d);
+        let gm = me.encode(x.view()).unwrap();
+        assert!((&gm - &g.slice(ndarray::s![..k * d]))
+            .iter()
+            .all(|v| v.abs() < 1e-12));
+        // and a bag longer than one chunk (several flushes)
+        let xl = sample(&m, 1300, 13);
+        let full = raw_encoder(&m).encode(xl.view()).unwrap();
+        let gm = me.encode(xl.view()).unwrap();
+        let scale = full.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        assert!((&gm - &full.slice(ndarray::s![..k * d]))
+            .iter()
+            .all(|v| v.abs() <= 1e-12 * scale));
     }
 }
 

@@ -203,7 +203,12 @@ impl<F: Float> MfaFisherScore<F> {
         let m = &self.model;
         let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
         let kr = k * r;
-        let g = accumulate(m, bag, Want::SCORES, false);
+        let want = if self.loading {
+            Want::SCORES
+        } else {
+            Want::SCORES_MEAN
+        };
+        let g = accumulate(m, bag, want, false);
         let inv_n = 1.0 / g.n_rows as f64;
         let mut tmp = Array2::<f64>::zeros((d, r));
         let mut t2 = Array2::<f64>::zeros((d, r));
@@ -217,18 +222,21 @@ impl<F: Float> MfaFisherScore<F> {
                 let ls = lt.dot(&sg);
                 let sy = g.syg.column(kr + kk);
                 let mut o = out.slice_mut(s![kk * d..(kk + 1) * d]);
-                for j in 0..d {
-                    o[j] = F::from_f64_lossy(ip[j] * (sy[j] - nk * mu[j] - ls[j]) * inv_n);
-                }
+                ndarray::Zip::from(&mut o)
+                    .and(&ip)
+                    .and(&sy)
+                    .and(&mu)
+                    .and(&ls)
+                    .for_each(|o, &ip, &sy, &mu, &ls| {
+                        *o = F::from_f64_lossy(ip * (sy - nk * mu - ls) * inv_n);
+                    });
             }
             if self.loading {
                 // T = Σ h y gᵀ − μ' sgᵀ − Λ̃ Σ h g gᵀ, then G = Ψ⁻¹ T C⁻¹ − n β
                 tmp.assign(&g.syg.slice(s![.., kk * r..(kk + 1) * r]));
-                for j in 0..d {
-                    for a in 0..r {
-                        tmp[[j, a]] -= mu[j] * sg[a];
-                    }
-                }
+                ndarray::Zip::from(tmp.rows_mut())
+                    .and(&mu)
+                    .for_each(|mut row, &m| row.zip_mut_with(&sg, |t, &s| *t -= m * s));
                 gemm(
                     tmp.view_mut(),
                     true,
@@ -248,12 +256,18 @@ impl<F: Float> MfaFisherScore<F> {
                 let bt = self.beta_t.index_axis(Axis(0), kk);
                 let base = if self.mean { k * d } else { 0 } + kk * d * r;
                 let mut o = out.slice_mut(s![base..base + d * r]);
-                for j in 0..d {
-                    for a in 0..r {
-                        o[j * r + a] =
-                            F::from_f64_lossy((ip[j] * t2[[j, a]] - nk * bt[[j, a]]) * inv_n);
-                    }
-                }
+                ndarray::Zip::from(o.exact_chunks_mut(r))
+                    .and(t2.rows())
+                    .and(bt.rows())
+                    .and(&ip)
+                    .for_each(|mut oj, tj, bj, &ipj| {
+                        ndarray::Zip::from(&mut oj)
+                            .and(&tj)
+                            .and(&bj)
+                            .for_each(|o, &t, &b| {
+                                *o = F::from_f64_lossy((ipj * t - nk * b) * inv_n);
+                            });
+                    });
             }
         }
     }

@@ -10,7 +10,7 @@ mod error;
 mod fit;
 mod model;
 pub(crate) mod reduce;
-mod stats;
+pub(crate) mod stats;
 
 pub use error::GmmError;
 pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};

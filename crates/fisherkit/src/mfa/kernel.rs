@@ -17,6 +17,7 @@
 
 use super::model::{Mfa, MFA_CHUNK_ROWS};
 use crate::float::Float;
+use crate::gmm::stats::exp_nonpositive;
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -31,20 +32,32 @@ pub(crate) struct Want {
     pub stats: bool,
     /// $\sum h y^2$ (per component) or $\sum y^2$ (shared $\Psi$).
     pub syy: bool,
+    /// With `stats`: also $\sum h y g^\top$ and $\sum h g g^\top$ (otherwise
+    /// only $n_k$, $\sum h g$ and $\sum h y$, a GEMM R+1 times narrower).
+    pub yg: bool,
 }
 
 impl Want {
     pub const NONE: Self = Self {
         stats: false,
         syy: false,
+        yg: false,
+    };
+    /// What the Fisher score with respect to the means needs.
+    pub const SCORES_MEAN: Self = Self {
+        stats: true,
+        syy: false,
+        yg: false,
     };
     pub const SCORES: Self = Self {
         stats: true,
         syy: false,
+        yg: true,
     };
     pub const EM: Self = Self {
         stats: true,
         syy: true,
+        yg: true,
     };
 }
 
@@ -62,7 +75,11 @@ pub(crate) struct Workspace<F: Float> {
     /// (K, D) running sum in `F` (per-component $\Psi$), flushed by [`flush`].
     syy: Vec<F>,
     sgg: Vec<F>,
+    /// (K, D) running sum in `F` of $\sum h y$ when only that is wanted (`!Want::yg`).
+    sy: Vec<F>,
     pending: bool,
+    /// Whether the pending sums are in `syg` (else in `sy`).
+    pending_yg: bool,
     m: Vec<f64>,
     s: Vec<f64>,
 }
@@ -79,7 +96,9 @@ impl<F: Float> Default for Workspace<F> {
             syg: Vec::new(),
             syy: Vec::new(),
             sgg: Vec::new(),
+            sy: Vec::new(),
             pending: false,
+            pending_yg: false,
             m: Vec::new(),
             s: Vec::new(),
         }
@@ -173,7 +192,14 @@ pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut G
     }
     let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
     let w = k * r + k;
-    add_into(&mut acc.syg.view_mut(), view2(&mut ws.syg, (d, w)).view());
+    if ws.pending_yg {
+        add_into(&mut acc.syg.view_mut(), view2(&mut ws.syg, (d, w)).view());
+    } else {
+        add_into(
+            &mut acc.syg.slice_mut(s![.., k * r..]),
+            view2(&mut ws.sy, (k, d)).t(),
+        );
+    }
     if acc.syy.nrows() == k && model.kern.inv_psi.nrows() == k {
         add_into(&mut acc.syy.view_mut(), view2(&mut ws.syy, (k, d)).view());
     }
@@ -212,7 +238,9 @@ pub(crate) fn process_chunk<F: Float>(
         syg,
         syy,
         sgg,
+        sy: sy_buf,
         pending,
+        pending_yg,
         m: mx,
         s: sx,
     } = ws;
@@ -289,9 +317,20 @@ pub(crate) fn process_chunk<F: Float>(
             }
         }
     }
+    // Terms more than ½·ln(smallest normal of F) below the row maximum
+    // (posteriors < 1e-19 in f32) are flushed to exactly 0: invisible at F's
+    // precision, and it keeps `exp` in its fast range and h, h·g out of the
+    // denormals (whose arithmetic is ~100× slower).
+    let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
     for mut row in lj.rows_mut() {
+        let row = row.as_slice_mut().expect("contiguous");
         for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
-            let e = (*v - m).exp();
+            let t = *v - m;
+            let e = if t >= cutoff {
+                exp_nonpositive(t.max(cutoff))
+            } else {
+                0.0
+            };
             *v = e;
             *s += e;
         }
@@ -322,46 +361,61 @@ pub(crate) fn process_chunk<F: Float>(
     }
     let mut et = view2(et, (w, n));
     for kk in 0..k {
-        let mut nk = 0.0f64;
+        let nk: f64;
         {
             let mut hrow = et.row_mut(kr + kk);
-            for (hv, &h) in hrow.iter_mut().zip(lj.row(kk).iter()) {
+            let hrow = hrow.as_slice_mut().expect("contiguous");
+            let hsrc = lj.row(kk);
+            let hsrc = hsrc.as_slice().expect("contiguous");
+            for (hv, &h) in hrow.iter_mut().zip(hsrc) {
                 *hv = F::from_f64_lossy(h);
-                nk += h;
             }
+            nk = lane_sum(hsrc);
         }
         acc.nk[kk] += nk;
         let (mut top, bottom) = et.view_mut().split_at(Axis(0), kr);
         let h = bottom.row(kk);
+        let h = h.as_slice().expect("contiguous");
         for a in 0..r {
             let g = pt.row(kk * r + a);
-            let mut e = top.row_mut(kk * r + a);
-            let mut sum = 0.0f64;
-            ndarray::Zip::from(&mut e)
-                .and(&h)
-                .and(&g)
-                .for_each(|e, &h, &g| {
-                    let v = h * g;
-                    *e = v;
-                    sum += v.as_f64();
-                });
+            let g = g.as_slice().expect("contiguous");
+            let sum = if want.yg {
+                let mut e = top.row_mut(kk * r + a);
+                mul_sum(h, g, Some(e.as_slice_mut().expect("contiguous")))
+            } else {
+                mul_sum(h, g, None)
+            };
             acc.sg[[kk, a]] += sum;
         }
     }
     let accumulate = *pending;
-    gemm(view2(syg, (d, w)), accumulate, y.t(), et.t(), F::one(), par);
-    let mut sgg = view2(sgg, (r, r));
-    for kk in 0..k {
-        let rows = s![kk * r..(kk + 1) * r, ..];
+    debug_assert!(!accumulate || *pending_yg == want.yg);
+    *pending_yg = want.yg;
+    if want.yg {
+        gemm(view2(syg, (d, w)), accumulate, y.t(), et.t(), F::one(), par);
+        let mut sgg = view2(sgg, (r, r));
+        for kk in 0..k {
+            let rows = s![kk * r..(kk + 1) * r, ..];
+            gemm(
+                sgg.view_mut(),
+                false,
+                et.slice(rows),
+                pt.slice(rows).t(),
+                F::one(),
+                Par::Seq,
+            );
+            add_into(&mut acc.sgg.index_axis_mut(Axis(0), kk), sgg.view());
+        }
+    } else {
+        // Σ h y only: (K, n)·(n, D)
         gemm(
-            sgg.view_mut(),
-            false,
-            et.slice(rows),
-            pt.slice(rows).t(),
+            view2(sy_buf, (k, d)),
+            accumulate,
+            et.slice(s![kr.., ..]),
+            y.view(),
             F::one(),
-            Par::Seq,
+            par,
         );
-        add_into(&mut acc.sgg.index_axis_mut(Axis(0), kk), sgg.view());
     }
     if want.syy {
         if p == 1 {
@@ -381,6 +435,63 @@ pub(crate) fn process_chunk<F: Float>(
         }
     }
     *pending = true;
+}
+
+/// $\sum_i x_i$ in `f64`, in 8 interleaved partial sums (so the loop vectorises;
+/// the order is fixed, so the bits do not depend on anything but `x`).
+fn lane_sum(x: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v;
+        }
+    }
+    for (l, v) in lanes.iter_mut().zip(it.remainder()) {
+        *l += v;
+    }
+    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+}
+
+/// $e_i = h_i g_i$ (written to `e` when given) and $\sum_i e_i$ in `f64`, in 8
+/// interleaved partial sums like [`lane_sum`]. `h`, `g` (and `e`) have equal lengths.
+fn mul_sum<F: Float>(h: &[F], g: &[F], e: Option<&mut [F]>) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let n = h.len().min(g.len());
+    let full = n - n % 8;
+    match e {
+        Some(e) => {
+            for ((ec, hc), gc) in e[..full]
+                .chunks_exact_mut(8)
+                .zip(h[..full].chunks_exact(8))
+                .zip(g[..full].chunks_exact(8))
+            {
+                for j in 0..8 {
+                    let v = hc[j] * gc[j];
+                    ec[j] = v;
+                    lanes[j] += v.as_f64();
+                }
+            }
+            for j in full..n {
+                let v = h[j] * g[j];
+                e[j] = v;
+                lanes[j - full] += v.as_f64();
+            }
+        }
+        None => {
+            for (hc, gc) in h[..full].chunks_exact(8).zip(g[..full].chunks_exact(8)) {
+                for j in 0..8 {
+                    lanes[j] += (hc[j] * gc[j]).as_f64();
+                }
+            }
+            for j in full..n {
+                lanes[j - full] += (h[j] * g[j]).as_f64();
+            }
+        }
+    }
+    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 }
 
 /// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
