@@ -172,12 +172,6 @@ def test_errors(data):
         fisherkit.MFAFisherScore(fisherkit.MixtureOfFactorAnalyzers(2, 2)).transform([data[:5]])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug on main: fisherkit::mfa::kernel::flush adds the thread-cached per-component "
-    "sum of y^2 (ws.syy) whenever K == 1, although the p == 1 path never writes or zeroes it, so a "
-    "per-component fit corrupts later K = 1 fits on the same threads (condition should be p > 1)",
-)
 def test_per_component_fit_leaves_later_single_component_fits_intact(data):
     X = planted_mfa(n=1000, k=1, seed=3)
     before = fisherkit.MixtureOfFactorAnalyzers(1, 2, max_iter=300, random_state=0).fit(X)

@@ -252,3 +252,27 @@ fn constant_column_and_few_rows_fit_without_nan() {
     let fit = MfaParams::new(4, 2).max_iter(5).fit(small.view()).unwrap();
     assert!(fit.model.score(small.view()).unwrap().is_finite());
 }
+
+/// Regression: per-thread cached workspaces of a per-component fit must not leak
+/// into a later single-component fit (its Σ y² once picked up stale sums).
+#[test]
+fn per_component_fit_does_not_disturb_a_later_single_component_fit() {
+    let (_, x1) = planted(1, 6, 2, 1500, PsiMode::Shared, 11);
+    let (_, x3) = planted(3, 6, 2, 1500, PsiMode::PerComponent, 12);
+    let fit1 = || {
+        MfaParams::new(1, 2)
+            .max_iter(30)
+            .seed(0)
+            .fit(x1.view())
+            .unwrap()
+    };
+    let before = fit1();
+    MfaParams::new(3, 2)
+        .psi_mode(PsiMode::PerComponent)
+        .max_iter(3)
+        .fit(x3.view())
+        .unwrap();
+    let after = fit1();
+    assert_eq!(before.model.psi(), after.model.psi());
+    assert_eq!(before.log_likelihood, after.log_likelihood);
+}

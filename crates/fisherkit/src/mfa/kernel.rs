@@ -200,7 +200,10 @@ pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut G
             view2(&mut ws.sy, (k, d)).t(),
         );
     }
-    if acc.syy.nrows() == k && model.kern.inv_psi.nrows() == k {
+    // Per-component Ψ with K > 1 is the only case whose Σ y² sums wait in the
+    // workspace; with one Ψ row they go straight into `acc` (see `process_chunk`),
+    // and the thread-cached `ws.syy` may hold another model's stale sums.
+    if model.kern.inv_psi.nrows() > 1 && acc.syy.nrows() == k {
         add_into(&mut acc.syy.view_mut(), view2(&mut ws.syy, (k, d)).view());
     }
     ws.pending = false;
