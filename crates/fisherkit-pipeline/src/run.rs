@@ -239,6 +239,16 @@ fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> 
     r
 }
 
+/// The one-line summary of an EM fit shown when its stage ends.
+fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String {
+    let ll = log_likelihood
+        .last()
+        .map(|v| format!(", log-likelihood {v:.4}"))
+        .unwrap_or_default();
+    let tail = if converged { "" } else { " (not converged)" };
+    format!("{n_iter} iterations{ll}{tail}")
+}
+
 /// Background models per scale, fitted on demand and kept.
 struct Models<'a> {
     cfg: &'a RunConfig,
@@ -275,16 +285,7 @@ impl Models<'_> {
                 },
             )
             .map_err(PipelineError::stage("GMM training"))?;
-            progress.finish(&format!(
-                "{} iterations, log-likelihood {:.4}{}",
-                fit.n_iter,
-                fit.log_likelihood.last().copied().unwrap_or(f64::NAN),
-                if fit.converged {
-                    ""
-                } else {
-                    " (not converged)"
-                }
-            ));
+            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
             self.gmm.insert((scale, k), fit.model);
         }
         Ok(&self.gmm[&(scale, k)])
@@ -329,16 +330,7 @@ impl Models<'_> {
                 },
             )
             .map_err(PipelineError::stage("MFA training"))?;
-            progress.finish(&format!(
-                "{} iterations, log-likelihood {:.4}{}",
-                fit.n_iter,
-                fit.log_likelihood.last().copied().unwrap_or(f64::NAN),
-                if fit.converged {
-                    ""
-                } else {
-                    " (not converged)"
-                }
-            ));
+            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
             self.mfa.insert((scale, k, r), fit.model);
         }
         Ok(&self.mfa[&(scale, k, r)])
