@@ -57,3 +57,44 @@ impl Ui {
         }
     }
 }
+
+/// The EM progress bar shared by `gmm fit` and `mfa fit`: position = iteration,
+/// message = restart, log-likelihood and relative change; reset at each restart.
+pub struct EmBar {
+    bar: ProgressBar,
+    restart: usize,
+    n_init: usize,
+}
+
+impl EmBar {
+    pub fn new(ui: &Ui, max_iter: usize, n_init: usize, prefix: &str) -> Self {
+        Self {
+            bar: ui.bar(max_iter as u64, prefix),
+            restart: usize::MAX,
+            n_init: n_init.max(1),
+        }
+    }
+
+    /// Shows iteration `iter` (0-based) of restart `restart`.
+    pub fn update(&mut self, restart: usize, iter: usize, log_likelihood: f64, rel_change: f64) {
+        if restart != self.restart {
+            self.restart = restart;
+            self.bar.reset();
+        }
+        self.bar.set_position(iter as u64 + 1);
+        let change = if rel_change.is_finite() {
+            format!("{rel_change:.2e}")
+        } else {
+            "-".into()
+        };
+        self.bar.set_message(format!(
+            "restart {}/{}, log-lik {log_likelihood:.6}, rel. change {change}",
+            restart + 1,
+            self.n_init
+        ));
+    }
+
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -3,7 +3,7 @@
 use super::{check_output, read_training};
 use crate::args::{GmmFitArgs, InitArg};
 use crate::error::CliError;
-use crate::progress::Ui;
+use crate::progress::{EmBar, Ui};
 use fisherkit::gmm::{EmIteration, GmmError, GmmInit, GmmParams, VarianceFloor};
 use fisherkit_io::{write_gmm, Element, Matrix};
 use ndarray::Array2;
@@ -44,29 +44,13 @@ fn fit_typed<F: Element>(a: &GmmFitArgs, x: Array2<F>, ui: &Ui) -> Result<(), Cl
         .init(init)
         .variance_floor(floor);
     let (n, d) = x.dim();
-    let bar = ui.bar(a.max_iter as u64, "EM");
-    let mut restart = usize::MAX;
+    let mut bar = EmBar::new(ui, a.max_iter, a.n_init, "EM");
     let fit = params
         .fit_with_progress(x.view(), &mut |it: &EmIteration| {
-            if it.restart != restart {
-                restart = it.restart;
-                bar.reset();
-            }
-            bar.set_position(it.iter as u64 + 1);
-            let change = if it.rel_change.is_finite() {
-                format!("{:.2e}", it.rel_change)
-            } else {
-                "-".into()
-            };
-            bar.set_message(format!(
-                "restart {}/{}, log-lik {:.6}, rel. change {change}",
-                it.restart + 1,
-                a.n_init.max(1),
-                it.log_likelihood,
-            ));
+            bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change)
         })
         .map_err(|e| gmm_error(&a.input, e));
-    bar.finish_and_clear();
+    bar.finish();
     let fit = fit?;
     let final_ll = fit.log_likelihood.last().copied().unwrap_or(f64::NAN);
     let mut extra = BTreeMap::new();
