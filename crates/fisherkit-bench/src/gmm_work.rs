@@ -1,7 +1,7 @@
 //! GMM work: one EM iteration and Fisher-vector encoding.
 
 use crate::{gflops, median, time_reps};
-use fisherkit::encode::{FisherVector, FisherVectorParams};
+use fisherkit::encode::{Accumulation, FisherVector, FisherVectorParams};
 use fisherkit::gmm::{DiagGmm, VarianceFloor};
 use fisherkit::Encoder;
 use ndarray::{Array2, ArrayView2};
@@ -71,6 +71,18 @@ pub fn em_iteration(
     Ok((v, means))
 }
 
+/// `auto`, `sparse` or `dense`: the Fisher vector's accumulation path.
+pub fn parse_accumulation(s: &str) -> Result<Accumulation, String> {
+    match s {
+        "auto" => Ok(Accumulation::Auto),
+        "sparse" => Ok(Accumulation::Sparse),
+        "dense" => Ok(Accumulation::Dense),
+        _ => Err(format!(
+            "unknown accumulation {s:?} (expected auto, sparse or dense)"
+        )),
+    }
+}
+
 /// Encodes every bag (M, D) with the default (improved: mean + var blocks,
 /// signed square root, L2; exact posteriors) Fisher vector through
 /// `encode_batch` (parallel over bags); per-bag time is the batch time divided
@@ -79,8 +91,11 @@ pub fn fisher_vectors(
     gmm: &DiagGmm<f32>,
     bags: &[ArrayView2<'_, f32>],
     reps: usize,
+    path: Accumulation,
 ) -> Result<(Value, Array2<f32>), String> {
-    let enc = FisherVector::new(gmm, FisherVectorParams::default()).map_err(|e| e.to_string())?;
+    let enc = FisherVector::new(gmm, FisherVectorParams::default())
+        .map_err(|e| e.to_string())?
+        .with_accumulation(path);
     let fv0 = enc.encode(bags[0]).map_err(|e| e.to_string())?;
     let mut err = None;
     let ts = time_reps(reps, || {

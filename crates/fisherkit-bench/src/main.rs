@@ -87,6 +87,9 @@ enum Work {
         /// Where to write the encoding of bag 0 (1, 2KD) f32 .npy.
         #[arg(long)]
         out_fv0: Option<PathBuf>,
+        /// Accumulation path of Σq·z, Σq·z²: auto (the library's choice), sparse or dense.
+        #[arg(long, default_value = "auto")]
+        accumulation: String,
     },
     /// One MFA EM iteration (E-step statistics + M-step) on X (N, D) from the given model.
     MfaEm {
@@ -265,11 +268,13 @@ fn run(cli: Cli) -> Result<Value, String> {
             bags,
             model,
             out_fv0,
+            accumulation,
         } => {
+            let path = gmm_work::parse_accumulation(&accumulation)?;
             let bags: Array3<f32> = load(&bags)?;
             let gmm = load_gmm(&model)?;
             let views = bag_views(&bags);
-            let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps)?;
+            let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps, path)?;
             save(&out_fv0, &fv0)?;
             v
         }

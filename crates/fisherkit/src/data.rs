@@ -54,8 +54,13 @@ pub fn check_matrix<F: Float>(
         }
     }
     for (row, r) in x.outer_iter().enumerate() {
-        // the element scan below then sorts out.
-        if r.iter().all(|v| v.is_finite()) {
+        // Branch-free over the row so that it vectorises; the element scan
+        // below then finds the culprit.
+        let finite = match r.as_slice() {
+            Some(s) => crate::linalg::vectorized(|| s.iter().fold(true, |a, v| a & v.is_finite())),
+            None => r.iter().all(|v| v.is_finite()),
+        };
+        if finite {
             continue;
         }
         let (col, value) = r

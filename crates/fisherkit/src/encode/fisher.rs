@@ -1,7 +1,7 @@
 //! The Fisher vector of a diagonal GMM (MATH.md §2), VLFeat's
 //! `vl_fisher_encode` layout, with scikit-image's optional prior block.
 
-use super::posterior::{Assign, SparsePosteriors};
+use super::posterior::{posteriors_in_place, Assign, SparsePosteriors};
 use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
@@ -364,14 +364,31 @@ impl<F: Float> FisherVector<F> {
                 F::one(),
                 Par::Seq,
             );
-            sparse.fill_from_scores(lp.view_mut(), &self.bias, assign);
-            let sp = &sparse;
+            // Exact posteriors: computed in place in `lp` (vectorised), which
+            // the dense accumulation then uses as it is; otherwise (skips, hard
+            // assignment, or a row whose log-joints overflowed) the sparse
+            // triples directly.
+            let in_place = if assign == Assign::Soft {
+                let r = posteriors_in_place(lp.view_mut(), &self.bias);
+                if r.is_none() {
+                    sparse.fill_from_log_joint(lp.view(), assign);
+                }
+                r
+            } else {
+                sparse.fill_from_scores(lp.view_mut(), &self.bias, assign);
+                None
+            };
+            let nnz = in_place.unwrap_or_else(|| sparse.nnz());
             let use_sparse = !need_z
                 || match self.path {
-                    Accumulation::Auto => sp.nnz() * DENSE_FRACTION <= nc * k,
+                    Accumulation::Auto => nnz * DENSE_FRACTION <= nc * k,
                     Accumulation::Sparse => true,
                     Accumulation::Dense => false,
                 };
+            if use_sparse && in_place.is_some() {
+                sparse.fill_from_dense(lp.view());
+            }
+            let sp = &sparse;
             if use_sparse {
                 // Component by component, so that μ_k, 1/σ_k and the output
                 // rows stay in cache while the bag rows stream past.
@@ -412,13 +429,16 @@ impl<F: Float> FisherVector<F> {
                     nkd.clear();
                     nkd.resize(k, 0.0);
                 }
-                lp.fill(F::zero());
-                for i in 0..nc {
-                    for j in sp.start[i]..sp.start[i + 1] {
-                        let kk = sp.comp[j] as usize;
-                        lp[[i, kk]] = sp.q[j];
-                        nkd[kk] += sp.q[j].as_f64();
+                if in_place.is_none() {
+                    lp.fill(F::zero());
+                    for i in 0..nc {
+                        for j in sp.start[i]..sp.start[i + 1] {
+                            lp[[i, sp.comp[j] as usize]] = sp.q[j];
+                        }
                     }
+                }
+                for row in lp.rows() {
+                    nkd.iter_mut().zip(row).for_each(|(a, &q)| *a += q.as_f64());
                 }
                 gemm(
                     raw.view_mut(),

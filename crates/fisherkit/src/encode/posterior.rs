@@ -4,43 +4,8 @@
 //! Shared by the Fisher vector and (soft-assignment) VLAD encoders.
 
 use crate::float::Float;
+use crate::gmm::stats::{exp_nonpositive, softmax_rows_flushed};
 use ndarray::{ArrayView2, ArrayViewMut2};
-
-/// $e^t$ for $t \in [-745, 0]$ in `f64`, inline (no libm call): $t = n\ln 2 + r$,
-/// $|r| \le \frac12\ln 2$, $e^r$ by its Taylor series to degree 13 (relative
-/// error below $10^{-15}$), times $2^n$ assembled from the exponent bits.
-#[inline]
-fn exp_nonpositive(t: f64) -> f64 {
-    // fdlibm's split of ln 2: LN2_HI has 21 trailing zero bits, so n·LN2_HI
-    // is exact for |n| < 2^21.
-    let ln2_hi = f64::from_bits(0x3fe6_2e42_fee0_0000);
-    let ln2_lo = f64::from_bits(0x3dea_39ef_3579_3c76);
-    let n = (t * std::f64::consts::LOG2_E).round();
-    let r = (t - n * ln2_hi) - n * ln2_lo;
-    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
-    for c in [
-        1.0 / 479_001_600.0,
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
-        p = p * r + c;
-    }
-    // n ∈ [-1075, 0]: split 2^n in two normal factors.
-    let n = n as i64;
-    let (a, b) = (n / 2, n - n / 2);
-    let pow2 = |e: i64| f64::from_bits(((e + 1023) as u64) << 52);
-    p * pow2(a) * pow2(b)
-}
 
 /// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
 /// 8 independent lanes so that it vectorises.
@@ -62,13 +27,48 @@ fn row_max<F: Float>(row: &[F]) -> F {
     m
 }
 
+/// $\ln$ of the smallest posterior kept relative to a row's largest:
+/// $\tfrac12 \ln(\text{smallest normal})$, −43.7 in `f32` ($10^{-19}$),
+/// −354 in `f64` ($10^{-154}$), as in the EM's E-step. Smaller terms are
+/// flushed to exactly 0: they are invisible at the type's precision next to
+/// the row's posteriors (which sum to 1), and keeping them made the products
+/// $q z$ subnormal — on x86 each such operation takes a microcode assist.
+fn flush_cutoff<F: Float>() -> F {
+    F::from_f64_lossy(0.5 * F::min_positive_value().as_f64().ln())
+}
+
+/// Posteriors in place, vectorised: `lp` (n, K) holds log-joints up to the
+/// per-component `bias` (K), which is added first; on return it holds
+/// $q_{ik}$, with the terms below [`flush_cutoff`] exactly 0 and NaN entries
+/// 0. Returns the number of non-zero posteriors, or `None` (and `lp` holds
+/// the log-joints with the bias added) if some row's largest log-joint is not
+/// finite: the caller then takes [`SparsePosteriors::fill_from_log_joint`],
+/// which hard-assigns such rows.
+pub(crate) fn posteriors_in_place<F: Float>(
+    mut lp: ArrayViewMut2<'_, F>,
+    bias: &[F],
+) -> Option<usize> {
+    let mut maxima = Vec::with_capacity(lp.nrows());
+    for mut r in lp.rows_mut() {
+        let r = r.as_slice_mut().expect("standard layout");
+        r.iter_mut().zip(bias).for_each(|(v, &b)| *v += b);
+        let m = row_max(r);
+        if !m.is_finite() {
+            return None;
+        }
+        maxima.push(m.as_f64());
+    }
+    let mut loglik = vec![0.0; lp.nrows()];
+    Some(softmax_rows_flushed(lp, &mut loglik, Some(&maxima)))
+}
+
 /// How the posteriors of a chunk are turned into the triples used by the
 /// accumulation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Assign {
-    /// Exact posteriors; entries whose `exp` underflows (below the smallest
-    /// normal number of `F` relative to the row maximum) are exactly 0 and
-    /// dropped.
+    /// Exact posteriors; entries below $10^{-19}$ (`f32`; $10^{-154}$ in
+    /// `f64`) of the row's largest, invisible at the type's precision, are
+    /// exactly 0 and dropped.
     Soft,
     /// Exact posteriors, then VLFeat's skip: entries $q_{ik} < $ `threshold` dropped.
     SoftSkip(f64),
@@ -145,14 +145,29 @@ impl<F: Float> SparsePosteriors<F> {
         );
     }
 
+    /// The non-zero entries of the posterior matrix `q` (n, K).
+    pub fn fill_from_dense(&mut self, q: ArrayView2<'_, F>) {
+        self.start.clear();
+        self.comp.clear();
+        self.q.clear();
+        self.start.push(0);
+        for row in q.rows() {
+            for (k, &v) in row.iter().enumerate() {
+                if v != F::zero() {
+                    self.comp.push(k as u32);
+                    self.q.push(v);
+                }
+            }
+            self.start.push(self.q.len());
+        }
+    }
+
     fn fill<'a>(&mut self, rows: impl Iterator<Item = &'a [F]>, assign: Assign) {
         self.start.clear();
         self.comp.clear();
         self.q.clear();
         self.start.push(0);
-        // exp(t) for t below this is subnormal or 0 in F: treated as exactly 0
-        // (it also keeps exp_nonpositive in its range).
-        let cutoff = F::min_positive_value().ln();
+        let cutoff = flush_cutoff::<F>();
         let mut buf: Vec<(u32, f64)> = Vec::new();
         for row in rows {
             let m = row_max(row);
@@ -197,23 +212,5 @@ impl<F: Float> SparsePosteriors<F> {
             }
             self.start.push(self.q.len());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::exp_nonpositive;
-
-    #[test]
-    fn inline_exp_matches_libm() {
-        let mut t = 0.0f64;
-        while t > -745.0 {
-            let (a, b) = (exp_nonpositive(t), t.exp());
-            if b >= f64::MIN_POSITIVE {
-                assert!((a - b).abs() <= 4e-16 * b, "exp({t}): {a} vs {b}");
-            }
-            t -= 0.0137;
-        }
-        assert_eq!(exp_nonpositive(0.0), 1.0);
     }
 }

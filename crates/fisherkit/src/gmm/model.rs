@@ -4,7 +4,7 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::linalg::{gemm, Par};
-use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
 use rayon::prelude::*;
 
 /// Rows processed per chunk by the chunked E-step and encoders: memory per
@@ -201,17 +201,24 @@ impl<F: Float> DiagGmm<F> {
         if scratch.dim() != (n, 2 * d) {
             *scratch = Array2::zeros((n, 2 * d));
         }
-        Zip::from(scratch.slice_mut(s![.., d..]).rows_mut())
-            .and(x.rows())
-            .for_each(|mut y, xr| {
-                Zip::from(&mut y)
-                    .and(&xr)
-                    .and(&self.center)
-                    .for_each(|y, &x, &c| *y = x - c);
-            });
-        {
-            let (mut sq, lin) = scratch.view_mut().split_at(Axis(1), d);
-            Zip::from(&mut sq).and(&lin).for_each(|q, &l| *q = l * l);
+        let center = self.center.as_slice().expect("standard layout");
+        for (mut yr, xr) in scratch.rows_mut().into_iter().zip(x.rows()) {
+            let yr = yr.as_slice_mut().expect("standard layout");
+            let (sq, lin) = yr.split_at_mut(d);
+            // simple loops over contiguous slices: each vectorises
+            match xr.as_slice() {
+                Some(xs) => lin
+                    .iter_mut()
+                    .zip(xs)
+                    .zip(center)
+                    .for_each(|((y, &x), &c)| *y = x - c),
+                None => lin
+                    .iter_mut()
+                    .zip(xr.iter())
+                    .zip(center)
+                    .for_each(|((y, &x), &c)| *y = x - c),
+            }
+            sq.iter_mut().zip(&*lin).for_each(|(q, &l)| *q = l * l);
         }
         gemm(
             out.view_mut(),
@@ -221,10 +228,18 @@ impl<F: Float> DiagGmm<F> {
             F::one(),
             par,
         );
+        let log_const = self.log_const.as_slice().expect("standard layout");
         for mut row in out.rows_mut() {
-            Zip::from(&mut row)
-                .and(&self.log_const)
-                .for_each(|o, &b| *o = F::from_f64_lossy(o.as_f64() + b));
+            match row.as_slice_mut() {
+                Some(r) => r
+                    .iter_mut()
+                    .zip(log_const)
+                    .for_each(|(o, &b)| *o = F::from_f64_lossy(o.as_f64() + b)),
+                None => row
+                    .iter_mut()
+                    .zip(log_const)
+                    .for_each(|(o, &b)| *o = F::from_f64_lossy(o.as_f64() + b)),
+            }
         }
     }
 

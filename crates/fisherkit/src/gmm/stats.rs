@@ -460,6 +460,12 @@ pub(crate) fn m_step<F: Float>(st: &GmmStats, floor: VarianceFloor) -> Result<MS
 /// the dense GEMM $Q^\top [y^2, y]$: at D = 500 most posteriors underflow.
 const SPARSE_DENSITY_INV: usize = 10;
 
+/// Dense chunks whose GEMM sums $Q^\top [y^2, y]$ are added up in `F` before
+/// they are added into the `f64` totals: 4 · [`CHUNK_ROWS`] = 1024 rows, few
+/// enough that `f32` keeps about 6 significant digits of the partial sums, and
+/// the conversion pass (K·2D per flush) is a small fraction of the GEMM.
+const FLUSH_CHUNKS: usize = 4;
+
 /// [`DiagGmm::log_joint_to_posteriors`] that flushes to exactly 0 the terms
 /// with $\ell_{ik} - \max_j \ell_{ij} < \tfrac12 \ln(\text{smallest normal})$
 /// (−43.7 in `f32`, −354 in `f64`): their posteriors, below $10^{-19}$
@@ -472,42 +478,112 @@ pub fn log_joint_to_posteriors_flushed<F: Float>(
     mut lp: ArrayViewMut2<'_, F>,
     loglik: &mut [f64],
 ) -> usize {
-    let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
-    let mut nnz = 0;
-    let mut buf: Vec<F> = Vec::new();
-    for (mut row, ll) in lp.rows_mut().into_iter().zip(loglik.iter_mut()) {
-        let slice: &mut [F] = match row.as_slice_mut() {
-            Some(s) => s,
-            None => {
-                buf.clear();
-                buf.extend(row.iter().copied());
-                &mut buf
-            }
-        };
-        let m = slice
-            .iter()
-            .fold(F::neg_infinity(), |a, &b| if b > a { b } else { a });
-        let mf = m.as_f64();
-        let mut sums = [0.0f64; 4];
-        let mut count = 0usize;
-        for (j, v) in slice.iter_mut().enumerate() {
-            let t = v.as_f64() - mf;
-            let keep = t >= cutoff;
-            let e = if keep { exp_nonpositive(t) } else { 0.0 };
-            count += keep as usize;
-            sums[j % 4] += e;
-            *v = F::from_f64_lossy(e);
-        }
-        nnz += count;
-        let sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-        let inv = F::from_f64_lossy(1.0 / sum);
-        slice.iter_mut().for_each(|v| *v *= inv);
-        if row.as_slice_mut().is_none() {
-            row.iter_mut().zip(&buf).for_each(|(r, &b)| *r = b);
-        }
-        *ll = mf + sum.ln();
+    let contiguous_rows = lp.ncols() <= 1 || lp.strides()[1] == 1;
+    if contiguous_rows {
+        softmax_rows_flushed(lp, loglik, None)
+    } else {
+        let mut owned = lp.as_standard_layout().into_owned();
+        let nnz = softmax_rows_flushed(owned.view_mut(), loglik, None);
+        lp.assign(&owned);
+        nnz
     }
-    nnz
+}
+
+/// Each row $\ell$ of `lp` (n, K, rows contiguous) becomes its posteriors
+/// $q_j = e^{\ell_j - m}/\sum_i e^{\ell_i - m}$, $m = \max_i \ell_i$ (given
+/// in `maxima` (n) when the caller has them), with the terms below
+/// $e^{-43.7}$ (`f32`; $e^{-354}$ in `f64`) of the largest flushed to 0 and NaN
+/// entries 0; `loglik[i]` $= m + \ln \sum_j e^{\ell_j - m}$. Returns the number
+/// of non-zero posteriors. Shared by the EM's E-step and the encoders.
+///
+/// The loop is compiled for the CPU's widest vectors (AVX2 + FMA when
+/// present; [`pulp`]'s dispatch, as faer's kernels): the exponentials are
+/// most of the non-GEMM time of an E-step.
+pub(crate) fn softmax_rows_flushed<F: Float>(
+    lp: ArrayViewMut2<'_, F>,
+    loglik: &mut [f64],
+    maxima: Option<&[f64]>,
+) -> usize {
+    pulp::Arch::new().dispatch(SoftmaxRows { lp, loglik, maxima })
+}
+
+struct SoftmaxRows<'a, 'b, F> {
+    lp: ArrayViewMut2<'a, F>,
+    loglik: &'b mut [f64],
+    maxima: Option<&'b [f64]>,
+}
+
+impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
+    type Output = usize;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(mut self, _simd: S) -> usize {
+        const L: usize = 8;
+        let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
+        let mut nnz = 0;
+        for (i, (mut row, ll)) in self
+            .lp
+            .rows_mut()
+            .into_iter()
+            .zip(self.loglik.iter_mut())
+            .enumerate()
+        {
+            let r = row.as_slice_mut().expect("rows are contiguous");
+            let m = match self.maxima {
+                Some(mx) => mx[i],
+                None => {
+                    let mut lanes = [f64::NEG_INFINITY; L];
+                    let mut ch = r.chunks_exact(L);
+                    for c in &mut ch {
+                        for (l, &v) in lanes.iter_mut().zip(c) {
+                            *l = l.max(v.as_f64());
+                        }
+                    }
+                    let m = ch
+                        .remainder()
+                        .iter()
+                        .fold(f64::NEG_INFINITY, |a, &v| a.max(v.as_f64()));
+                    lanes.iter().fold(m, |a, &b| a.max(b))
+                }
+            };
+            // L independent lanes, branch-free: vectorises.
+            let mut sums = [0.0f64; L];
+            let mut counts = [0u32; L];
+            let mut ch = r.chunks_exact_mut(L);
+            for c in &mut ch {
+                for ((v, s), n) in c.iter_mut().zip(&mut sums).zip(&mut counts) {
+                    let t = v.as_f64() - m;
+                    // NaN fails the test: dropped; the max keeps exp in range
+                    let keep = t >= cutoff;
+                    let e = exp_nonpositive(t.max(cutoff));
+                    let e = if keep { e } else { 0.0 };
+                    *s += e;
+                    *n += keep as u32;
+                    *v = F::from_f64_lossy(e);
+                }
+            }
+            let mut sum = 0.0;
+            let mut count = 0usize;
+            for v in ch.into_remainder() {
+                let t = v.as_f64() - m;
+                let e = if t >= cutoff {
+                    exp_nonpositive(t.max(cutoff))
+                } else {
+                    0.0
+                };
+                count += (e > 0.0) as usize;
+                sum += e;
+                *v = F::from_f64_lossy(e);
+            }
+            sum += sums.iter().sum::<f64>();
+            count += counts.iter().map(|&c| c as usize).sum::<usize>();
+            nnz += count;
+            let inv = F::from_f64_lossy(1.0 / sum);
+            r.iter_mut().for_each(|v| *v *= inv);
+            *ll = m + sum.ln();
+        }
+        nnz
+    }
 }
 
 /// $e^t$ for $-708 \le t \le 0$, accurate to about 1 ulp in `f64`, written
@@ -597,45 +673,59 @@ impl<F: Float> DiagGmm<F> {
         reduce_rows(
             x.nrows(),
             &|r| {
-                let mut st = GmmStats::zeros(k, center.clone());
-                let mut q = Array2::<F>::zeros((CHUNK_ROWS, k));
-                let mut scratch = Array2::<F>::zeros((0, 0));
-                let mut acc = Array2::<F>::zeros((k, 2 * d));
-                let mut ll = vec![0.0f64; CHUNK_ROWS];
-                for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
-                    let n = xc.nrows();
-                    let mut qc = q.slice_mut(s![..n, ..]);
-                    self.log_joint_into(xc, qc.view_mut(), &mut scratch, Par::Seq);
-                    let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut ll[..n]);
-                    // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
-                    debug_assert_eq!(scratch.dim(), (n, 2 * d));
-                    if nnz * SPARSE_DENSITY_INV <= n * k {
-                        accumulate_sparse(&mut st, qc.view(), scratch.view());
-                    } else {
-                        gemm(
-                            acc.view_mut(),
-                            false,
-                            qc.t(),
-                            scratch.view(),
-                            F::one(),
-                            Par::Seq,
-                        );
+                {
+                    let mut st = GmmStats::zeros(k, center.clone());
+                    // dense chunks summed in `acc` (in F) since the last flush
+                    let mut pending = 0;
+                    let flush = |st: &mut GmmStats, acc: &Array2<F>| {
                         Zip::from(&mut st.sum_y2)
                             .and(acc.slice(s![.., ..d]))
                             .for_each(|a, &v| *a += v.as_f64());
                         Zip::from(&mut st.sum_y)
                             .and(acc.slice(s![.., d..]))
                             .for_each(|a, &v| *a += v.as_f64());
+                    };
+                    let mut q = Array2::<F>::zeros((CHUNK_ROWS, k));
+                    let mut scratch = Array2::<F>::zeros((0, 0));
+                    let mut acc = Array2::<F>::zeros((k, 2 * d));
+                    let mut ll = vec![0.0f64; CHUNK_ROWS];
+                    for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+                        let n = xc.nrows();
+                        let mut qc = q.slice_mut(s![..n, ..]);
+                        self.log_joint_into(xc, qc.view_mut(), &mut scratch, Par::Seq);
+                        let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut ll[..n]);
+                        // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
+                        debug_assert_eq!(scratch.dim(), (n, 2 * d));
+                        if nnz * SPARSE_DENSITY_INV <= n * k {
+                            accumulate_sparse(&mut st, qc.view(), scratch.view());
+                        } else {
+                            gemm(
+                                acc.view_mut(),
+                                pending > 0,
+                                qc.t(),
+                                scratch.view(),
+                                F::one(),
+                                Par::Seq,
+                            );
+                            pending += 1;
+                            if pending == FLUSH_CHUNKS {
+                                flush(&mut st, &acc);
+                                pending = 0;
+                            }
+                        }
+                        for row in qc.rows() {
+                            Zip::from(&mut st.resp_sums)
+                                .and(&row)
+                                .for_each(|a, &v| *a += v.as_f64());
+                        }
+                        st.log_likelihood += ll[..n].iter().sum::<f64>();
+                        st.n_rows += n as f64;
                     }
-                    for row in qc.rows() {
-                        Zip::from(&mut st.resp_sums)
-                            .and(&row)
-                            .for_each(|a, &v| *a += v.as_f64());
+                    if pending > 0 {
+                        flush(&mut st, &acc);
                     }
-                    st.log_likelihood += ll[..n].iter().sum::<f64>();
-                    st.n_rows += n as f64;
+                    st
                 }
-                st
             },
             &|mut a, b| {
                 a.add_same_center(&b);

@@ -41,6 +41,19 @@ fn with_faer_ref<F: Float, R>(a: ArrayView2<'_, F>, f: impl FnOnce(MatRef<'_, F>
     f(MatRef::from_row_major_slice(s, m, n))
 }
 
+/// Runs `f` compiled for the best instruction set of this CPU (AVX2 + FMA on
+/// x86-64 when available, else the baseline build), chosen at run time.
+///
+/// A default x86-64 build vectorises element-wise loops with 128-bit SSE2 only;
+/// the closure body — and what it inlines — is compiled again with the wider
+/// instructions (pulp's dispatch, the mechanism faer uses for its own kernels),
+/// so a loop such as the posteriors' `exp` runs on 4 `f64` lanes with FMA.
+/// The result is the same up to floating-point contraction (FMA) rounding.
+#[inline(always)]
+pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
+    pulp::Arch::new().dispatch(f)
+}
+
 /// Clears the upper halves of this thread's vector registers (`vzeroupper`) if the CPU has AVX.
 ///
 /// faer's AVX/AVX-512 GEMM micro-kernels return with those upper halves dirty;
