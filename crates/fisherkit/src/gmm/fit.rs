@@ -58,14 +58,14 @@ pub struct GmmFit<F: Float> {
 /// Hyper-parameters of diagonal-GMM EM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GmmParams<F: Float> {
-    n_components: usize,
-    max_iter: usize,
-    tol: f64,
-    n_init: usize,
-    seed: u64,
-    init: GmmInit<F>,
-    variance_floor: VarianceFloor,
-    kmeans_max_iter: usize,
+    pub(super) n_components: usize,
+    pub(super) max_iter: usize,
+    pub(super) tol: f64,
+    pub(super) n_init: usize,
+    pub(super) seed: u64,
+    pub(super) init: GmmInit<F>,
+    pub(super) variance_floor: VarianceFloor,
+    pub(super) kmeans_max_iter: usize,
 }
 
 impl<F: Float> GmmParams<F> {
@@ -133,7 +133,7 @@ impl<F: Float> GmmParams<F> {
         self.n_components
     }
 
-    fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
+    pub(super) fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
         let bad = |name, reason: String| Err(GmmError::InvalidHyperParameter { name, reason });
         if self.n_components == 0 {
             return bad("n_components", "must be at least 1, got 0".into());

@@ -13,14 +13,14 @@ use rand_chacha::ChaCha8Rng;
 /// then call [`MfaParams::fit`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct MfaParams {
-    n_components: usize,
-    n_factors: usize,
-    psi_mode: PsiMode,
-    max_iter: usize,
-    tol: f64,
-    n_init: usize,
-    seed: u64,
-    psi_floor: f64,
+    pub(super) n_components: usize,
+    pub(super) n_factors: usize,
+    pub(super) psi_mode: PsiMode,
+    pub(super) max_iter: usize,
+    pub(super) tol: f64,
+    pub(super) n_init: usize,
+    pub(super) seed: u64,
+    pub(super) psi_floor: f64,
 }
 
 /// Progress report of one EM iteration.
@@ -101,7 +101,7 @@ impl MfaParams {
         self
     }
 
-    fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
+    pub(super) fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
         let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
         if self.n_components == 0 {
             return err("n_components", "must be >= 1".into());

@@ -23,8 +23,10 @@ mod init;
 pub(crate) mod kernel;
 mod model;
 mod stats;
+mod stream;
 
 pub use error::MfaError;
 pub use fit::{MfaFit, MfaIteration, MfaParams};
 pub use model::{Mfa, PsiMode, MFA_CHUNK_ROWS, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
+pub use stream::MfaEmState;
