@@ -90,6 +90,7 @@ impl<F: Float> GmmParams<F> {
         on_iter: &mut dyn FnMut(&EmIteration, &GmmEmState<F>) -> Result<(), E>,
     ) -> Result<GmmFit<F>, E> {
         let k = self.n_components();
+        self.validate_hyper()?;
         if let Some(state) = resume {
             if self.n_init != 1 {
                 return Err(GmmError::InvalidHyperParameter {

@@ -102,10 +102,8 @@ impl MfaParams {
     }
 
     pub(super) fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
+        self.validate_hyper()?;
         let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
-        if self.n_components == 0 {
-            return err("n_components", "must be >= 1".into());
-        }
         if self.n_components > n {
             return err(
                 "n_components",
@@ -119,6 +117,21 @@ impl MfaParams {
             return err(
                 "n_factors",
                 format!("must satisfy 0 < R < D = {d}, got R = {}", self.n_factors),
+            );
+        }
+        Ok(())
+    }
+
+    /// The checks that do not need the data's size.
+    pub(super) fn validate_hyper(&self) -> Result<(), MfaError> {
+        let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
+        if self.n_components == 0 {
+            return err("n_components", "must be >= 1".into());
+        }
+        if self.n_factors == 0 {
+            return err(
+                "n_factors",
+                format!("must satisfy 0 < R < D, got R = {}", self.n_factors),
             );
         }
         if self.max_iter == 0 {

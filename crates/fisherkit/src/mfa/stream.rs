@@ -83,6 +83,7 @@ impl MfaParams {
         on_iter: &mut dyn FnMut(&MfaIteration, &MfaEmState<F>) -> Result<(), E>,
     ) -> Result<MfaFit<F>, E> {
         let k = self.n_components;
+        self.validate_hyper()?;
         if let Some(state) = resume {
             if self.n_init != 1 {
                 return Err(MfaError::InvalidHyperParameter {
