@@ -79,11 +79,7 @@ impl<F: Float> Reservoir<F> {
 
     /// The sample (min(cap, seen), D).
     pub fn into_matrix(self) -> Array2<F> {
-        let n = if self.dim == 0 {
-            0
-        } else {
-            self.rows.len() / self.dim
-        };
+        let n = self.rows.len().checked_div(self.dim).unwrap_or(0);
         Array2::from_shape_vec((n, self.dim), self.rows).expect("whole rows")
     }
 }

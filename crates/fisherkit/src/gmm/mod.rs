@@ -17,4 +17,4 @@ pub use error::GmmError;
 pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 pub use model::{DiagGmm, CHUNK_ROWS};
 pub use stats::{log_joint_to_posteriors_flushed, GmmStats, VarianceFloor, STARVED_FRACTION};
-pub use stream::GmmEmState;
+pub use stream::{GmmEmState, OnGmmIteration};

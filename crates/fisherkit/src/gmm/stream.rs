@@ -12,6 +12,10 @@ use ndarray::{Array1, Array2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// Called after every iteration of [`GmmParams::fit_streaming`] with the
+/// report and the new state; an error stops the fit.
+pub type OnGmmIteration<'a, F, E> = dyn FnMut(&EmIteration, &GmmEmState<F>) -> Result<(), E> + 'a;
+
 /// Where a (streamed) EM run stands after some iterations: what a checkpoint
 /// holds, and all that [`GmmParams::fit_streaming`] needs to resume.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +91,7 @@ impl<F: Float> GmmParams<F> {
         pass: &mut DataPass<'_, F, E>,
         init_sample: usize,
         resume: Option<GmmEmState<F>>,
-        on_iter: &mut dyn FnMut(&EmIteration, &GmmEmState<F>) -> Result<(), E>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
         let k = self.n_components();
         self.validate_hyper()?;
@@ -159,7 +163,7 @@ impl<F: Float> GmmParams<F> {
         pass: &mut DataPass<'_, F, E>,
         mut state: GmmEmState<F>,
         restart: usize,
-        on_iter: &mut dyn FnMut(&EmIteration, &GmmEmState<F>) -> Result<(), E>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
         let (k, d) = (state.model.n_components(), state.model.dim());
         while !state.converged && state.log_likelihood.len() < self.max_iter {
@@ -239,7 +243,7 @@ mod tests {
         chunk: usize,
         init_sample: usize,
         resume: Option<GmmEmState<f64>>,
-        on_iter: &mut dyn FnMut(&EmIteration, &GmmEmState<f64>) -> Result<(), GmmError>,
+        on_iter: &mut OnGmmIteration<'_, f64, GmmError>,
     ) -> Result<GmmFit<f64>, GmmError> {
         p.fit_streaming(
             &mut |v| {

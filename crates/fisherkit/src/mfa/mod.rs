@@ -29,4 +29,4 @@ pub use error::MfaError;
 pub use fit::{MfaFit, MfaIteration, MfaParams};
 pub use model::{Mfa, PsiMode, MFA_CHUNK_ROWS, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
-pub use stream::MfaEmState;
+pub use stream::{MfaEmState, OnMfaIteration};

@@ -13,6 +13,10 @@ use ndarray::{Array1, Array2, Array3};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// Called after every iteration of [`MfaParams::fit_streaming`] with the
+/// report and the new state; an error stops the fit.
+pub type OnMfaIteration<'a, F, E> = dyn FnMut(&MfaIteration, &MfaEmState<F>) -> Result<(), E> + 'a;
+
 /// Where a (streamed) MFA EM run stands after some iterations: what a
 /// checkpoint holds, and all that [`MfaParams::fit_streaming`] needs to resume.
 #[derive(Debug, Clone)]
@@ -80,7 +84,7 @@ impl MfaParams {
         pass: &mut DataPass<'_, F, E>,
         init_sample: usize,
         resume: Option<MfaEmState<F>>,
-        on_iter: &mut dyn FnMut(&MfaIteration, &MfaEmState<F>) -> Result<(), E>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
         let k = self.n_components;
         self.validate_hyper()?;
@@ -171,7 +175,7 @@ impl MfaParams {
         pass: &mut DataPass<'_, F, E>,
         mut state: MfaEmState<F>,
         restart: usize,
-        on_iter: &mut dyn FnMut(&MfaIteration, &MfaEmState<F>) -> Result<(), E>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
         let d = state.model.dim();
         while !state.converged && state.log_likelihood.len() < self.max_iter {
@@ -257,7 +261,7 @@ mod tests {
         chunk: usize,
         init_sample: usize,
         resume: Option<MfaEmState<f64>>,
-        on_iter: &mut dyn FnMut(&MfaIteration, &MfaEmState<f64>) -> Result<(), MfaError>,
+        on_iter: &mut OnMfaIteration<'_, f64, MfaError>,
     ) -> Result<MfaFit<f64>, MfaError> {
         p.fit_streaming(
             &mut |v| {
