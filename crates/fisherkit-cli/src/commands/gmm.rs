@@ -111,10 +111,16 @@ fn fit_typed<F: Element>(
     let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
     // the iteration held by the checkpoint on disk, if any
     let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
-    let mut bar = EmBar::new(ui, a.max_iter, a.n_init, "EM");
+    let bar = EmBar::new(ui, a.max_iter, a.n_init, "EM");
     let result = {
         let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<GmmError>>| {
-            input.pass(sa.chunk_rows, interrupt, v)
+            let mut done = 0;
+            input.pass(sa.chunk_rows, interrupt, &mut |b| {
+                v(b)?;
+                done += b.nrows();
+                bar.rows(done, n);
+                Ok(())
+            })
         };
         let mut on_iter = |it: &EmIteration, st: &GmmEmState<F>| -> Result<(), FitFail<GmmError>> {
             bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change);

@@ -112,10 +112,16 @@ fn fit_typed<F: Element>(
     let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
     // the iteration held by the checkpoint on disk, if any
     let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
-    let mut bar = EmBar::new(ui, a.max_iter, a.n_init, "MFA EM");
+    let bar = EmBar::new(ui, a.max_iter, a.n_init, "MFA EM");
     let result = {
         let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<MfaError>>| {
-            input.pass(sa.chunk_rows, interrupt, v)
+            let mut done = 0;
+            input.pass(sa.chunk_rows, interrupt, &mut |b| {
+                v(b)?;
+                done += b.nrows();
+                bar.rows(done, n);
+                Ok(())
+            })
         };
         let mut on_iter =
             |it: &MfaIteration, st: &MfaEmState<F>| -> Result<(), FitFail<MfaError>> {
