@@ -4,7 +4,9 @@
 //! [`DiagGmm`] holds the parameters and computes posteriors and
 //! log-likelihoods in log space with one GEMM per chunk of rows.
 //! [`GmmParams`] fits a mixture by EM; [`GmmStats`] are the mergeable E-step
-//! sums behind it (streaming and distributed EM).
+//! sums behind it (streaming and distributed EM);
+//! [`GmmParams::fit_streaming`] runs EM over data passed in chunks
+//! (out of core, see [`crate::stream`]) and resumes from a [`GmmEmState`].
 
 mod error;
 mod fit;
