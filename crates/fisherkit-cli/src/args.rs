@@ -71,6 +71,10 @@ Examples:
   fisherkit gmm fit --input X.npy --components 256 --seed 3 --n-init 4 --max-iter 200 \\
       --variance-floor-absolute 1e-4 --output gmm.safetensors
 
+Out of core (inputs larger than memory, read in chunks; Ctrl-C leaves the old output):
+  fisherkit gmm fit -i part1.npy part2.npy -k 256 --chunk-rows 65536 --checkpoint 5 -o gmm.safetensors
+  fisherkit gmm fit -i part1.npy part2.npy -k 256 --checkpoint 5 --resume -o gmm.safetensors
+
 The model is computed in the dtype of X (float32 or float64) and saved in it."
     )]
     Fit(GmmFitArgs),
@@ -94,8 +98,9 @@ pub enum MfaCommand {
     #[command(
         allow_negative_numbers = true,
         after_help = "\
-Example:
-  fisherkit mfa fit --input X.npy --components 50 --factors 10 --output mfa.safetensors"
+Examples:
+  fisherkit mfa fit --input X.npy --components 50 --factors 10 --output mfa.safetensors
+  fisherkit mfa fit -i a.npy b.npy -k 50 -r 10 --checkpoint 2 [--resume] -o mfa.safetensors"
     )]
     Fit(MfaFitArgs),
 }
@@ -111,9 +116,10 @@ pub enum InitArg {
 
 #[derive(Debug, Args)]
 pub struct GmmFitArgs {
-    /// Training descriptors, an (N, D) float32/float64 .npy file.
-    #[arg(long, short, value_name = "X.npy")]
-    pub input: PathBuf,
+    /// Training descriptors: one or more (N_i, D) .npy files of one dtype (float32 or
+    /// float64), read in chunks as one (ΣN_i, D) matrix (`-i a.npy b.npy` or `-i a.npy -i b.npy`).
+    #[arg(long, short, value_name = "X.npy", num_args = 1.., required = true)]
+    pub input: Vec<PathBuf>,
     /// Number of mixture components K.
     #[arg(long, short = 'k', value_name = "K")]
     pub components: usize,
@@ -141,6 +147,26 @@ pub struct GmmFitArgs {
     /// Where to write the model (safetensors, kind = gmm).
     #[arg(long, short, value_name = "gmm.safetensors")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+/// Out-of-core reading, checkpoints and resumption (`gmm fit`, `mfa fit`).
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Rows read and processed at a time: memory is O(chunk rows × (K + D)), not O(N).
+    #[arg(long, default_value_t = 65_536, value_name = "N")]
+    pub chunk_rows: usize,
+    /// Rows sampled (uniformly, seeded) to initialise EM; all of them if the data have fewer.
+    #[arg(long, default_value_t = 200_000, value_name = "N")]
+    pub init_sample: usize,
+    /// Save the model and EM state every N iterations to <output>.ckpt (removed on success).
+    #[arg(long, value_name = "N")]
+    pub checkpoint: Option<usize>,
+    /// Continue from <output>.ckpt (same inputs and settings); the result equals an
+    /// uninterrupted run. Without a checkpoint the fit starts from the beginning.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 #[derive(Debug, Args)]
@@ -176,9 +202,10 @@ pub enum PsiArg {
 
 #[derive(Debug, Args)]
 pub struct MfaFitArgs {
-    /// Training descriptors, an (N, D) float32/float64 .npy file.
-    #[arg(long, short, value_name = "X.npy")]
-    pub input: PathBuf,
+    /// Training descriptors: one or more (N_i, D) .npy files of one dtype (float32 or
+    /// float64), read in chunks as one (ΣN_i, D) matrix (`-i a.npy b.npy` or `-i a.npy -i b.npy`).
+    #[arg(long, short, value_name = "X.npy", num_args = 1.., required = true)]
+    pub input: Vec<PathBuf>,
     /// Number of components K.
     #[arg(long, short = 'k', value_name = "K")]
     pub components: usize,
@@ -203,6 +230,8 @@ pub struct MfaFitArgs {
     /// Where to write the model (safetensors, kind = mfa).
     #[arg(long, short, value_name = "mfa.safetensors")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 /// Which encoding to compute.

@@ -4,6 +4,7 @@
 //! `eprintln!` so logs of non-interactive runs still say what happened.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 /// What the user sees while a command runs.
@@ -59,26 +60,30 @@ impl Ui {
 }
 
 /// The EM progress bar shared by `gmm fit` and `mfa fit`: position = iteration,
-/// message = restart, log-likelihood and relative change; reset at each restart.
+/// message = restart, log-likelihood and relative change, plus how far the
+/// current pass over the data has got; reset at each restart. Methods take
+/// `&self` so that the data pass and the per-iteration callback can share it.
 pub struct EmBar {
     bar: ProgressBar,
-    restart: usize,
+    restart: Cell<usize>,
     n_init: usize,
+    last: RefCell<String>,
 }
 
 impl EmBar {
     pub fn new(ui: &Ui, max_iter: usize, n_init: usize, prefix: &str) -> Self {
         Self {
             bar: ui.bar(max_iter as u64, prefix),
-            restart: usize::MAX,
+            restart: Cell::new(usize::MAX),
             n_init: n_init.max(1),
+            last: RefCell::new(String::new()),
         }
     }
 
     /// Shows iteration `iter` (0-based) of restart `restart`.
-    pub fn update(&mut self, restart: usize, iter: usize, log_likelihood: f64, rel_change: f64) {
-        if restart != self.restart {
-            self.restart = restart;
+    pub fn update(&self, restart: usize, iter: usize, log_likelihood: f64, rel_change: f64) {
+        if restart != self.restart.get() {
+            self.restart.set(restart);
             self.bar.reset();
         }
         self.bar.set_position(iter as u64 + 1);
@@ -87,11 +92,22 @@ impl EmBar {
         } else {
             "-".into()
         };
-        self.bar.set_message(format!(
+        let msg = format!(
             "restart {}/{}, log-lik {log_likelihood:.6}, rel. change {change}",
             restart + 1,
             self.n_init
-        ));
+        );
+        self.bar.set_message(msg.clone());
+        *self.last.borrow_mut() = msg;
+    }
+
+    /// Shows that the current pass over the data has read `done` of `total` rows.
+    pub fn rows(&self, done: usize, total: usize) {
+        let pct = 100.0 * done as f64 / total.max(1) as f64;
+        let last = self.last.borrow();
+        let sep = if last.is_empty() { "" } else { "; " };
+        self.bar
+            .set_message(format!("{last}{sep}pass {pct:.0}% of {total} rows"));
     }
 
     pub fn finish(self) {

@@ -15,11 +15,14 @@
 //! allocating, so a corrupt header cannot make them allocate terabytes.
 
 mod atomic;
+pub mod checkpoint;
+pub mod chunked;
 mod error;
 pub mod model;
 pub mod npy;
 pub mod npz;
 
+pub use chunked::{NpyInfo, NpySource};
 pub use error::{IoError, Result};
 
 /// Writes `bytes` to `path` atomically (temporary file beside it, sync, rename):

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod mfa;
 pub mod normalize;
 pub mod pca;
+pub mod stream;
 pub mod svm;
 
 pub use encode::{EncodeError, Encoder};

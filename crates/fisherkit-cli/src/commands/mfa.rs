@@ -1,27 +1,35 @@
-//! `fisherkit mfa fit`.
+//! `fisherkit mfa fit`: EM over one or more .npy files read in chunks.
 
-use super::{check_output, read_training};
+use super::check_output;
+use super::streaming::{
+    check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state, interrupted,
+    remove_checkpoint, settings_string, FitFail, Input, Interrupt,
+};
 use crate::args::{MfaFitArgs, PsiArg};
 use crate::error::CliError;
 use crate::progress::{EmBar, Ui};
-use fisherkit::mfa::{MfaError, MfaIteration, MfaParams, PsiMode};
-use fisherkit_io::{write_mfa_model, Element, Matrix};
-use ndarray::Array2;
+use fisherkit::mfa::{MfaEmState, MfaError, MfaIteration, MfaParams, PsiMode};
+use fisherkit::stream::ChunkVisitor;
+use fisherkit_io::checkpoint::read_mfa_exact;
+use fisherkit_io::{write_mfa_model, Dtype, Element};
+use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 pub fn fit(a: &MfaFitArgs, ui: &Ui) -> Result<(), CliError> {
     check_output(&a.output)?;
-    match read_training(&a.input)? {
-        Matrix::F32(x) => fit_typed(a, x, ui),
-        Matrix::F64(x) => fit_typed(a, x, ui),
+    check_stream_args(&a.stream, a.n_init)?;
+    let input = Input::open(&a.input)?;
+    let interrupt = Interrupt::install()?;
+    match input.source.dtype() {
+        Dtype::F32 => fit_typed::<f32>(a, &input, &interrupt, ui),
+        Dtype::F64 => fit_typed::<f64>(a, &input, &interrupt, ui),
     }
 }
 
 /// Bad hyper-parameters are usage errors (exit 2), except K and R that are
 /// valid numbers but too large for the data (K > N, R ≥ D): those name the
 /// input file (exit 1), like every data problem.
-fn mfa_error(input: &Path, a: &MfaFitArgs, e: MfaError) -> CliError {
+fn mfa_error(input: &str, a: &MfaFitArgs, e: MfaError) -> CliError {
     match &e {
         MfaError::InvalidHyperParameter { name, .. }
             if !((*name == "n_components" && a.components > 0)
@@ -29,11 +37,23 @@ fn mfa_error(input: &Path, a: &MfaFitArgs, e: MfaError) -> CliError {
         {
             CliError::usage(e)
         }
-        _ => CliError::other(format!("{}: {e}", input.display())),
+        _ => CliError::other(format!("{input}: {e}")),
     }
 }
 
-fn fit_typed<F: Element>(a: &MfaFitArgs, x: Array2<F>, ui: &Ui) -> Result<(), CliError> {
+fn psi_name(p: PsiArg) -> &'static str {
+    match p {
+        PsiArg::Shared => "shared",
+        PsiArg::PerComponent => "per-component",
+    }
+}
+
+fn fit_typed<F: Element>(
+    a: &MfaFitArgs,
+    input: &Input,
+    interrupt: &Interrupt,
+    ui: &Ui,
+) -> Result<(), CliError> {
     let psi_mode = match a.psi {
         PsiArg::Shared => PsiMode::Shared,
         PsiArg::PerComponent => PsiMode::PerComponent,
@@ -44,15 +64,98 @@ fn fit_typed<F: Element>(a: &MfaFitArgs, x: Array2<F>, ui: &Ui) -> Result<(), Cl
         .tol(a.tol)
         .n_init(a.n_init)
         .seed(a.seed);
-    let (n, d) = x.dim();
-    let mut bar = EmBar::new(ui, a.max_iter, a.n_init, "MFA EM");
-    let fit = params
-        .fit_with_progress(x.view(), &mut |it: &MfaIteration| {
-            bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change)
-        })
-        .map_err(|e| mfa_error(&a.input, a, e));
+    let src = &input.source;
+    let (n, d) = (src.n_rows(), src.dim());
+    let sa = &a.stream;
+    let settings = settings_string(&[
+        ("kind", "mfa".into()),
+        ("dtype", F::DTYPE.to_string()),
+        ("rows", n.to_string()),
+        ("dim", d.to_string()),
+        ("chunk_rows", sa.chunk_rows.to_string()),
+        ("components", a.components.to_string()),
+        ("factors", a.factors.to_string()),
+        ("psi", psi_name(a.psi).into()),
+        ("seed", a.seed.to_string()),
+        ("init_sample", sa.init_sample.to_string()),
+    ]);
+    let ckpt = checkpoint_path(&a.output);
+    let mut resume = None;
+    if sa.resume {
+        if ckpt.exists() {
+            let (m, meta) = read_mfa_exact::<F>(&ckpt)?;
+            let (history, converged) = checkpoint_state(&ckpt, &meta, &settings)?;
+            let state =
+                MfaEmState::from_parts(m.weights, m.means, m.loadings, m.psi, history, converged)
+                    .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))?;
+            ui.info(format!(
+                "resuming from {} after {} EM iterations",
+                ckpt.display(),
+                state.n_iter()
+            ));
+            resume = Some(state);
+        } else {
+            ui.info(format!(
+                "no checkpoint {} to resume from: starting from the beginning",
+                ckpt.display()
+            ));
+        }
+    }
+    if src.files().len() > 1 || n > sa.chunk_rows {
+        ui.info(format!(
+            "training on {n} rows × {d} ({}) from {} file(s), {} rows at a time",
+            F::DTYPE,
+            src.files().len(),
+            sa.chunk_rows
+        ));
+    }
+    let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
+    // the iteration held by the checkpoint on disk, if any
+    let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
+    let bar = EmBar::new(ui, a.max_iter, a.n_init, "MFA EM");
+    let result = {
+        let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<MfaError>>| {
+            let mut done = 0;
+            input.pass(sa.chunk_rows, interrupt, &mut |b| {
+                v(b)?;
+                done += b.nrows();
+                bar.rows(done, n);
+                Ok(())
+            })
+        };
+        let mut on_iter =
+            |it: &MfaIteration, st: &MfaEmState<F>| -> Result<(), FitFail<MfaError>> {
+                bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change);
+                completed.set(st.n_iter());
+                if let Some(every) = sa.checkpoint {
+                    if st.n_iter() % every == 0 {
+                        let meta = checkpoint_metadata(&settings, &st.log_likelihood, st.converged);
+                        write_mfa_model(&ckpt, &st.model, &meta)?;
+                        saved.set(Some(st.n_iter()));
+                    }
+                }
+                match interrupt.caught() {
+                    Some(s) => Err(FitFail::Interrupted(s)),
+                    None => Ok(()),
+                }
+            };
+        params.fit_streaming(&mut pass, sa.init_sample, resume, &mut on_iter)
+    };
     bar.finish();
-    let fit = fit?;
+    let fit = match result {
+        Ok(f) => f,
+        Err(FitFail::Lib(e)) => return Err(mfa_error(&input.label, a, e)),
+        Err(FitFail::Cli(e)) => return Err(e),
+        Err(FitFail::Interrupted(s)) => {
+            let kept = saved.get().filter(|_| ckpt.exists());
+            return Err(interrupted(
+                s,
+                completed.get(),
+                &a.output,
+                kept.map(|i| (ckpt.as_path(), i)),
+            ));
+        }
+    };
     let final_ll = fit.log_likelihood.last().copied().unwrap_or(f64::NAN);
     let mut extra = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -62,19 +165,15 @@ fn fit_typed<F: Element>(a: &MfaFitArgs, x: Array2<F>, ui: &Ui) -> Result<(), Cl
     put("n_init", a.n_init.to_string());
     put("max_iter", a.max_iter.to_string());
     put("tol", a.tol.to_string());
-    put(
-        "psi",
-        match a.psi {
-            PsiArg::Shared => "shared",
-            PsiArg::PerComponent => "per-component",
-        }
-        .to_string(),
-    );
+    put("psi", psi_name(a.psi).to_string());
     put("n_iter", fit.n_iter.to_string());
     put("converged", fit.converged.to_string());
     put("mean_log_likelihood", final_ll.to_string());
     put("training_rows", n.to_string());
+    put("chunk_rows", sa.chunk_rows.to_string());
+    put("init_sample", sa.init_sample.to_string());
     write_mfa_model(&a.output, &fit.model, &extra)?;
+    remove_checkpoint(&ckpt)?;
     ui.info(format!(
         "MFA K={} R={} D={d} ({}) fitted on {n} rows: {} EM iterations, {}, mean log-likelihood {final_ll:.6} → {}",
         a.components,

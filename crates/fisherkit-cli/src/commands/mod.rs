@@ -5,6 +5,7 @@ pub mod gmm;
 pub mod kmeans;
 pub mod mfa;
 pub mod pipeline;
+pub mod streaming;
 
 use crate::error::CliError;
 use fisherkit::data::check_matrix;

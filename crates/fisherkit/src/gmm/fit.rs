@@ -58,14 +58,14 @@ pub struct GmmFit<F: Float> {
 /// Hyper-parameters of diagonal-GMM EM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GmmParams<F: Float> {
-    n_components: usize,
-    max_iter: usize,
-    tol: f64,
-    n_init: usize,
-    seed: u64,
-    init: GmmInit<F>,
-    variance_floor: VarianceFloor,
-    kmeans_max_iter: usize,
+    pub(super) n_components: usize,
+    pub(super) max_iter: usize,
+    pub(super) tol: f64,
+    pub(super) n_init: usize,
+    pub(super) seed: u64,
+    pub(super) init: GmmInit<F>,
+    pub(super) variance_floor: VarianceFloor,
+    pub(super) kmeans_max_iter: usize,
 }
 
 impl<F: Float> GmmParams<F> {
@@ -133,24 +133,8 @@ impl<F: Float> GmmParams<F> {
         self.n_components
     }
 
-    fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
-        let bad = |name, reason: String| Err(GmmError::InvalidHyperParameter { name, reason });
-        if self.n_components == 0 {
-            return bad("n_components", "must be at least 1, got 0".into());
-        }
-        if self.max_iter == 0 {
-            return bad("max_iter", "must be at least 1, got 0".into());
-        }
-        if !(self.tol >= 0.0 && self.tol.is_finite()) {
-            return bad("tol", format!("must be finite and >= 0, got {}", self.tol));
-        }
-        if self.n_init == 0 {
-            return bad("n_init", "must be at least 1, got 0".into());
-        }
-        if self.kmeans_max_iter == 0 {
-            return bad("kmeans_max_iter", "must be at least 1, got 0".into());
-        }
-        self.variance_floor.validate()?;
+    pub(super) fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
+        self.validate_hyper()?;
         check_matrix(x, None, "training data")?;
         if self.n_components > x.nrows() {
             return Err(GmmError::TooFewRows {
@@ -173,6 +157,27 @@ impl<F: Float> GmmParams<F> {
             }
         }
         Ok(())
+    }
+
+    /// The checks that do not need the data.
+    pub(super) fn validate_hyper(&self) -> Result<(), GmmError> {
+        let bad = |name, reason: String| Err(GmmError::InvalidHyperParameter { name, reason });
+        if self.n_components == 0 {
+            return bad("n_components", "must be at least 1, got 0".into());
+        }
+        if self.max_iter == 0 {
+            return bad("max_iter", "must be at least 1, got 0".into());
+        }
+        if !(self.tol >= 0.0 && self.tol.is_finite()) {
+            return bad("tol", format!("must be finite and >= 0, got {}", self.tol));
+        }
+        if self.n_init == 0 {
+            return bad("n_init", "must be at least 1, got 0".into());
+        }
+        if self.kmeans_max_iter == 0 {
+            return bad("kmeans_max_iter", "must be at least 1, got 0".into());
+        }
+        self.variance_floor.validate()
     }
 
     /// Fits the mixture to the rows of `x` (N, D) by EM.

@@ -4,15 +4,19 @@
 //! [`DiagGmm`] holds the parameters and computes posteriors and
 //! log-likelihoods in log space with one GEMM per chunk of rows.
 //! [`GmmParams`] fits a mixture by EM; [`GmmStats`] are the mergeable E-step
-//! sums behind it (streaming and distributed EM).
+//! sums behind it (streaming and distributed EM);
+//! [`GmmParams::fit_streaming`] runs EM over data passed in chunks
+//! (out of core, see [`crate::stream`]) and resumes from a [`GmmEmState`].
 
 mod error;
 mod fit;
 mod model;
 pub(crate) mod reduce;
 pub(crate) mod stats;
+mod stream;
 
 pub use error::GmmError;
 pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 pub use model::{DiagGmm, CHUNK_ROWS};
 pub use stats::{log_joint_to_posteriors_flushed, GmmStats, VarianceFloor, STARVED_FRACTION};
+pub use stream::{GmmEmState, OnGmmIteration};

@@ -13,14 +13,14 @@ use rand_chacha::ChaCha8Rng;
 /// then call [`MfaParams::fit`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct MfaParams {
-    n_components: usize,
-    n_factors: usize,
-    psi_mode: PsiMode,
-    max_iter: usize,
-    tol: f64,
-    n_init: usize,
-    seed: u64,
-    psi_floor: f64,
+    pub(super) n_components: usize,
+    pub(super) n_factors: usize,
+    pub(super) psi_mode: PsiMode,
+    pub(super) max_iter: usize,
+    pub(super) tol: f64,
+    pub(super) n_init: usize,
+    pub(super) seed: u64,
+    pub(super) psi_floor: f64,
 }
 
 /// Progress report of one EM iteration.
@@ -101,11 +101,9 @@ impl MfaParams {
         self
     }
 
-    fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
+    pub(super) fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
+        self.validate_hyper()?;
         let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
-        if self.n_components == 0 {
-            return err("n_components", "must be >= 1".into());
-        }
         if self.n_components > n {
             return err(
                 "n_components",
@@ -119,6 +117,21 @@ impl MfaParams {
             return err(
                 "n_factors",
                 format!("must satisfy 0 < R < D = {d}, got R = {}", self.n_factors),
+            );
+        }
+        Ok(())
+    }
+
+    /// The checks that do not need the data's size.
+    pub(super) fn validate_hyper(&self) -> Result<(), MfaError> {
+        let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
+        if self.n_components == 0 {
+            return err("n_components", "must be >= 1".into());
+        }
+        if self.n_factors == 0 {
+            return err(
+                "n_factors",
+                format!("must satisfy 0 < R < D, got R = {}", self.n_factors),
             );
         }
         if self.max_iter == 0 {

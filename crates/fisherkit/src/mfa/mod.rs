@@ -12,7 +12,9 @@
 //! * [`Mfa`]: parameters, log-likelihoods, posteriors, E-step statistics and
 //!   the M-step ([`Mfa::update_from_statistics`]).
 //! * [`MfaStats`]: mergeable `f64` sufficient statistics (shards → one EM step).
-//! * [`MfaParams`]: EM fitting with k-means + PPCA initialisation and restarts.
+//! * [`MfaParams`]: EM fitting with k-means + PPCA initialisation and restarts;
+//!   [`MfaParams::fit_streaming`] over data passed in chunks (out of core, see
+//!   [`crate::stream`]), resumable from an [`MfaEmState`].
 
 // Index loops mirror the formulas of small dense algebra.
 #![allow(clippy::needless_range_loop)]
@@ -23,8 +25,10 @@ mod init;
 pub(crate) mod kernel;
 mod model;
 mod stats;
+mod stream;
 
 pub use error::MfaError;
 pub use fit::{MfaFit, MfaIteration, MfaParams};
 pub use model::{Mfa, PsiMode, MFA_CHUNK_ROWS, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
+pub use stream::{MfaEmState, OnMfaIteration};
