@@ -628,8 +628,33 @@ pub fn read_npy_as<F: Element>(path: impl AsRef<Path>) -> Result<Array2<F>> {
 /// renamed over `path`. On error nothing is left behind.
 pub fn write_npy<F: Element>(path: impl AsRef<Path>, a: ArrayView2<'_, F>) -> Result<()> {
     let path = path.as_ref();
+    if a.is_empty() {
+        // ndarray-npy 0.10 panics on arrays with a zero-length axis: the
+        // header alone is the whole file (numpy format 1.0).
+        let header = empty_npy_header(F::DTYPE, a.dim());
+        return write_atomically(path, |w| io::Write::write_all(w, &header));
+    }
     let a = a.as_standard_layout();
     write_atomically(path, |w| a.write_npy(w).map_err(io::Error::other))
+}
+
+/// The bytes of a .npy file (format 1.0) holding an empty (rows, cols) array.
+fn empty_npy_header(dtype: Dtype, (rows, cols): (usize, usize)) -> Vec<u8> {
+    let descr = match dtype {
+        Dtype::F32 => "<f4",
+        Dtype::F64 => "<f8",
+    };
+    let mut dict =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    // magic (6) + version (2) + length (2) + dict + '\n', padded to 64 bytes
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out
 }
 
 /// Writes a [`Matrix`] with [`write_npy`].
@@ -643,6 +668,19 @@ pub fn write_matrix(path: impl AsRef<Path>, m: &Matrix) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_and_reads_empty_arrays() {
+        let dir = tempfile::tempdir().unwrap();
+        for (rows, cols) in [(0, 3), (2, 0), (0, 0)] {
+            let p = dir.path().join(format!("e{rows}x{cols}.npy"));
+            write_npy(&p, Array2::<f32>::zeros((rows, cols)).view()).unwrap();
+            let bytes = std::fs::read(&p).unwrap();
+            assert_eq!(bytes.len() % 64, 0, "header padded to 64 bytes");
+            let (_, _, shape) = parse_header_dict(&bytes[10..]).unwrap();
+            assert_eq!(shape, vec![rows, cols]);
+        }
+    }
 
     #[test]
     fn parses_numpy_headers() {

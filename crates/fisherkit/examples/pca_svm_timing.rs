@@ -1,5 +1,7 @@
-//! Timings at the pipeline's sizes (ignored by default; run in release):
-//! `cargo test --release -p fisherkit --test pca_svm_perf -- --ignored --nocapture`
+//! Timings of PCA and the linear SVM at the pipeline's sizes (a benchmark,
+//! not a test): `cargo run --release -p fisherkit --example pca_svm_timing`.
+//! Environment: `PERF_SVM_DIM` (default 250000), `PERF_SVM_SOLVER`
+//! (`direct`, `gram` or auto), `PERF_PCA_ROWS` (default 169000).
 
 use fisherkit::metrics::mean_per_class_accuracy;
 use fisherkit::pca::PcaParams;
@@ -25,8 +27,11 @@ fn fv_like(n: usize, d: usize, k: usize, signal: f32, seed: u64) -> (Array2<f32>
     (x, y)
 }
 
-#[test]
-#[ignore]
+fn main() {
+    svm_at_fisher_vector_size();
+    pca_at_descriptor_size();
+}
+
 fn svm_at_fisher_vector_size() {
     let d: usize = std::env::var("PERF_SVM_DIM")
         .ok()
@@ -62,8 +67,6 @@ fn svm_at_fisher_vector_size() {
     );
 }
 
-#[test]
-#[ignore]
 fn pca_at_descriptor_size() {
     let n: usize = std::env::var("PERF_PCA_ROWS")
         .ok()
