@@ -10,8 +10,11 @@
    k-means in the timed region); per-iteration time = (t(m iters) - t(1 iter)) / (m - 1).
 
 Single-threaded by default (RAYON_NUM_THREADS=1 and BLAS limited to one thread
-with threadpoolctl); `--threads N` changes both. Prints a table and, with
---json PATH, writes the numbers.
+with threadpoolctl); `--threads N` changes both. OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE are removed from the environment before numpy is imported, so
+that the peers' OpenBLAS picks its best kernel for this CPU (as
+scripts/bench.py does; fisherkit itself uses no BLAS); the kernel in use is
+printed. Prints a table and, with --json PATH, writes the numbers.
 
     python3 scripts/bench_python.py               # the full benchmark
     python3 scripts/bench_python.py --quick       # smaller sizes, a smoke run
@@ -24,6 +27,8 @@ import json
 import os
 import sys
 import time
+
+PEER_UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def main() -> int:
@@ -47,16 +52,28 @@ def main() -> int:
 
     # must precede fisherkit's first parallel call
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    # numpy's OpenBLAS reads these when it is loaded: an inherited core type
+    # (e.g. forced to an older CPU) would slow the peers down
+    removed = {v: os.environ.pop(v) for v in PEER_UNSET if v in os.environ}
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[v] = str(args.threads)
     import numpy as np
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     import fisherkit
     from skimage.feature import fisher_vector as sk_fisher_vector
     from sklearn.mixture import GaussianMixture as SkGMM
 
     limits = threadpool_limits(limits=args.threads)
+    blas = [
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} ({i.get('num_threads')} thr)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    print(f"peers' BLAS: {'; '.join(blas) or 'unknown'}"
+          + (f" (removed from the environment: {removed})" if removed else ""), flush=True)
+    results: dict[str, object] = {"blas": blas, "removed_env": removed}
     rng = np.random.default_rng(0)
-    results: dict[str, float] = {}
 
     def best_of(fn, repeat=3):
         times = []

@@ -183,7 +183,15 @@ class StatisticsEMMixin:
     sums) and ``partial_fit``. A subclass defines ``_statistics_type`` (the
     native statistics class), ``_statistics_of(X)``, ``_m_step(stats)``
     (replaces the model), ``_converged(prev, ll)`` (its fit's stopping rule)
-    and ``_fit(X, max_iter)``."""
+    and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
+
+    def _record_fit(self, lls, n_iter, converged):
+        """Stores a fit's log-likelihood history and convergence; returns self."""
+        self.log_likelihood_history_ = np.asarray(lls, dtype=np.float64)
+        self.lower_bound_ = float(lls[-1])
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        return self
 
     def sufficient_statistics(self, X):
         """E-step sums of the rows of ``X`` (N, D) under the current model, in

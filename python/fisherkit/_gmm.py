@@ -215,11 +215,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             given,
         )
         self._set_model(w, m, v)
-        self.log_likelihood_history_ = np.asarray(lls, dtype=np.float64)
-        self.lower_bound_ = float(lls[-1])
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        return self
+        return self._record_fit(lls, n_iter, converged)
 
     def fit(self, X, y=None) -> "GaussianMixture":
         """Fits the mixture to the rows of ``X`` (N, D), float32 or float64, by

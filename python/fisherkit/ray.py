@@ -66,7 +66,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import _fisherkit as _native
 from ._base import as_matrix, positive_int, seed_from
 from ._gmm import GaussianMixture
 from ._mfa import MixtureOfFactorAnalyzers

@@ -183,3 +183,29 @@ def test_kmeans_save_load(tmp_path, data):
         fisherkit.KMeans.load(tmp_path / "nan.npy")
     with pytest.raises(fisherkit.NotFittedError):
         fisherkit.KMeans(2).save(tmp_path / "x.npy")
+
+
+def test_native_stubs_match_the_module():
+    """_fisherkit.pyi declares exactly the native module's functions and classes,
+    and each class's public attributes."""
+    import ast
+    import os
+
+    from fisherkit import _fisherkit as native
+
+    path = os.path.join(os.path.dirname(fisherkit.__file__), "_fisherkit.pyi")
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    stub_funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    stub_classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    public = {n for n in dir(native) if not n.startswith("_")}
+    real_classes = {n for n in public if inspect.isclass(getattr(native, n))}
+    assert stub_funcs == public - real_classes
+    assert set(stub_classes) == real_classes
+    for name, node in stub_classes.items():
+        declared = {f.name for f in node.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("__")}
+        actual = {a for a in dir(getattr(native, name)) if not a.startswith("_")}
+        assert declared == actual, name
+        # the stub's constructor takes the real constructor's arguments, in order
+        init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+        sig = inspect.signature(getattr(native, name))
+        assert [a.arg for a in init.args.args[1:]] == list(sig.parameters), name
