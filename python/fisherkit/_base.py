@@ -206,7 +206,11 @@ class StatisticsEMMixin:
         computed with the current model, this is exactly one EM iteration on
         the whole set. Records the statistics' mean log-likelihood in
         ``log_likelihood_history_`` / ``lower_bound_``, increments ``n_iter_``
-        and sets ``converged_`` by ``tol`` (the rule of ``fit``)."""
+        and sets ``converged_`` by ``tol`` (the rule of ``fit``).
+
+        ``GaussianMixture`` also accepts statistics on an unfitted estimator
+        (the model is then float64); the MFA's M-step needs the model that
+        computed the statistics (a ``ValueError`` otherwise)."""
         if not isinstance(stats, self._statistics_type):
             raise TypeError(f"expected {self._statistics_type.__name__}, got {type(stats).__name__}")
         if hasattr(self, "means_"):
