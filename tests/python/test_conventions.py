@@ -31,7 +31,7 @@ def cases():
         ("MixtureOfFactorAnalyzers", lambda: fisherkit.MixtureOfFactorAnalyzers(3, 2, max_iter=5), "X",
          "predict_proba", ("psi_mode", "bogus", "psi_mode")),
         ("PCA", lambda: fisherkit.PCA(3), "X", "transform", ("n_components", 9, "n_components")),
-        ("LinearSVC", lambda: fisherkit.LinearSVC(), "Xy", "decision_function", ("loss", "bogus", "loss")),
+        ("LinearSVC", lambda: fisherkit.LinearSVC(), "Xy", "decision_function", ("C", -1.0, r"C must be a finite number > 0, got -1\.0")),
         ("FisherVector", lambda: fisherkit.FisherVector(fisherkit.GaussianMixture(3, max_iter=10)), "bags",
          "transform", ("parts", ("sigma",), "part")),
         ("VLAD", lambda: fisherkit.VLAD(fisherkit.KMeans(3, max_iter=20)), "bags", "transform",
