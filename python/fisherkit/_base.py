@@ -167,6 +167,84 @@ def seed_from(random_state: Any) -> int:
     raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
 
 
+def fitted_arrays(est: Any, names: Sequence[str]) -> list[np.ndarray]:
+    """The fitted arrays ``names`` of ``est`` (one of them ``"means_"``),
+    C-contiguous, all in the dtype of ``means_`` (float32 or float64; another
+    dtype becomes float64): the parameters as the native core takes them."""
+    m = np.ascontiguousarray(est.means_)
+    if m.dtype not in _FLOATS:
+        m = m.astype(np.float64)
+    return [m if n == "means_" else np.ascontiguousarray(getattr(est, n), dtype=m.dtype) for n in names]
+
+
+class StatisticsEMMixin:
+    """Streaming / distributed EM shared by the mixtures: ``sufficient_statistics``
+    (E-step sums of a shard), ``update_from_statistics`` (M-step from merged
+    sums) and ``partial_fit``. A subclass defines ``_statistics_type`` (the
+    native statistics class), ``_statistics_of(X)``, ``_m_step(stats)``
+    (replaces the model), ``_converged(prev, ll)`` (its fit's stopping rule)
+    and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
+
+    def _record_fit(self, lls, n_iter, converged):
+        """Stores a fit's log-likelihood history and convergence; returns self."""
+        self.log_likelihood_history_ = np.asarray(lls, dtype=np.float64)
+        self.lower_bound_ = float(lls[-1])
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        return self
+
+    def sufficient_statistics(self, X):
+        """E-step sums of the rows of ``X`` (N, D) under the current model, in
+        float64 (``st_a + st_b`` and ``sum([...])`` merge the statistics of
+        disjoint shards; picklable, to ship between processes)."""
+        check_fitted(self, "means_")
+        return self._statistics_of(as_matrix(X))
+
+    def update_from_statistics(self, stats):
+        """M-step from (merged) statistics: replaces the parameters and returns
+        self. With the sum of the statistics of every shard of a data set,
+        computed with the current model, this is exactly one EM iteration on
+        the whole set. Records the statistics' mean log-likelihood in
+        ``log_likelihood_history_`` / ``lower_bound_``, increments ``n_iter_``
+        and sets ``converged_`` by ``tol`` (the rule of ``fit``).
+
+        ``GaussianMixture`` also accepts statistics on an unfitted estimator
+        (the model is then float64); the MFA's M-step needs the model that
+        computed the statistics (a ``ValueError`` otherwise)."""
+        if not isinstance(stats, self._statistics_type):
+            raise TypeError(f"expected {self._statistics_type.__name__}, got {type(stats).__name__}")
+        if hasattr(self, "means_"):
+            k, d = np.shape(self.means_)
+            if (stats.n_components, stats.n_features) != (k, d):
+                raise ValueError(
+                    f"statistics of {stats.n_components} components in dimension {stats.n_features} "
+                    f"do not fit a model of {k} components in dimension {d}"
+                )
+        self._m_step(stats)
+        ll = float(stats.mean_log_likelihood)
+        hist = list(getattr(self, "log_likelihood_history_", []))
+        prev = hist[-1] if hist else None
+        hist.append(ll)
+        self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
+        self.lower_bound_ = ll
+        self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
+        self.converged_ = prev is not None and bool(self._converged(prev, ll))
+        return self
+
+    def partial_fit(self, X, y=None):
+        """One EM step on the batch ``X`` (N, D). The first call (unfitted
+        estimator) initialises from the batch, as ``fit`` does, then runs one
+        EM step on it. Returns self.
+
+        This is incremental EM on successive batches (each step sees one
+        batch). For exact EM over data too large for memory, sum the
+        :meth:`sufficient_statistics` of every batch, then call
+        :meth:`update_from_statistics` once per pass."""
+        if not hasattr(self, "means_"):
+            return self._fit(X, 1)
+        return self.update_from_statistics(self.sufficient_statistics(X))
+
+
 def check_fitted(est: Any, attr: str) -> None:
     if not hasattr(est, attr):
         raise NotFittedError(

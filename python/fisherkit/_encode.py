@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import _fisherkit as _native
-from ._base import BaseEstimator, TransformerMixin, as_bags, clone
+from ._base import BaseEstimator, TransformerMixin, as_bags, clone, fitted_arrays
 
 __all__ = ["FisherVector", "VLAD"]
 
@@ -26,11 +26,7 @@ def _gmm_params(gmm: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(
             f"the Gaussian mixture has covariance_type={ct!r}; Fisher vectors need a diagonal one ('diag')"
         )
-    m = np.ascontiguousarray(gmm.means_)
-    if m.dtype not in (np.float32, np.float64):
-        m = m.astype(np.float64)
-    w = np.ascontiguousarray(gmm.weights_, dtype=m.dtype)
-    v = np.ascontiguousarray(gmm.covariances_, dtype=m.dtype)
+    w, m, v = fitted_arrays(gmm, ("weights_", "means_", "covariances_"))
     return w, m, v
 
 

@@ -12,9 +12,11 @@ from ._base import (
     BaseEstimator,
     ClusterMixin,
     DensityMixin,
+    StatisticsEMMixin,
     TransformerMixin,
     as_matrix,
     check_fitted,
+    fitted_arrays,
     nonneg_float,
     positive_int,
     seed_from,
@@ -93,8 +95,32 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """Minus the inertia of ``X`` (N, D) (higher is better)."""
         return -float(np.min(self._sq_dist(X), axis=1).astype(np.float64).sum())
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the centres (K, D) to a ``.npy`` file, in their dtype: the
+        command line's format (``fisherkit kmeans fit --output centroids.npy``,
+        ``fisherkit encode --encoder vlad --model centroids.npy``)."""
+        check_fitted(self, "cluster_centers_")
+        np.save(os.fspath(path), np.ascontiguousarray(self.cluster_centers_), allow_pickle=False)
 
-class GaussianMixture(DensityMixin, BaseEstimator):
+    @classmethod
+    def load(cls, path: str | os.PathLike, **params: Any) -> "KMeans":
+        """Reads centres (K, D), float32 or float64, from a ``.npy`` file into a
+        fitted ``KMeans`` (``cluster_centers_``, ``n_features_in_``; no
+        ``labels_``); ``params`` are further hyper-parameters."""
+        p = os.fspath(path)
+        c = np.load(p, allow_pickle=False)
+        if c.ndim != 2 or c.dtype not in (np.float32, np.float64) or c.shape[0] == 0:
+            raise ValueError(f"{p}: expected a (K, D) array of centres (K >= 1), float32 or float64, "
+                             f"got dtype {c.dtype}, shape {c.shape}")
+        if not np.all(np.isfinite(c)):
+            raise ValueError(f"{p}: the centres have a non-finite value")
+        km = cls(n_clusters=c.shape[0], **params)
+        km.cluster_centers_ = np.ascontiguousarray(c)
+        km.n_features_in_ = c.shape[1]
+        return km
+
+
+class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Diagonal-covariance Gaussian mixture fitted by EM.
 
     $p(x) = \\sum_k w_k N(x; \\mu_k, \\mathrm{diag}\\,\\sigma_k^2)$. Posteriors are
@@ -189,11 +215,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             given,
         )
         self._set_model(w, m, v)
-        self.log_likelihood_history_ = np.asarray(lls, dtype=np.float64)
-        self.lower_bound_ = float(lls[-1])
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        return self
+        return self._record_fit(lls, n_iter, converged)
 
     def fit(self, X, y=None) -> "GaussianMixture":
         """Fits the mixture to the rows of ``X`` (N, D), float32 or float64, by
@@ -206,11 +228,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     # -------------------------------------------------------------- inference
     def _params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         check_fitted(self, "means_")
-        m = np.ascontiguousarray(self.means_)
-        if m.dtype not in (np.float32, np.float64):
-            m = m.astype(np.float64)
-        w = np.ascontiguousarray(self.weights_, dtype=m.dtype)
-        v = np.ascontiguousarray(self.covariances_, dtype=m.dtype)
+        w, m, v = fitted_arrays(self, ("weights_", "means_", "covariances_"))
         if v.ndim != 2:
             raise ValueError(
                 f"covariances_ must be the (K, D) diagonal variances, got shape {v.shape}"
@@ -248,54 +266,19 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return -2 * self.score(X) * n + 2 * self._n_parameters()
 
     # ------------------------------------------------- streaming / distributed
-    def sufficient_statistics(self, X) -> GmmStatistics:
-        """E-step sums of the rows of ``X`` (N, D) under the current model, in
-        float64 (a :class:`GmmStatistics`; ``st_a + st_b`` merges shards)."""
-        return _native.gmm_sufficient_statistics(*self._params(), as_matrix(X))
+    # sufficient_statistics, update_from_statistics, partial_fit: StatisticsEMMixin
+    _statistics_type = GmmStatistics
 
-    def update_from_statistics(self, stats: GmmStatistics) -> "GaussianMixture":
-        """M-step from (merged) statistics: replaces the parameters and returns
-        self. With the sum of the statistics of every shard of a data set this
-        is exactly one EM iteration on the whole set. Records the statistics'
-        mean log-likelihood in ``log_likelihood_history_`` / ``lower_bound_``,
-        increments ``n_iter_`` and sets ``converged_`` by ``tol``. Works on an
-        unfitted estimator too (the model is then float64)."""
-        if not isinstance(stats, GmmStatistics):
-            raise TypeError(f"expected GmmStatistics, got {type(stats).__name__}")
-        if hasattr(self, "means_"):
-            k, d = np.shape(self.means_)
-            if (stats.n_components, stats.n_features) != (k, d):
-                raise ValueError(
-                    f"statistics of {stats.n_components} components in dimension {stats.n_features} "
-                    f"do not fit a model of {k} components in dimension {d}"
-                )
-            dtype = np.dtype(self.means_.dtype).name
-        else:
-            dtype = "float64"
-        w, m, v = _native.gmm_from_statistics(stats, *self._floor(), dtype)
-        ll = float(stats.mean_log_likelihood)
-        hist = list(getattr(self, "log_likelihood_history_", []))
-        prev = hist[-1] if hist else None
-        hist.append(ll)
-        self._set_model(w, m, v)
-        self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
-        self.lower_bound_ = ll
-        self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
-        self.converged_ = prev is not None and abs(ll - prev) / max(abs(prev), 1.0) < float(self.tol)
-        return self
+    def _statistics_of(self, X: np.ndarray) -> GmmStatistics:
+        return _native.gmm_sufficient_statistics(*self._params(), X)
 
-    def partial_fit(self, X, y=None) -> "GaussianMixture":
-        """One EM step on the batch ``X`` (N, D). The first call (unfitted
-        estimator) initialises from the batch (``init_params``) then runs one
-        EM step on it. Returns self.
+    def _m_step(self, stats: GmmStatistics) -> None:
+        # works on an unfitted estimator too (the model is then float64)
+        dtype = np.dtype(self.means_.dtype).name if hasattr(self, "means_") else "float64"
+        self._set_model(*_native.gmm_from_statistics(stats, *self._floor(), dtype))
 
-        This is incremental EM on successive batches (each step sees one
-        batch). For exact EM over data too large for memory, sum the
-        :meth:`sufficient_statistics` of every batch, then call
-        :meth:`update_from_statistics` once per pass."""
-        if not hasattr(self, "means_"):
-            return self._fit(X, 1)
-        return self.update_from_statistics(self.sufficient_statistics(X))
+    def _converged(self, prev: float, ll: float) -> bool:
+        return abs(ll - prev) / max(abs(prev), 1.0) < float(self.tol)
 
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:

@@ -117,6 +117,8 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     def fit(self, X, y) -> "LinearSVC":
         """Trains on ``X`` (N, D) with labels ``y`` (N,), any hashable labels. Returns self."""
         X = as_matrix(X)
+        if not (isinstance(self.C, (int, float, np.number)) and np.isfinite(self.C) and self.C > 0):
+            raise ValueError(f"C must be a finite number > 0, got {self.C!r}")
         classes, idx = np.unique(np.asarray(y), return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"need at least 2 classes, got {len(classes)}")

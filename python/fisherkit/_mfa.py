@@ -12,10 +12,12 @@ from ._base import (
     BaseEstimator,
     DensityMixin,
     NotFittedError,
+    StatisticsEMMixin,
     TransformerMixin,
     as_bags,
     as_matrix,
     check_fitted,
+    fitted_arrays,
     clone,
     nonneg_float,
     positive_int,
@@ -27,7 +29,7 @@ from ._gmm import read_model_file
 __all__ = ["MixtureOfFactorAnalyzers", "MFAFisherScore", "MfaStatistics"]
 
 
-class MixtureOfFactorAnalyzers(DensityMixin, BaseEstimator):
+class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Mixture of K factor analysers with R factors, fitted by EM
     (Ghahramani & Hinton 1997).
 
@@ -95,13 +97,8 @@ class MixtureOfFactorAnalyzers(DensityMixin, BaseEstimator):
 
     def _params(self):
         check_fitted(self, "means_")
-        m = np.ascontiguousarray(self.means_)
-        if m.dtype not in (np.float32, np.float64):
-            m = m.astype(np.float64)
-        w = np.ascontiguousarray(self.weights_, dtype=m.dtype)
-        lam = np.ascontiguousarray(self.loadings_, dtype=m.dtype)
-        psi = np.ascontiguousarray(np.atleast_2d(self.psi_), dtype=m.dtype)
-        return w, m, lam, psi
+        w, m, lam, psi = fitted_arrays(self, ("weights_", "means_", "loadings_", "psi_"))
+        return w, m, lam, np.ascontiguousarray(np.atleast_2d(psi))
 
     def _fit(self, X, max_iter: int):
         X = as_matrix(X)
@@ -117,11 +114,7 @@ class MixtureOfFactorAnalyzers(DensityMixin, BaseEstimator):
             seed_from(self.random_state),
         )
         self._set_model(w, m, lam, psi)
-        self.log_likelihood_history_ = np.asarray(lls, dtype=np.float64)
-        self.lower_bound_ = float(lls[-1])
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        return self
+        return self._record_fit(lls, n_iter, converged)
 
     def fit(self, X, y=None) -> "MixtureOfFactorAnalyzers":
         """Fits the mixture to the rows of ``X`` (N, D), float32 or float64. Returns self."""
@@ -143,35 +136,18 @@ class MixtureOfFactorAnalyzers(DensityMixin, BaseEstimator):
         """Most probable component of each row: (N,) int64."""
         return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
 
-    def sufficient_statistics(self, X) -> MfaStatistics:
-        """E-step sums of the rows of ``X`` (N, D) under the current model
-        (``st_a + st_b`` merges shards computed with the same model)."""
-        return _native.mfa_sufficient_statistics(self._params(), as_matrix(X))
+    # sufficient_statistics, update_from_statistics, partial_fit: StatisticsEMMixin
+    # (update_from_statistics needs the model that computed the statistics)
+    _statistics_type = MfaStatistics
 
-    def update_from_statistics(self, stats: MfaStatistics) -> "MixtureOfFactorAnalyzers":
-        """M-step from statistics computed by the current model (merged over
-        shards or not). Records the log-likelihood and convergence like
-        :meth:`GaussianMixture.update_from_statistics`. Returns self."""
-        if not isinstance(stats, MfaStatistics):
-            raise TypeError(f"expected MfaStatistics, got {type(stats).__name__}")
-        w, m, lam, psi = _native.mfa_update_from_statistics(self._params(), stats, float(self.psi_floor))
-        ll = float(stats.mean_log_likelihood)
-        hist = list(getattr(self, "log_likelihood_history_", []))
-        prev = hist[-1] if hist else None
-        hist.append(ll)
-        self._set_model(w, m, lam, psi)
-        self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
-        self.lower_bound_ = ll
-        self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
-        self.converged_ = prev is not None and abs(ll - prev) <= float(self.tol) * abs(prev)
-        return self
+    def _statistics_of(self, X: np.ndarray) -> MfaStatistics:
+        return _native.mfa_sufficient_statistics(self._params(), X)
 
-    def partial_fit(self, X, y=None) -> "MixtureOfFactorAnalyzers":
-        """One EM step on the batch ``X``; the first call initialises from the
-        batch (k-means + PPCA) and runs one EM step. Returns self."""
-        if not hasattr(self, "means_"):
-            return self._fit(X, 1)
-        return self.update_from_statistics(self.sufficient_statistics(X))
+    def _m_step(self, stats: MfaStatistics) -> None:
+        self._set_model(*_native.mfa_update_from_statistics(self._params(), stats, float(self.psi_floor)))
+
+    def _converged(self, prev: float, ll: float) -> bool:
+        return abs(ll - prev) <= float(self.tol) * abs(prev)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes a safetensors model file: ``kind`` = "mfa", ``format_version``

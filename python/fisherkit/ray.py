@@ -1,32 +1,42 @@
 """Distributed EM and encoding on Ray.
 
 EM's E-step sums add up over disjoint shards of the data (see
-:class:`fisherkit.GmmStatistics`), so exact EM over data spread across
-machines is a map-reduce per iteration:
+:class:`fisherkit.GmmStatistics` and :class:`fisherkit.MfaStatistics`), so
+exact EM over data spread across machines is a map-reduce per iteration, for
+the diagonal GMM (:func:`fit_gmm_distributed`) and the mixture of factor
+analysers (:func:`fit_mfa_distributed`) alike:
 
 * map: the shards live in Ray's object store (local arrays are put there
   once; ObjectRefs are used as they are), and each iteration runs one Ray task
   per shard, scheduled on the node that holds it, computing the shard's
-  sufficient statistics under the current model (the model, K·(2D+1) numbers,
-  is broadcast through the object store);
+  sufficient statistics under the current model (the model, O(K·D·R)
+  numbers, is broadcast through the object store);
 * reduce: the driver sums the statistics in shard order (deterministic);
 * M-step on the driver (``update_from_statistics``).
 
-The result equals single-process EM from the same initial model up to the
-rounding of the sums (rtol ~1e-12 in float64). The initial model is fitted on a
-sample gathered from the shards: ``init_sample_size`` rows in all, each shard
-giving a share proportional to its size, rows drawn without replacement by
+:func:`sufficient_statistics_distributed` is one such map-reduce (the E-step of
+any fitted fisherkit mixture). The result equals single-process EM from the
+same initial model up to the rounding of the sums (rtol ~1e-12 in float64).
+The initial model is fitted, as the in-process ``fit`` does (k-means then EM;
+k-means + PPCA then EM for the MFA), on a sample gathered from the shards:
+``init_sample_size`` rows in all, each shard giving a share proportional to its
+size, rows drawn without replacement by
 ``numpy.random.default_rng([seed, shard_index])`` (see :func:`sample_rows`), so a
-given ``random_state`` and sharding always give the same model.
+given ``random_state`` and sharding always give the same model. With
+``init_sample_size`` at least the number of rows the sample is the whole data
+in shard order, and the distributed fit equals the in-process
+``fit(np.concatenate(shards))`` with ``max_iter = init_max_iter + max_iter``.
 
 Running on a cluster
 --------------------
 The same code runs unchanged on one machine or many; only ``ray.init`` differs::
 
-    import ray, fisherkit, fisherkit.ray as fkray
+    import numpy as np, ray, fisherkit, fisherkit.ray as fkray
 
     ray.init(address="auto")          # on a node of a running cluster
-                                      # (`ray start --head` / `ray start --address=HEAD:6379`)
+                                      # (`ray start --head` on one node, then
+                                      # `ray start --address=HEAD:6379` on the others;
+                                      # or ray.init(address="ray://HEAD:10001") from outside)
     # Load each shard where it will be used: a remote task returns an ObjectRef,
     # and the data never goes through the driver.
     @ray.remote
@@ -34,12 +44,16 @@ The same code runs unchanged on one machine or many; only ``ray.init`` differs::
         return np.load(path)
     shards = [load.remote(p) for p in shard_paths]
     gmm = fkray.fit_gmm_distributed(shards, n_components=256, max_iter=50)
+    mfa = fkray.fit_mfa_distributed(shards, n_components=50, n_factors=10, max_iter=50)
     V = fkray.encode_distributed(fisherkit.FisherVector(gmm), bags, batch_size=256)
+    S = fkray.encode_distributed(fisherkit.MFAFisherScore(mfa), bags, batch_size=256)
 
-Every node needs ``fisherkit`` installed (or ``runtime_env={"pip": ["fisherkit"]}``).
-Each task reserves ``num_cpus`` CPUs and sets ``RAYON_NUM_THREADS`` to
-that number in its worker process (before fisherkit's first parallel call
-there), so the Rust threads do not oversubscribe the node.
+On one machine, ``ray.init(num_cpus=4)`` starts a local cluster and the same
+calls run there. Every node needs ``fisherkit`` installed (or
+``runtime_env={"pip": ["fisherkit"]}``). Each task reserves ``num_cpus`` CPUs
+and sets ``RAYON_NUM_THREADS`` to that number in its worker process (before
+fisherkit's first parallel call there), so the Rust threads do not
+oversubscribe the node.
 """
 
 from __future__ import annotations
@@ -52,11 +66,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import _fisherkit as _native
 from ._base import as_matrix, positive_int, seed_from
 from ._gmm import GaussianMixture
+from ._mfa import MixtureOfFactorAnalyzers
 
-__all__ = ["fit_gmm_distributed", "encode_distributed", "sample_rows", "em_on_statistics"]
+__all__ = [
+    "fit_gmm_distributed",
+    "fit_mfa_distributed",
+    "sufficient_statistics_distributed",
+    "encode_distributed",
+    "sample_rows",
+    "em_on_statistics",
+]
 
 
 def _ray():
@@ -100,31 +121,98 @@ def _shard_sample(x: Any, n: int, seed: int, shard_index: int) -> np.ndarray:
     return sample_rows(x, n, seed, shard_index)
 
 
-def _shard_gmm_statistics(params: tuple, x: Any, num_cpus: float):
+def _shard_statistics(model: Any, x: Any, num_cpus: float):
     _limit_threads(num_cpus)
-    return _native.gmm_sufficient_statistics(*params, as_matrix(x, "shard"))
+    return model.sufficient_statistics(as_matrix(x, "shard"))
 
 
-def em_on_statistics(
-    gmm: GaussianMixture,
-    statistics_of: Any,
-    max_iter: int,
-) -> GaussianMixture:
+def em_on_statistics(model: Any, statistics_of: Any, max_iter: int) -> Any:
     """EM driven by a function returning the merged statistics of the whole
-    data under a model: ``statistics_of(gmm) -> GmmStatistics``. Runs until
-    ``gmm.converged_`` (relative log-likelihood change below ``gmm.tol``) or
-    ``max_iter`` iterations; returns ``gmm``, updated in place, with
-    ``n_iter_``, ``converged_``, ``lower_bound_`` and
+    data under a model: ``statistics_of(model) -> GmmStatistics`` (or
+    ``MfaStatistics``). Runs until ``model.converged_`` (the estimator's
+    ``tol`` rule) or ``max_iter`` iterations; returns ``model`` (a fitted
+    ``GaussianMixture`` or ``MixtureOfFactorAnalyzers``), updated in place,
+    with ``n_iter_``, ``converged_``, ``lower_bound_`` and
     ``log_likelihood_history_`` of this run. The engine-independent core of
-    :func:`fit_gmm_distributed`."""
+    :func:`fit_gmm_distributed` and :func:`fit_mfa_distributed`."""
     for attr in ("log_likelihood_history_", "n_iter_", "converged_", "lower_bound_"):
-        if hasattr(gmm, attr):
-            delattr(gmm, attr)
+        if hasattr(model, attr):
+            delattr(model, attr)
     for _ in range(positive_int(max_iter, "max_iter")):
-        gmm.update_from_statistics(statistics_of(gmm))
-        if gmm.converged_:
+        model.update_from_statistics(statistics_of(model))
+        if model.converged_:
             break
-    return gmm
+    return model
+
+
+def _shard_refs(ray: Any, shards: Sequence[Any]) -> list[Any]:
+    """Shards in the object store (local arrays are put there once)."""
+    if len(shards) == 0:
+        raise ValueError("no shards: give at least one (N_i, D) array or ObjectRef")
+    return [s if isinstance(s, ray.ObjectRef) else ray.put(as_matrix(s, f"shard {i}")) for i, s in enumerate(shards)]
+
+
+def sufficient_statistics_distributed(model: Any, shards: Sequence[Any], *, num_cpus: float = 1) -> Any:
+    """One distributed E-step: ``model.sufficient_statistics`` of every shard
+    in a Ray task (map), summed in shard order on the driver (reduce).
+
+    ``model``: a fitted ``GaussianMixture`` or ``MixtureOfFactorAnalyzers``
+    (put in the object store once). ``shards``: (N_i, D) arrays or ObjectRefs
+    to them. Returns the ``GmmStatistics`` / ``MfaStatistics`` of all the rows,
+    equal to ``model.sufficient_statistics(np.concatenate(shards))`` up to the
+    rounding of the sums.
+    """
+    ray = _ray()
+    return _statistics_of_refs(ray, model, _shard_refs(ray, shards), num_cpus)
+
+
+def _statistics_of_refs(ray: Any, model: Any, refs: list[Any], num_cpus: float) -> Any:
+    task = _remote(ray, num_cpus, _shard_statistics)
+    model_ref = ray.put(model)
+    parts = ray.get([task.remote(model_ref, r, num_cpus) for r in refs])
+    return functools.reduce(operator.add, parts)
+
+
+def _fit_distributed(
+    ray: Any,
+    est: Any,
+    shards: Sequence[Any],
+    seed: int,
+    init: Any,
+    init_sample_size: int | None,
+    init_max_iter: int,
+    num_cpus: float,
+) -> Any:
+    """The common driver of the distributed fits: ``est`` (unfitted, its
+    hyper-parameters set) gets its initial model from ``init`` or from a fit
+    of a copy with ``max_iter=init_max_iter`` on the gathered sample, then
+    runs EM over the shards."""
+    refs = _shard_refs(ray, shards)
+    remote = functools.partial(_remote, ray, num_cpus)
+    shapes = ray.get([remote(_shard_shape).remote(r) for r in refs])
+    dims = {d for _, d in shapes}
+    if len(dims) != 1:
+        raise ValueError(f"shards have different numbers of columns: shapes {shapes}")
+    k = positive_int(est.n_components, "n_components")
+    if init is None:
+        size = init_sample_size if init_sample_size is not None else max(100 * k, 10_000)
+        shares = _shares([n for n, _ in shapes], positive_int(size, "init_sample_size"))
+        sample = remote(_shard_sample)
+        parts = ray.get([sample.remote(r, m, seed, i) for i, (r, m) in enumerate(zip(refs, shares))])
+        start = type(est)(**{**est.get_params(deep=False), "max_iter": init_max_iter})
+        start.fit(np.concatenate(parts, axis=0))
+    else:
+        start = init
+        if not hasattr(start, "means_"):
+            raise ValueError("init must be a fitted model (call its fit first)")
+        got = (np.shape(start.means_), type(start).__name__)
+        want = ((k, dims.pop()), type(est).__name__)
+        if got != want:
+            raise ValueError(
+                f"init is a {got[1]} with means of shape {got[0]}; expected a {want[1]} with means of shape {want[0]}"
+            )
+    est._set_model(*[a.copy() for a in start._params()])
+    return em_on_statistics(est, lambda model: _statistics_of_refs(ray, model, refs, num_cpus), est.max_iter)
 
 
 def fit_gmm_distributed(
@@ -176,46 +264,92 @@ def fit_gmm_distributed(
     a cluster); see the module documentation.
     """
     ray = _ray()
-    if len(shards) == 0:
-        raise ValueError("no shards: give at least one (N_i, D) array or ObjectRef")
     seed = seed_from(random_state)
-    k = positive_int(n_components, "n_components")
-    # Shards live in the object store (local arrays are put there once); each
-    # EM iteration runs one task per shard, scheduled where the shard is.
-    refs = [s if isinstance(s, ray.ObjectRef) else ray.put(as_matrix(s, f"shard {i}")) for i, s in enumerate(shards)]
-    remote = functools.partial(_remote, ray, num_cpus)
-    shapes = ray.get([remote(_shard_shape).remote(r) for r in refs])
-    dims = {d for _, d in shapes}
-    if len(dims) != 1:
-        raise ValueError(f"shards have different numbers of columns: shapes {shapes}")
     gmm = GaussianMixture(
-        k,
-        max_iter=max_iter,
+        positive_int(n_components, "n_components"),
+        max_iter=positive_int(max_iter, "max_iter"),
         tol=tol,
         init_params=init_params,
         variance_floor=variance_floor,
         variance_floor_mode=variance_floor_mode,
         random_state=seed,
     )
-    if init is None:
-        size = init_sample_size if init_sample_size is not None else max(100 * k, 10_000)
-        shares = _shares([n for n, _ in shapes], positive_int(size, "init_sample_size"))
-        sample = remote(_shard_sample)
-        parts = ray.get([sample.remote(r, m, seed, i) for i, (r, m) in enumerate(zip(refs, shares))])
-        start = GaussianMixture(**{**gmm.get_params(deep=False), "max_iter": init_max_iter})
-        start.fit(np.concatenate(parts, axis=0))
-    else:
-        start = init
-    w, m, v = start._params()
-    gmm._set_model(w.copy(), m.copy(), v.copy())
-    stats = remote(_shard_gmm_statistics)
+    return _fit_distributed(ray, gmm, shards, seed, init, init_sample_size, init_max_iter, num_cpus)
 
-    def statistics_of(model: GaussianMixture):
-        params = ray.put(model._params())
-        parts = ray.get([stats.remote(params, r, num_cpus) for r in refs])
-        return functools.reduce(operator.add, parts)
 
-    return em_on_statistics(gmm, statistics_of, max_iter)
+def fit_mfa_distributed(
+    shards: Sequence[Any],
+    n_components: int,
+    n_factors: int,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    random_state: Any = 0,
+    *,
+    psi_mode: str = "shared",
+    psi_floor: float = 1e-3,
+    init: MixtureOfFactorAnalyzers | None = None,
+    init_sample_size: int | None = None,
+    init_max_iter: int = 10,
+    num_cpus: float = 1,
+) -> MixtureOfFactorAnalyzers:
+    """Fits a mixture of factor analysers by exact EM over ``shards`` held in
+    Ray's object store (one task per shard and iteration computing the shard's
+    :class:`fisherkit.MfaStatistics`; their sum gives the M-step on the driver).
+
+    Parameters
+    ----------
+    shards : list of ndarray (N_i, D) or ray.ObjectRef to one
+        The data, split by rows (any number of shards). ObjectRefs are
+        resolved inside the tasks.
+    n_components, n_factors, max_iter, tol, psi_mode, psi_floor
+        As :class:`fisherkit.MixtureOfFactorAnalyzers` (``tol``: relative
+        change of the mean log-likelihood, ``|l_t - l_{t-1}| <= tol |l_{t-1}|``).
+    random_state : int, default 0
+        Seed of the initialisation sample and of the initial fit.
+    init : MixtureOfFactorAnalyzers, optional
+        A fitted model (K components, the shards' D, ``n_factors`` factors, the
+        same ``psi_mode``) to start EM from; then no sample is drawn.
+    init_sample_size : int, optional
+        Rows gathered from the shards for the initial model (default
+        ``max(100 * n_components, 10000)``); the initial model is
+        ``MixtureOfFactorAnalyzers(..., max_iter=init_max_iter).fit(sample)``:
+        k-means + PPCA, then EM, as the in-process fit.
+    num_cpus : float, default 1
+        CPUs reserved by each task (its Rust thread count).
+
+    Returns
+    -------
+    MixtureOfFactorAnalyzers
+        Fitted: ``weights_``, ``means_``, ``loadings_``, ``psi_``, ``n_iter_``,
+        ``converged_``, ``lower_bound_``, ``log_likelihood_history_`` of the
+        distributed EM run. The model keeps the dtype of the shards (of the
+        initial sample).
+
+    Ray must be initialised (``ray.init()``, or ``ray.init(address="auto")`` on
+    a cluster); see the module documentation.
+    """
+    ray = _ray()
+    seed = seed_from(random_state)
+    mfa = MixtureOfFactorAnalyzers(
+        positive_int(n_components, "n_components"),
+        positive_int(n_factors, "n_factors"),
+        psi_mode=psi_mode,
+        max_iter=positive_int(max_iter, "max_iter"),
+        tol=tol,
+        psi_floor=psi_floor,
+        random_state=seed,
+    )
+    if psi_mode not in ("shared", "per_component"):
+        raise ValueError(f'psi_mode must be "shared" or "per_component", got {psi_mode!r}')
+    if init is not None and (
+        np.shape(getattr(init, "loadings_", ()))[2:] != (mfa.n_factors,)
+        or getattr(init, "psi_mode", None) != psi_mode
+    ):
+        raise ValueError(
+            f"init must be a fitted MixtureOfFactorAnalyzers with n_factors={mfa.n_factors} and "
+            f"psi_mode={psi_mode!r}, got {init!r}"
+        )
+    return _fit_distributed(ray, mfa, shards, seed, init, init_sample_size, init_max_iter, num_cpus)
 
 
 def _remote(ray: Any, num_cpus: float, fn: Any) -> Any:

@@ -98,8 +98,73 @@ def test_sharded_statistics_equal_batch_step_and_partial_fit(data):
         inc.partial_fit(data)
     np.testing.assert_allclose(inc.loadings_, full.loadings_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(inc.log_likelihood_history_, full.log_likelihood_history_, rtol=1e-12)
-    with pytest.raises(TypeError, match="cannot be pickled"):
-        pickle.dumps(whole)
+
+
+@pytest.mark.parametrize("psi_mode", ["shared", "per_component"])
+def test_statistics_parts_pickle_and_validation(data, psi_mode):
+    m = fisherkit.MixtureOfFactorAnalyzers(3, 2, psi_mode=psi_mode, max_iter=5, random_state=0).fit(data)
+    st = m.sufficient_statistics(data)
+    k, d, r = 3, 8, 2
+    assert (st.n_components, st.n_features, st.n_factors, st.psi_mode) == (k, d, r, psi_mode)
+    shapes = {"center": (d,), "resp_sums": (k,), "sum_e": (k, r), "sum_ee": (k, r, r), "sum_y": (k, d),
+              "sum_ye": (k, d, r), "sum_yy": ((1 if psi_mode == "shared" else k), d)}
+    for name, shape in shapes.items():
+        assert getattr(st, name).shape == shape and getattr(st, name).dtype == np.float64, name
+    # independent truth for the parts that need no factor posteriors: Σ_k n_k = N,
+    # Σ_k Σ_i h_ik y_i = Σ_i y_i, Σ_k Σ_i h_ik y_i² = Σ_i y_i² (per component: summed over k)
+    y = data - st.center
+    assert st.resp_sums.sum() == pytest.approx(len(data), rel=1e-12)
+    np.testing.assert_allclose(st.sum_y.sum(0), y.sum(0), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(st.sum_yy.sum(0), (y**2).sum(0), rtol=1e-10)
+    q, _ = dense_estep(m, data)
+    np.testing.assert_allclose(st.resp_sums, q.sum(0), rtol=1e-9)
+    np.testing.assert_allclose(st.sum_y, q.T @ y, rtol=1e-9, atol=1e-8)
+    # e_ik = E[z | x_i, k] = M_k^-1 Λ_kᵀ Ψ^-1 (x_i - μ_k), M_k = I + Λ_kᵀ Ψ^-1 Λ_k: the factor sums
+    # (sum_ee is Σ h e eᵀ; the M-step adds n_k M_k^-1 itself)
+    psi = np.atleast_2d(m.psi_)
+    for j in range(k):
+        pj = psi[min(j, len(psi) - 1)]
+        lam = m.loadings_[j]
+        M = np.eye(r) + lam.T @ (lam / pj[:, None])
+        e = np.linalg.solve(M, (lam / pj[:, None]).T @ (data - m.means_[j]).T).T  # (N, R)
+        np.testing.assert_allclose(st.sum_e[j], q[:, j] @ e, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(st.sum_ee[j], (q[:, j, None] * e).T @ e, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(st.sum_ye[j], (q[:, j, None] * y).T @ e, rtol=1e-8, atol=1e-8)
+    # pickle round trip: the same statistics, the same M-step
+    back = pickle.loads(pickle.dumps(st))
+    assert type(back) is fisherkit.MfaStatistics and back.n_rows == st.n_rows
+    assert back.log_likelihood == st.log_likelihood
+    for name in shapes:
+        np.testing.assert_array_equal(getattr(back, name), getattr(st, name))
+    a = fisherkit.clone(m)
+    a._set_model(*m._params())
+    b = pickle.loads(pickle.dumps(a))
+    a.update_from_statistics(st)
+    b.update_from_statistics(back)
+    for attr in ("weights_", "means_", "loadings_", "psi_"):
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    assert "MfaStatistics(n_components=3, n_features=8" in repr(st)
+    # the constructor validates its parts
+    args = [psi_mode, st.n_rows, st.log_likelihood] + [getattr(st, n) for n in shapes]
+    bad_shape = list(args)
+    bad_shape[6] = np.zeros((k, r + 1, r))
+    with pytest.raises(ValueError, match=r"sum_ee has shape \[3, 3, 2\]"):
+        fisherkit.MfaStatistics(*bad_shape)
+    bad_value = list(args)
+    bad_value[8] = st.sum_ye.copy()
+    bad_value[8][0, 0, 0] = np.inf
+    with pytest.raises(ValueError, match="sum_ye has a non-finite value"):
+        fisherkit.MfaStatistics(*bad_value)
+    with pytest.raises(ValueError, match="n_rows must be >= 0"):
+        fisherkit.MfaStatistics(*([psi_mode, -1] + args[2:]))
+    with pytest.raises(ValueError, match="psi_mode"):
+        fisherkit.MfaStatistics(*(["both"] + args[1:]))
+    # statistics of another model shape do not merge, nor update this model
+    other = fisherkit.MixtureOfFactorAnalyzers(2, 2, psi_mode=psi_mode, max_iter=2).fit(data)
+    with pytest.raises(ValueError, match="mismatch"):
+        st + other.sufficient_statistics(data)
+    with pytest.raises(ValueError, match="statistics of 2 components in dimension 8 do not fit a model of 3"):
+        m.update_from_statistics(other.sufficient_statistics(data))
 
 
 def test_fisher_score_equals_exact_gradients(data):

@@ -2,6 +2,7 @@
 same results as one process."""
 
 import os
+import pickle
 import tempfile
 
 import numpy as np
@@ -98,3 +99,102 @@ def test_encode_distributed_equals_transform(ray_local, data):
         out = fkray.encode_distributed(enc, bags, batch_size=4)
         np.testing.assert_array_equal(out, enc.transform(local))
     assert fkray.encode_distributed(fisherkit.FisherVector(gmm), [], batch_size=4).shape == (0, 48)
+
+
+@pytest.fixture(scope="module")
+def mfa_data():
+    from test_mfa import planted_mfa
+
+    return planted_mfa(n=3000, k=3, d=8, r=2, seed=4)
+
+
+@pytest.mark.parametrize("psi_mode", ["shared", "per_component"])
+def test_distributed_mfa_equals_single_process(ray_local, mfa_data, psi_mode):
+    import fisherkit.ray as fkray
+
+    X = mfa_data
+    cuts = [700, 1900, 1901]
+    pieces = np.split(X, cuts)
+    shards = [pieces[0], ray_local.put(pieces[1]), pieces[2], pieces[3]]
+    kw = dict(max_iter=12, tol=0, random_state=5, psi_mode=psi_mode)
+    mfa = fkray.fit_mfa_distributed(shards, 3, 2, init_sample_size=600, init_max_iter=3, **kw)
+    # the same computation in one process: the documented sample, the in-process
+    # fit on it (k-means + PPCA + 3 EM steps), then EM steps on the whole data
+    shares = fkray._shares([len(p) for p in pieces], 600)
+    sample = np.concatenate([fkray.sample_rows(x, m, 5, i) for i, (x, m) in enumerate(zip(pieces, shares))])
+    assert len(sample) >= 600
+    ref = fisherkit.MixtureOfFactorAnalyzers(3, 2, psi_mode=psi_mode, max_iter=3, tol=0, random_state=5).fit(sample)
+    lls = []
+    for _ in range(12):
+        st = ref.sufficient_statistics(X)
+        lls.append(st.mean_log_likelihood)
+        ref.update_from_statistics(st)
+    assert mfa.n_iter_ == 12 and not mfa.converged_
+    assert mfa.psi_.shape == ((8,) if psi_mode == "shared" else (3, 8))
+    for attr in ("weights_", "means_", "loadings_", "psi_"):
+        np.testing.assert_allclose(getattr(mfa, attr), getattr(ref, attr), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(mfa.log_likelihood_history_, lls, rtol=1e-11)
+    assert np.all(np.diff(lls) >= -1e-9 * np.abs(lls[1:]))  # EM never decreases the likelihood
+    # with the whole data as the sample: exactly the in-process fit, max_iter = 3 + 12
+    whole = fkray.fit_mfa_distributed(shards, 3, 2, init_sample_size=len(X), init_max_iter=3, **kw)
+    one = fisherkit.MixtureOfFactorAnalyzers(3, 2, psi_mode=psi_mode, max_iter=15, tol=0, random_state=5).fit(X)
+    for attr in ("weights_", "means_", "loadings_", "psi_"):
+        np.testing.assert_allclose(getattr(whole, attr), getattr(one, attr), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whole.log_likelihood_history_, one.log_likelihood_history_[3:], rtol=1e-11)
+    # a distributed model pickles (and is a plain estimator)
+    back = pickle.loads(pickle.dumps(whole))
+    np.testing.assert_array_equal(back.score_samples(X[:20]), whole.score_samples(X[:20]))
+    assert back.get_params() == whole.get_params()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sharded_mfa_statistics_equal_batch_step(ray_local, mfa_data, dtype):
+    import fisherkit.ray as fkray
+
+    X = mfa_data.astype(dtype)
+    m = fisherkit.MixtureOfFactorAnalyzers(3, 2, max_iter=4, random_state=1).fit(X)
+    shards = np.array_split(X, 5)
+    shards[2] = ray_local.put(shards[2])
+    dist = fkray.sufficient_statistics_distributed(m, shards)
+    whole = m.sufficient_statistics(X)
+    assert isinstance(dist, fisherkit.MfaStatistics) and dist.n_rows == whole.n_rows == len(X)
+    for name in ("resp_sums", "sum_e", "sum_ee", "sum_y", "sum_ye", "sum_yy"):
+        ref = getattr(whole, name)
+        # Σ h e is ~0 after an M-step (cancellation): its scale is √(N Σ h e²)
+        scale = np.sqrt(len(X) * np.abs(whole.sum_ee).max()) if name == "sum_e" else np.abs(ref).max()
+        np.testing.assert_allclose(getattr(dist, name), ref, rtol=1e-6, atol=1e-6 * scale, err_msg=name)
+    assert dist.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-6)
+    a = pickle.loads(pickle.dumps(m)).update_from_statistics(dist)
+    b = pickle.loads(pickle.dumps(m)).update_from_statistics(whole)
+    for attr in ("weights_", "means_", "loadings_", "psi_"):
+        np.testing.assert_allclose(getattr(a, attr), getattr(b, attr), rtol=1e-6 if dtype == np.float64 else 1e-4, atol=1e-6)
+    # the GMM's statistics through the same map-reduce
+    g = fisherkit.GaussianMixture(3, max_iter=5).fit(X)
+    gd = fkray.sufficient_statistics_distributed(g, shards)
+    np.testing.assert_allclose(gd.sum_y, g.sufficient_statistics(X).sum_y, rtol=1e-6, atol=1e-6)
+
+
+def test_distributed_mfa_errors(ray_local, mfa_data):
+    import fisherkit.ray as fkray
+
+    X = mfa_data
+    with pytest.raises(ValueError, match="different numbers of columns"):
+        fkray.fit_mfa_distributed([X[:100], X[100:200, :5]], 2, 2)
+    with pytest.raises(ValueError, match="no shards"):
+        fkray.fit_mfa_distributed([], 2, 2)
+    with pytest.raises(ValueError, match="psi_mode"):
+        fkray.fit_mfa_distributed([X], 2, 2, psi_mode="diag")
+    start = fisherkit.MixtureOfFactorAnalyzers(3, 1, max_iter=2).fit(X)
+    with pytest.raises(ValueError, match="n_factors=2"):
+        fkray.fit_mfa_distributed([X], 3, 2, init=start)
+    # a given start: distributed EM == the in-process steps from it
+    start = fisherkit.MixtureOfFactorAnalyzers(3, 2, max_iter=2).fit(X[::5])
+    mfa = fkray.fit_mfa_distributed(np.array_split(X, 3), 3, 2, max_iter=300, tol=1e-7, init=start)
+    ref = pickle.loads(pickle.dumps(start))
+    for attr in ("log_likelihood_history_", "n_iter_", "converged_", "lower_bound_"):
+        delattr(ref, attr)
+    ref.set_params(tol=1e-7)
+    while not getattr(ref, "converged_", False):
+        ref.partial_fit(X)
+    assert mfa.converged_ and mfa.n_iter_ == ref.n_iter_ < 300
+    np.testing.assert_allclose(mfa.loadings_, ref.loadings_, rtol=1e-8, atol=1e-10)

@@ -1,13 +1,13 @@
 //! Diagonal GMM: EM fit, posteriors, log-likelihoods, mergeable statistics
 //! (`GmmStatistics`) and the M-step.
 
+use crate::stats::statistics_class;
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::gmm::{DiagGmm, GmmInit, GmmParams, GmmStats, VarianceFloor};
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyTuple};
 
 /// `(weights (K), means (K, D), variances (K, D))` as numpy arrays.
 type Params<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
@@ -177,181 +177,81 @@ fn gmm_from_statistics<'py>(
     dtype: &str,
 ) -> PyResult<Params<'py>> {
     let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
-    let st = &stats.inner;
+    fn run<'py, F: PyFloat>(
+        py: Python<'py>,
+        st: &GmmStats,
+        floor: VarianceFloor,
+    ) -> PyResult<Params<'py>> {
+        let g = py
+            .detach(|| DiagGmm::<F>::from_statistics(st, floor))
+            .map_err(value_error)?;
+        Ok(params_to_py(py, g))
+    }
     match dtype {
-        "float32" => {
-            let g = py
-                .detach(|| DiagGmm::<f32>::from_statistics(st, floor))
-                .map_err(value_error)?;
-            Ok(params_to_py(py, g))
-        }
-        "float64" => {
-            let g = py
-                .detach(|| DiagGmm::<f64>::from_statistics(st, floor))
-                .map_err(value_error)?;
-            Ok(params_to_py(py, g))
-        }
+        "float32" => run::<f32>(py, &stats.inner, floor),
+        "float64" => run::<f64>(py, &stats.inner, floor),
         other => Err(PyValueError::new_err(format!(
             "dtype must be \"float32\" or \"float64\", got {other:?}"
         ))),
     }
 }
 
-/// E-step sufficient statistics of a diagonal GMM over some rows, in float64.
-///
-/// With posteriors $q_{ik}$ and a reference point $c$ (D), $y_i = x_i - c$:
-/// ``resp_sums`` $n_k = \sum_i q_{ik}$ (K), ``sum_y`` $\sum_i q_{ik} y_i$ (K, D),
-/// ``sum_y2`` $\sum_i q_{ik} y_i^2$ (K, D), ``n_rows`` and ``log_likelihood``
-/// $\sum_i \log p(x_i)$. Statistics of disjoint shards add up exactly
-/// (``a + b``, ``sum([...])``), so EM over shards is exact:
-/// ``gmm.update_from_statistics(sum(shard_stats))`` is one batch EM step.
-/// Picklable (to ship between processes).
-#[pyclass(frozen, module = "fisherkit._fisherkit", name = "GmmStatistics")]
-pub(crate) struct GmmStatistics {
-    pub(crate) inner: GmmStats,
-}
-
-#[pymethods]
-impl GmmStatistics {
-    /// Rebuilds statistics from their parts (validated): ``n_rows`` ≥ 0,
-    /// ``log_likelihood`` finite, ``center`` (D), ``resp_sums`` (K) ≥ 0,
-    /// ``sum_y`` (K, D), ``sum_y2`` (K, D) ≥ 0, all float64.
-    #[new]
-    fn new(
-        n_rows: f64,
-        log_likelihood: f64,
-        center: PyReadonlyArray1<'_, f64>,
-        resp_sums: PyReadonlyArray1<'_, f64>,
-        sum_y: PyReadonlyArray2<'_, f64>,
-        sum_y2: PyReadonlyArray2<'_, f64>,
-    ) -> PyResult<Self> {
-        GmmStats::from_parts(
-            n_rows,
-            log_likelihood,
-            center.as_array().to_owned(),
-            resp_sums.as_array().to_owned(),
-            sum_y.as_array().to_owned(),
-            sum_y2.as_array().to_owned(),
-        )
-        .map(|inner| Self { inner })
-        .map_err(value_error)
-    }
-
-    /// Number of rows summed.
-    #[getter]
-    fn n_rows(&self) -> f64 {
-        self.inner.n_rows()
-    }
-
-    /// $\sum_i \log p(x_i)$ under the model that computed the posteriors.
-    #[getter]
-    fn log_likelihood(&self) -> f64 {
-        self.inner.log_likelihood()
-    }
-
-    /// Mean log-likelihood per row (0 with no rows).
-    #[getter]
-    fn mean_log_likelihood(&self) -> f64 {
-        self.inner.mean_log_likelihood()
-    }
-
-    /// Number of components K.
-    #[getter]
-    fn n_components(&self) -> usize {
-        self.inner.n_components()
-    }
-
-    /// Dimension D.
-    #[getter]
-    fn n_features(&self) -> usize {
-        self.inner.dim()
-    }
-
-    /// Reference point $c$ (D).
-    #[getter]
-    fn center<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.center().to_pyarray(py)
-    }
-
-    /// $n_k$ (K).
-    #[getter]
-    fn resp_sums<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.resp_sums().to_pyarray(py)
-    }
-
-    /// $\sum_i q_{ik}(x_i - c)$ (K, D).
-    #[getter]
-    fn sum_y<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.inner.sum_y().to_pyarray(py).into_any()
-    }
-
-    /// $\sum_i q_{ik}(x_i - c)^2$ (K, D).
-    #[getter]
-    fn sum_y2<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.inner.sum_y2().to_pyarray(py).into_any()
-    }
-
-    /// $\sum_i q_{ik} x_i$ (K, D).
-    #[getter]
-    fn sum_x<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.inner.sum_x().into_pyarray(py).into_any()
-    }
-
-    /// $\sum_i q_{ik} x_i^2$ (K, D).
-    #[getter]
-    fn sum_x2<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.inner.sum_x2().into_pyarray(py).into_any()
-    }
-
-    /// ``a + b``: statistics of the union of the rows (``b``'s sums are shifted
-    /// exactly to ``a``'s reference point). ``a + 0`` is ``a`` (for ``sum``).
-    fn __add__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.add(py, other)
-    }
-
-    fn __radd__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.add(py, other)
-    }
-
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let py = slf.py();
-        let st = &slf.get().inner;
-        let args = (
+statistics_class! {
+    /// E-step sufficient statistics of a diagonal GMM over some rows, in float64.
+    ///
+    /// With posteriors $q_{ik}$ and a reference point $c$ (D), $y_i = x_i - c$:
+    /// ``resp_sums`` $n_k = \sum_i q_{ik}$ (K), ``sum_y`` $\sum_i q_{ik} y_i$ (K, D),
+    /// ``sum_y2`` $\sum_i q_{ik} y_i^2$ (K, D), ``n_rows`` and ``log_likelihood``
+    /// $\sum_i \log p(x_i)$. Statistics of disjoint shards add up exactly
+    /// (``a + b``, ``sum([...])``; ``b``'s sums are shifted exactly to ``a``'s
+    /// reference point), so EM over shards is exact:
+    /// ``gmm.update_from_statistics(sum(shard_stats))`` is one batch EM step.
+    /// Picklable (to ship between processes).
+    GmmStatistics(GmmStats) {
+        resp_sums: resp_sums,
+        arrays: {
+            /// $\sum_i q_{ik}(x_i - c)$ (K, D).
+            sum_y: PyArray2,
+            /// $\sum_i q_{ik}(x_i - c)^2$ (K, D).
+            sum_y2: PyArray2,
+            /// $\sum_i q_{ik} x_i$ (K, D).
+            sum_x: PyArray2,
+            /// $\sum_i q_{ik} x_i^2$ (K, D).
+            sum_x2: PyArray2,
+        },
+        reduce: |st, py| (
             st.n_rows(),
             st.log_likelihood(),
             st.center().to_pyarray(py),
             st.resp_sums().to_pyarray(py),
             st.sum_y().to_pyarray(py),
             st.sum_y2().to_pyarray(py),
-        );
-        (slf.get_type(), args).into_pyobject(py)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "GmmStatistics(n_components={}, n_features={}, n_rows={}, mean_log_likelihood={})",
-            self.inner.n_components(),
-            self.inner.dim(),
-            self.inner.n_rows(),
-            self.inner.mean_log_likelihood()
-        )
-    }
-}
-
-impl GmmStatistics {
-    fn add(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        if let Ok(o) = other.cast::<GmmStatistics>() {
-            let mut acc = self.inner.clone();
-            acc.merge(&o.get().inner).map_err(value_error)?;
-            return Ok(Py::new(py, GmmStatistics { inner: acc })?.into_any());
-        }
-        if other.is_instance_of::<PyInt>() && other.extract::<i64>().ok() == Some(0) {
-            let copy = GmmStatistics {
-                inner: self.inner.clone(),
-            };
-            return Ok(Py::new(py, copy)?.into_any());
-        }
-        Ok(py.NotImplemented())
+        ),
+        methods: {
+            /// Rebuilds statistics from their parts (validated): ``n_rows`` ≥ 0,
+            /// ``log_likelihood`` finite, ``center`` (D), ``resp_sums`` (K) ≥ 0,
+            /// ``sum_y`` (K, D), ``sum_y2`` (K, D) ≥ 0, all float64.
+            #[new]
+            fn new(
+                n_rows: f64,
+                log_likelihood: f64,
+                center: PyReadonlyArray1<'_, f64>,
+                resp_sums: PyReadonlyArray1<'_, f64>,
+                sum_y: PyReadonlyArray2<'_, f64>,
+                sum_y2: PyReadonlyArray2<'_, f64>,
+            ) -> PyResult<Self> {
+                GmmStats::from_parts(
+                    n_rows,
+                    log_likelihood,
+                    center.as_array().to_owned(),
+                    resp_sums.as_array().to_owned(),
+                    sum_y.as_array().to_owned(),
+                    sum_y2.as_array().to_owned(),
+                )
+                .map(|inner| Self { inner })
+                .map_err(value_error)
+            }
+        },
     }
 }
 

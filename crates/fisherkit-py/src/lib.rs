@@ -21,6 +21,7 @@ mod io;
 mod kmeans;
 mod linear;
 mod mfa;
+mod stats;
 
 /// The float types the bindings compute in: the library's [`Float`] that numpy
 /// also knows.

@@ -1,15 +1,17 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
+use crate::stats::statistics_class;
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
 use fisherkit::mfa::{Mfa, MfaParams, MfaStats, PsiMode};
 use fisherkit::{Encoder, Normalization};
 use ndarray::{Array1, Array2, Array3, ArrayView2};
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray3, ToPyArray};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{
+    IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, ToPyArray,
+};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyInt;
 
 /// A 3-D `float32` or `float64` numpy array (the loadings), borrowed.
 #[derive(FromPyObject)]
@@ -54,6 +56,13 @@ fn params_to_py<F: PyFloat>(py: Python<'_>, m: Mfa<F>) -> MfaOut<'_> {
         l.into_pyarray(py).into_any(),
         psi.into_pyarray(py).into_any(),
     )
+}
+
+fn psi_mode_name(mode: PsiMode) -> &'static str {
+    match mode {
+        PsiMode::Shared => "shared",
+        PsiMode::PerComponent => "per_component",
+    }
 }
 
 fn psi_mode(s: &str) -> PyResult<PsiMode> {
@@ -176,102 +185,117 @@ fn mfa_update_from_statistics<'py>(
     stats: PyRef<'py, MfaStatistics>,
     psi_floor: f64,
 ) -> PyResult<MfaOut<'py>> {
-    let st = &stats.inner;
+    fn run<'py, F: PyFloat>(
+        py: Python<'py>,
+        params: &MfaArgs<'py>,
+        st: &MfaStats,
+        psi_floor: f64,
+    ) -> PyResult<MfaOut<'py>> {
+        let m = model::<F>(params)?;
+        let new = py
+            .detach(|| m.update_from_statistics(st, psi_floor))
+            .map_err(value_error)?;
+        Ok(params_to_py(py, new))
+    }
     if params.1.is_f32() {
-        let m = model::<f32>(&params)?;
-        let new = py
-            .detach(|| m.update_from_statistics(st, psi_floor))
-            .map_err(value_error)?;
-        Ok(params_to_py(py, new))
+        run::<f32>(py, &params, &stats.inner, psi_floor)
     } else {
-        let m = model::<f64>(&params)?;
-        let new = py
-            .detach(|| m.update_from_statistics(st, psi_floor))
-            .map_err(value_error)?;
-        Ok(params_to_py(py, new))
+        run::<f64>(py, &params, &stats.inner, psi_floor)
     }
 }
 
-/// E-step sufficient statistics of a mixture of factor analysers (float64).
-///
-/// ``a + b`` (and ``sum([...])``) merges the statistics of disjoint shards
-/// computed with the same model; ``update_from_statistics`` of that model on
-/// the merged statistics is one exact EM step on the union. (Not picklable:
-/// the library exposes no constructor from parts yet.)
-#[pyclass(frozen, module = "fisherkit._fisherkit", name = "MfaStatistics")]
-pub(crate) struct MfaStatistics {
-    inner: MfaStats,
-}
+statistics_class! {
+    /// E-step sufficient statistics of a mixture of factor analysers, in float64.
+    ///
+    /// With $y_i = x_i - c$ ($c$ the model's reference point), posteriors
+    /// $h_{ik}$ and $e_{ik} = E[z | x_i, k]$: ``resp_sums`` $n_k$ (K),
+    /// ``sum_e`` $\sum_i h_{ik} e_{ik}$ (K, R), ``sum_ee``
+    /// $\sum_i h_{ik} e_{ik} e_{ik}^\top$ (K, R, R), ``sum_y``
+    /// $\sum_i h_{ik} y_i$ (K, D), ``sum_ye`` $\sum_i h_{ik} y_i e_{ik}^\top$
+    /// (K, D, R), ``sum_yy`` $\sum_i y_i^2$ (1, D) (shared $\Psi$) or
+    /// $\sum_i h_{ik} y_i^2$ (K, D) (per component), ``n_rows`` and
+    /// ``log_likelihood``. ``a + b`` (and ``sum([...])``) merges the
+    /// statistics of disjoint shards computed with the same model;
+    /// ``update_from_statistics`` of that model on the merged statistics is one
+    /// exact EM step on the union. Picklable (to ship between processes).
+    MfaStatistics(MfaStats) {
+        resp_sums: soft_counts,
+        arrays: {
+            /// $\sum_i h_{ik} e_{ik}$ (K, R).
+            sum_e: PyArray2,
+            /// $\sum_i h_{ik} e_{ik} e_{ik}^\top$ (K, R, R).
+            sum_ee: PyArray3,
+            /// $\sum_i h_{ik} y_i$ (K, D).
+            sum_y: PyArray2,
+            /// $\sum_i h_{ik} y_i e_{ik}^\top$ (K, D, R).
+            sum_ye: PyArray3,
+            /// $\sum_i y_i^2$ (1, D) shared, $\sum_i h_{ik} y_i^2$ (K, D) per component.
+            sum_yy: PyArray2,
+        },
+        reduce: |st, py| (
+            psi_mode_name(st.psi_mode()),
+            st.n_rows(),
+            st.log_likelihood(),
+            st.center().to_pyarray(py),
+            st.soft_counts().to_pyarray(py),
+            st.sum_e().to_pyarray(py),
+            st.sum_ee().to_pyarray(py),
+            st.sum_y().to_pyarray(py),
+            st.sum_ye().to_pyarray(py),
+            st.sum_yy().to_pyarray(py),
+        ),
+        methods: {
+            /// Rebuilds statistics from their parts (validated: shapes, finite
+            /// values, ``resp_sums`` and ``sum_yy`` ≥ 0): ``psi_mode`` "shared" or
+            /// "per_component", ``n_rows`` ≥ 0, ``log_likelihood``, then the float64
+            /// arrays ``center`` (D), ``resp_sums`` (K), ``sum_e`` (K, R),
+            /// ``sum_ee`` (K, R, R), ``sum_y`` (K, D), ``sum_ye`` (K, D, R),
+            /// ``sum_yy`` (1 or K, D).
+            #[new]
+            #[allow(clippy::too_many_arguments)]
+            fn new(
+                psi_mode: &str,
+                n_rows: i64,
+                log_likelihood: f64,
+                center: PyReadonlyArray1<'_, f64>,
+                resp_sums: PyReadonlyArray1<'_, f64>,
+                sum_e: PyReadonlyArray2<'_, f64>,
+                sum_ee: PyReadonlyArray3<'_, f64>,
+                sum_y: PyReadonlyArray2<'_, f64>,
+                sum_ye: PyReadonlyArray3<'_, f64>,
+                sum_yy: PyReadonlyArray2<'_, f64>,
+            ) -> PyResult<Self> {
+                let n_rows = usize::try_from(n_rows).map_err(|_| {
+                    PyValueError::new_err(format!("n_rows must be >= 0, got {n_rows}"))
+                })?;
+                MfaStats::from_parts(
+                    self::psi_mode(psi_mode)?,
+                    n_rows,
+                    log_likelihood,
+                    center.as_array().to_owned(),
+                    resp_sums.as_array().to_owned(),
+                    sum_e.as_array().to_owned(),
+                    sum_ee.as_array().to_owned(),
+                    sum_y.as_array().to_owned(),
+                    sum_ye.as_array().to_owned(),
+                    sum_yy.as_array().to_owned(),
+                )
+                .map(|inner| Self { inner })
+                .map_err(value_error)
+            }
 
-#[pymethods]
-impl MfaStatistics {
-    /// Number of rows summed.
-    #[getter]
-    fn n_rows(&self) -> usize {
-        self.inner.n_rows()
-    }
+            /// "shared" or "per_component".
+            #[getter]
+            fn psi_mode(&self) -> &'static str {
+                psi_mode_name(self.inner.psi_mode())
+            }
 
-    /// $\sum_i \log p(x_i)$ under the model that computed the statistics.
-    #[getter]
-    fn log_likelihood(&self) -> f64 {
-        self.inner.log_likelihood()
-    }
-
-    /// Mean log-likelihood per row (0 with no rows).
-    #[getter]
-    fn mean_log_likelihood(&self) -> f64 {
-        let n = self.inner.n_rows();
-        if n > 0 {
-            self.inner.log_likelihood() / n as f64
-        } else {
-            0.0
-        }
-    }
-
-    /// Soft counts $n_k$ (K).
-    #[getter]
-    fn resp_sums<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.soft_counts().to_pyarray(py)
-    }
-
-    fn __add__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.add(py, other)
-    }
-
-    fn __radd__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.add(py, other)
-    }
-
-    fn __reduce__(&self) -> PyResult<()> {
-        Err(PyTypeError::new_err(
-            "MfaStatistics cannot be pickled yet (fisherkit::mfa::MfaStats has no constructor from its parts)",
-        ))
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "MfaStatistics(n_components={}, n_rows={}, mean_log_likelihood={})",
-            self.inner.soft_counts().len(),
-            self.inner.n_rows(),
-            self.mean_log_likelihood()
-        )
-    }
-}
-
-impl MfaStatistics {
-    fn add(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        if let Ok(o) = other.cast::<MfaStatistics>() {
-            let mut acc = self.inner.clone();
-            acc.merge(&o.get().inner).map_err(value_error)?;
-            return Ok(Py::new(py, MfaStatistics { inner: acc })?.into_any());
-        }
-        if other.is_instance_of::<PyInt>() && other.extract::<i64>().ok() == Some(0) {
-            let copy = MfaStatistics {
-                inner: self.inner.clone(),
-            };
-            return Ok(Py::new(py, copy)?.into_any());
-        }
-        Ok(py.NotImplemented())
+            /// Number of factors R.
+            #[getter]
+            fn n_factors(&self) -> usize {
+                self.inner.n_factors()
+            }
+        },
     }
 }
 

@@ -6,7 +6,7 @@ use super::MfaError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::linalg::{gemm, Cholesky, Par};
-use ndarray::{s, Array1, Array2, Array3, Axis};
+use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, Axis};
 
 /// E-step sufficient statistics of an MFA over a set of rows, in `f64`.
 ///
@@ -41,6 +41,170 @@ pub struct MfaStats {
 }
 
 impl MfaStats {
+    /// Rebuilds statistics from their parts (e.g. received from another
+    /// process), validating shapes and values. With K components, D
+    /// dimensions and R factors (all ≥ 1), and P = 1 for a shared $\Psi$,
+    /// P = K per component:
+    ///
+    /// * `center` $c$ (D), finite;
+    /// * `soft_counts` $n_k = \sum_i h_{ik}$ (K), finite and ≥ 0;
+    /// * `sum_e` $\sum_i h_{ik} e_{ik}$ (K, R), finite;
+    /// * `sum_ee` $\sum_i h_{ik} e_{ik} e_{ik}^\top$ (K, R, R), finite;
+    /// * `sum_y` $\sum_i h_{ik} y_i$ (K, D), finite;
+    /// * `sum_ye` $\sum_i h_{ik} y_i e_{ik}^\top$ (K, D, R), finite;
+    /// * `sum_yy` $\sum_i y_i^2$ (1, D) or $\sum_i h_{ik} y_i^2$ (K, D), finite and ≥ 0;
+    /// * `log_likelihood` finite.
+    ///
+    /// The inverse of the getters: `from_parts(st.psi_mode(), st.n_rows(), …,
+    /// st.sum_yy().to_owned())` equals `st`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        psi_mode: PsiMode,
+        n_rows: usize,
+        log_likelihood: f64,
+        center: Array1<f64>,
+        soft_counts: Array1<f64>,
+        sum_e: Array2<f64>,
+        sum_ee: Array3<f64>,
+        sum_y: Array2<f64>,
+        sum_ye: Array3<f64>,
+        sum_yy: Array2<f64>,
+    ) -> Result<Self, MfaError> {
+        let bad = |m: String| Err(MfaError::StatisticsMismatch(m));
+        let (k, d, r) = sum_ye.dim();
+        if k == 0 || d == 0 || r == 0 {
+            return bad(format!(
+                "sum_ye has shape {:?}; (K, D, R) must all be >= 1",
+                sum_ye.dim()
+            ));
+        }
+        let p = match psi_mode {
+            PsiMode::Shared => 1,
+            PsiMode::PerComponent => k,
+        };
+        let shapes: [(&str, Vec<usize>, Vec<usize>, &str); 6] = [
+            ("center", center.shape().to_vec(), vec![d], "(D)"),
+            ("soft_counts", soft_counts.shape().to_vec(), vec![k], "(K)"),
+            ("sum_e", sum_e.shape().to_vec(), vec![k, r], "(K, R)"),
+            (
+                "sum_ee",
+                sum_ee.shape().to_vec(),
+                vec![k, r, r],
+                "(K, R, R)",
+            ),
+            ("sum_y", sum_y.shape().to_vec(), vec![k, d], "(K, D)"),
+            (
+                "sum_yy",
+                sum_yy.shape().to_vec(),
+                vec![p, d],
+                if p == 1 { "(1, D)" } else { "(K, D)" },
+            ),
+        ];
+        for (name, got, want, what) in shapes {
+            if got != want {
+                return bad(format!(
+                    "{name} has shape {got:?}, expected {what} = {want:?} (K, D, R = {k}, {d}, {r} from sum_ye, {psi_mode:?} psi)"
+                ));
+            }
+        }
+        if !log_likelihood.is_finite() {
+            return bad(format!(
+                "log_likelihood is {log_likelihood}; it must be finite"
+            ));
+        }
+        let finite: [(&str, bool); 6] = [
+            ("center", center.iter().all(|v| v.is_finite())),
+            ("soft_counts", soft_counts.iter().all(|v| v.is_finite())),
+            ("sum_e", sum_e.iter().all(|v| v.is_finite())),
+            ("sum_ee", sum_ee.iter().all(|v| v.is_finite())),
+            ("sum_y", sum_y.iter().all(|v| v.is_finite())),
+            ("sum_ye", sum_ye.iter().all(|v| v.is_finite())),
+        ];
+        if let Some((name, _)) = finite.iter().find(|(_, ok)| !ok) {
+            return bad(format!("{name} has a non-finite value"));
+        }
+        if let Some(v) = soft_counts.iter().find(|v| **v < 0.0) {
+            return bad(format!("soft_counts has a negative value {v}"));
+        }
+        if let Some(v) = sum_yy.iter().find(|v| !(v.is_finite() && **v >= 0.0)) {
+            return bad(format!(
+                "sum_yy has the value {v}; it must be finite and >= 0"
+            ));
+        }
+        Ok(Self {
+            psi_mode,
+            n_rows,
+            log_likelihood,
+            center,
+            nk: soft_counts,
+            s: sum_e,
+            see: sum_ee,
+            sy: sum_y,
+            sye: sum_ye,
+            syy: sum_yy,
+        })
+    }
+
+    /// Shared or per-component $\Psi$ (the shape of [`MfaStats::sum_yy`]).
+    pub fn psi_mode(&self) -> PsiMode {
+        self.psi_mode
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.sye.dim().0
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        self.sye.dim().1
+    }
+
+    /// Number of factors R.
+    pub fn n_factors(&self) -> usize {
+        self.sye.dim().2
+    }
+
+    /// $\frac1N \sum_i \log p(x_i)$ (0 when there are no rows).
+    pub fn mean_log_likelihood(&self) -> f64 {
+        if self.n_rows > 0 {
+            self.log_likelihood / self.n_rows as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Reference point $c$ (D) the rows were centred on ($y_i = x_i - c$).
+    pub fn center(&self) -> ArrayView1<'_, f64> {
+        self.center.view()
+    }
+
+    /// $\sum_i h_{ik} e_{ik}$, shape (K, R).
+    pub fn sum_e(&self) -> ArrayView2<'_, f64> {
+        self.s.view()
+    }
+
+    /// $\sum_i h_{ik} e_{ik} e_{ik}^\top$, shape (K, R, R).
+    pub fn sum_ee(&self) -> ArrayView3<'_, f64> {
+        self.see.view()
+    }
+
+    /// $\sum_i h_{ik} y_i$, shape (K, D).
+    pub fn sum_y(&self) -> ArrayView2<'_, f64> {
+        self.sy.view()
+    }
+
+    /// $\sum_i h_{ik} y_i e_{ik}^\top$, shape (K, D, R).
+    pub fn sum_ye(&self) -> ArrayView3<'_, f64> {
+        self.sye.view()
+    }
+
+    /// $\sum_i y_i^2$ (1, D) with a shared $\Psi$, $\sum_i h_{ik} y_i^2$ (K, D)
+    /// per component.
+    pub fn sum_yy(&self) -> ArrayView2<'_, f64> {
+        self.syy.view()
+    }
+
     /// Number of rows summed.
     pub fn n_rows(&self) -> usize {
         self.n_rows
@@ -334,5 +498,116 @@ impl<F: Float> Mfa<F> {
             )));
         }
         Mfa::from_valid(weights, means, loadings, psi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    fn parts(st: &MfaStats) -> MfaStats {
+        MfaStats::from_parts(
+            st.psi_mode(),
+            st.n_rows(),
+            st.log_likelihood(),
+            st.center().to_owned(),
+            st.soft_counts().to_owned(),
+            st.sum_e().to_owned(),
+            st.sum_ee().to_owned(),
+            st.sum_y().to_owned(),
+            st.sum_ye().to_owned(),
+            st.sum_yy().to_owned(),
+        )
+        .unwrap()
+    }
+
+    fn model(mode: PsiMode) -> Mfa<f64> {
+        let psi = match mode {
+            PsiMode::Shared => array![[0.5, 0.7, 0.9]],
+            PsiMode::PerComponent => array![[0.5, 0.7, 0.9], [0.6, 0.4, 1.1]],
+        };
+        Mfa::new(
+            array![0.4, 0.6],
+            array![[0.0, 1.0, -1.0], [2.0, -1.0, 0.5]],
+            array![[[1.0], [0.5], [-0.3]], [[0.2], [-0.8], [0.6]]],
+            psi,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn from_parts_inverts_the_getters_and_validates() {
+        let x = array![
+            [0.1, 0.9, -1.2],
+            [2.2, -0.7, 0.4],
+            [1.0, 0.0, 0.0],
+            [-0.5, 1.5, -0.8]
+        ];
+        for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+            let m = model(mode);
+            let st = m.sufficient_statistics(x.view()).unwrap();
+            assert_eq!(st.n_components(), 2);
+            assert_eq!(st.dim(), 3);
+            assert_eq!(st.n_factors(), 1);
+            assert_eq!(st.psi_mode(), mode);
+            assert_eq!(
+                st.sum_yy().nrows(),
+                if mode == PsiMode::Shared { 1 } else { 2 }
+            );
+            // independent truth for two parts: Σ_k n_k = N, Σ_k Σ h y = Σ_i (x_i - c)
+            assert!((st.soft_counts().sum() - 4.0).abs() < 1e-12);
+            let c = st.center().to_owned();
+            let ysum = x.sum_axis(Axis(0)) - &c * 4.0;
+            let got = st.sum_y().sum_axis(Axis(0));
+            for (a, b) in got.iter().zip(ysum.iter()) {
+                assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+            }
+            assert!((st.mean_log_likelihood() - st.log_likelihood() / 4.0).abs() < 1e-15);
+            let back = parts(&st);
+            assert_eq!(back, st);
+            assert_eq!(
+                m.update_from_statistics(&back, 1e-3).unwrap(),
+                m.update_from_statistics(&st, 1e-3).unwrap()
+            );
+        }
+        let st = model(PsiMode::Shared)
+            .sufficient_statistics(x.view())
+            .unwrap();
+        let rebuild = |f: &dyn Fn(&mut MfaStats)| {
+            let mut s = st.clone();
+            f(&mut s);
+            MfaStats::from_parts(
+                s.psi_mode,
+                s.n_rows,
+                s.log_likelihood,
+                s.center,
+                s.nk,
+                s.s,
+                s.see,
+                s.sy,
+                s.sye,
+                s.syy,
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = rebuild(&|s| s.see = Array3::zeros((2, 2, 1)));
+        assert!(e.contains("sum_ee has shape [2, 2, 1]"), "{e}");
+        let e = rebuild(&|s| s.psi_mode = PsiMode::PerComponent);
+        assert!(
+            e.contains("sum_yy has shape [1, 3], expected (K, D)"),
+            "{e}"
+        );
+        let e = rebuild(&|s| s.sye[[1, 2, 0]] = f64::NAN);
+        assert!(e.contains("sum_ye has a non-finite value"), "{e}");
+        let e = rebuild(&|s| s.nk[0] = -1.0);
+        assert!(e.contains("soft_counts has a negative value"), "{e}");
+        let e = rebuild(&|s| s.syy[[0, 1]] = -0.5);
+        assert!(e.contains("sum_yy has the value -0.5"), "{e}");
+        let e = rebuild(&|s| s.log_likelihood = f64::INFINITY);
+        assert!(e.contains("log_likelihood is inf"), "{e}");
+        let e = rebuild(&|s| s.sye = Array3::zeros((2, 3, 0)));
+        assert!(e.contains("must all be >= 1"), "{e}");
     }
 }

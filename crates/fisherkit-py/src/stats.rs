@@ -1,0 +1,143 @@
+//! What the Python statistics classes (`GmmStatistics`, `MfaStatistics`)
+//! share, written once: [`statistics_class!`] declares a frozen pyclass
+//! around the library's mergeable E-step sums (`fisherkit::gmm::GmmStats`,
+//! `fisherkit::mfa::MfaStats`, which have the same method names) with
+//! `a + b` / `sum([...])` merging, pickling through the constructor from
+//! parts (numpy arrays), the common properties and one property per array.
+
+/// Declares a frozen pyclass `$name` holding `inner: $inner` with:
+///
+/// * the properties `n_rows`, `log_likelihood`, `mean_log_likelihood`,
+///   `n_components`, `n_features` (the library's `dim`), `center` and
+///   `resp_sums` (the library method named by `resp_sums:`);
+/// * one float64 numpy property per entry of `arrays:` (`name: PyArrayN`,
+///   copied from the library's getter of the same name);
+/// * `__add__` / `__radd__`: merging with another `$name` (the library's
+///   `merge`), `x + 0 = x` so that `sum([...])` works;
+/// * `__reduce__`: pickles as the class and the tuple `reduce:` builds from
+///   the statistics `$st` (the arguments of the class's constructor);
+/// * `__repr__`;
+/// * and the methods given in `methods:` (the `#[new]` constructor).
+macro_rules! statistics_class {
+    (
+        $(#[$doc:meta])*
+        $name:ident($inner:ty) {
+            resp_sums: $resp:ident,
+            arrays: { $($(#[$adoc:meta])* $arr:ident: $kind:ident),* $(,)? },
+            reduce: |$st:ident, $py:ident| $args:expr,
+            methods: { $($methods:tt)* } $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[pyo3::pyclass(frozen, module = "fisherkit._fisherkit")]
+        pub(crate) struct $name {
+            pub(crate) inner: $inner,
+        }
+
+        #[pyo3::pymethods]
+        impl $name {
+            $($methods)*
+
+            $(
+                $(#[$adoc])*
+                #[getter]
+                fn $arr<'py>(&self, py: pyo3::Python<'py>) -> pyo3::Bound<'py, numpy::$kind<f64>> {
+                    numpy::ToPyArray::to_pyarray(&self.inner.$arr(), py)
+                }
+            )*
+
+            /// Number of rows summed (the library's type: float for the GMM,
+            /// int for the MFA).
+            #[getter]
+            fn n_rows<'py>(&self, py: pyo3::Python<'py>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
+                pyo3::IntoPyObjectExt::into_bound_py_any(self.inner.n_rows(), py)
+            }
+
+            /// $\sum_i \log p(x_i)$ under the model that computed the statistics.
+            #[getter]
+            fn log_likelihood(&self) -> f64 {
+                self.inner.log_likelihood()
+            }
+
+            /// Mean log-likelihood per row (0 with no rows).
+            #[getter]
+            fn mean_log_likelihood(&self) -> f64 {
+                self.inner.mean_log_likelihood()
+            }
+
+            /// Number of components K.
+            #[getter]
+            fn n_components(&self) -> usize {
+                self.inner.n_components()
+            }
+
+            /// Dimension D.
+            #[getter]
+            fn n_features(&self) -> usize {
+                self.inner.dim()
+            }
+
+            /// Reference point $c$ (D) the rows were centred on.
+            #[getter]
+            fn center<'py>(&self, py: pyo3::Python<'py>) -> pyo3::Bound<'py, numpy::PyArray1<f64>> {
+                numpy::ToPyArray::to_pyarray(&self.inner.center(), py)
+            }
+
+            /// Soft counts $n_k = \sum_i q_{ik}$ (K).
+            #[getter]
+            fn resp_sums<'py>(&self, py: pyo3::Python<'py>) -> pyo3::Bound<'py, numpy::PyArray1<f64>> {
+                numpy::ToPyArray::to_pyarray(&self.inner.$resp(), py)
+            }
+
+            /// ``a + b``: statistics of the union of the rows (an error if the
+            /// two were computed with models of different shapes). ``a + 0``
+            /// is ``a`` (for ``sum``).
+            fn __add__(
+                &self,
+                py: pyo3::Python<'_>,
+                other: &pyo3::Bound<'_, pyo3::PyAny>,
+            ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                let mut acc = self.inner.clone();
+                if let Ok(o) = other.cast::<$name>() {
+                    acc.merge(&o.get().inner).map_err($crate::value_error)?;
+                } else if !(other.is_instance_of::<pyo3::types::PyInt>()
+                    && other.extract::<i64>().ok() == Some(0))
+                {
+                    return Ok(py.NotImplemented());
+                }
+                Ok(pyo3::Py::new(py, $name { inner: acc })?.into_any())
+            }
+
+            fn __radd__(
+                &self,
+                py: pyo3::Python<'_>,
+                other: &pyo3::Bound<'_, pyo3::PyAny>,
+            ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                self.__add__(py, other)
+            }
+
+            /// Pickling: the class and its constructor's arguments (numpy arrays).
+            fn __reduce__<'py>(
+                slf: &pyo3::Bound<'py, Self>,
+            ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyTuple>> {
+                use pyo3::IntoPyObject;
+                let $py = slf.py();
+                let $st = &slf.get().inner;
+                let args = $args;
+                (slf.get_type(), args).into_pyobject($py)
+            }
+
+            fn __repr__(&self) -> String {
+                format!(
+                    "{}(n_components={}, n_features={}, n_rows={}, mean_log_likelihood={})",
+                    stringify!($name),
+                    self.inner.n_components(),
+                    self.inner.dim(),
+                    self.inner.n_rows(),
+                    self.inner.mean_log_likelihood()
+                )
+            }
+        }
+    };
+}
+pub(crate) use statistics_class;
