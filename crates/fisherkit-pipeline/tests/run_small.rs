@@ -3,51 +3,11 @@
 //! every encoder family, whitening and the Figure-1 sweep.
 
 use fisherkit_pipeline::spec::parse_encoders;
-use fisherkit_pipeline::{run, NoProgress, Progress, RunConfig, Whitening};
-use std::path::{Path, PathBuf};
+use fisherkit_pipeline::{run, NoProgress, Progress, Whitening};
+
+mod common;
+use common::{demo, small_config, small_set};
 use std::sync::Mutex;
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fashion-mnist-demo")
-}
-
-/// Copies `n_train` + `n_test` images of each class into a temporary image folder.
-fn small_set(classes: &[&str], n_train: usize, n_test: usize) -> tempfile::TempDir {
-    let t = tempfile::tempdir().unwrap();
-    for (split, n) in [("train", n_train), ("test", n_test)] {
-        for c in classes {
-            let src = demo().join(split).join(c);
-            let dst = t.path().join(split).join(c);
-            std::fs::create_dir_all(&dst).unwrap();
-            let mut files: Vec<_> = std::fs::read_dir(&src)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            files.sort();
-            for f in files.iter().take(n) {
-                std::fs::copy(f, dst.join(f.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-    t
-}
-
-fn small_config(t: &Path) -> RunConfig {
-    let mut c = RunConfig::new(t.join("train"), t.join("test"));
-    c.encoders = parse_encoders("cnn-global,gmm-fv:mean,gmm-fv:var,gmm-fv:prior+mean+var,mfa-fs:mean,mfa-fs:loading,mfa-fs:loading&cnn-global").unwrap();
-    c.descriptors.scales = vec![28];
-    c.pca_dim = 16;
-    c.pca_sample = 5000;
-    c.model_sample = 3000;
-    c.gmm_components = 4;
-    c.gmm_max_iter = 20;
-    c.mfa_components = 3;
-    c.mfa_factors = 2;
-    c.mfa_max_iter = 10;
-    c.c_grid = vec![0.1, 1.0];
-    c.cache_dir = Some(t.join("cache"));
-    c
-}
 
 #[derive(Default)]
 struct Log(Mutex<Vec<String>>);
