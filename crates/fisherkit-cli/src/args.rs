@@ -51,8 +51,8 @@ pub enum Command {
     },
     /// Encode bags of descriptors with a model (GMM Fisher vector, MFA Fisher score or VLAD).
     Encode(EncodeArgs),
-    /// The paper's scene-classification pipeline on image folders: CNN descriptors, PCA,
-    /// GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
+    /// The paper's scene-classification pipeline on image folders (or descriptor files):
+    /// CNN descriptors, PCA, GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
     #[command(after_help = RUN_HELP)]
     Run(Box<RunArgs>),
     /// Run the pipeline on the bundled Fashion-MNIST subset: the paper's Table 1

@@ -1,4 +1,5 @@
-//! The whole pipeline: [`run`].
+//! The whole pipeline: [`run`] on image folders, [`run_descriptors`] on
+//! descriptor files; both share the stages from PCA onwards.
 
 use crate::dataset::{train_label, ImageSet};
 use crate::descriptor_file::{read_descriptor_file, write_descriptor_file, DescriptorSet};
