@@ -51,8 +51,8 @@ pub enum Command {
     },
     /// Encode bags of descriptors with a model (GMM Fisher vector, MFA Fisher score or VLAD).
     Encode(EncodeArgs),
-    /// The paper's scene-classification pipeline on image folders: CNN descriptors, PCA,
-    /// GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
+    /// The paper's scene-classification pipeline on image folders (or descriptor files):
+    /// CNN descriptors, PCA, GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
     #[command(after_help = RUN_HELP)]
     Run(Box<RunArgs>),
     /// Run the pipeline on the bundled Fashion-MNIST subset: the paper's Table 1
@@ -315,25 +315,53 @@ Examples:
   fisherkit run --train scenes/train --test scenes/test --report report.json
   fisherkit run --train tr --test te --encoders 'gmm-fv:mean+var,mfa-fs:loading&cnn-global' \\
       --scales 128 --pca-dim 100 --whitening both
+  fisherkit run --train tr --test te --scales 28 --save-descriptors feats   # also writes feats/{train,test}.npz
+  fisherkit run --train-descriptors feats/train.npz --test-descriptors feats/test.npz
 
 Image folders: DIR/<class name>/*.{jpg,jpeg,png}; test classes must exist in training.
 Encoders (comma list; parts joined by +; terms joined by & are concatenated):
   gmm-fv[:prior+mean+var]   GMM Fisher vector (default parts mean+var)
   mfa-fs[:mean+loading]     MFA Fisher score (default part loading)
-  cnn-global                the CNN's own image-level log-probabilities
+  cnn-global                the CNN's own image-level log-probabilities (images only)
 Each scale gets its own PCA and background models; scales are concatenated.
 Descriptors are cached in --cache, so a second run with other encoders skips the CNN.
-Unreadable images are skipped with a warning and listed in the report.";
+Unreadable images are skipped with a warning and listed in the report.
+
+Descriptor files (--train-descriptors/--test-descriptors, one .npz per split, for
+descriptors from another network; --save-descriptors writes the same format):
+  labels        1-D, one entry per image: class names (str) or integers
+  and either one (n_i, D) float32/float64 array per image, in archive order
+      np.savez('train.npz', *bags, labels=labels)
+  or all rows stacked with each row's image number 0..n-1
+      np.savez('train.npz', descriptors=X, image_index=idx, labels=labels)
+Every image needs >= 1 finite descriptor; train and test must have the same D.
+The file's descriptors are one scale; cnn-global is not available.";
 
 /// Arguments of `fisherkit run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Training image folder: DIR/<class>/*.png|jpg.
-    #[arg(long, value_name = "DIR")]
-    pub train: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "train_descriptors"
+    )]
+    pub train: Option<PathBuf>,
     /// Test image folder, same class names.
+    #[arg(long, value_name = "DIR", required_unless_present = "test_descriptors")]
+    pub test: Option<PathBuf>,
+    /// Training descriptor file (.npz, see below) instead of an image folder.
+    #[arg(long, value_name = "FILE", requires = "test_descriptors",
+          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "patch_mode",
+                                "max_image_side", "cache", "no_cache"])]
+    pub train_descriptors: Option<PathBuf>,
+    /// Test descriptor file (.npz), same D, classes among the training ones.
+    #[arg(long, value_name = "FILE", requires = "train_descriptors")]
+    pub test_descriptors: Option<PathBuf>,
+    /// Also write the CNN descriptors of the images to DIR/train.npz and DIR/test.npz
+    /// (descriptor files; several scales are stacked in one bag per image).
     #[arg(long, value_name = "DIR")]
-    pub test: PathBuf,
+    pub save_descriptors: Option<PathBuf>,
     /// Encoders to compare (see below).
     #[arg(long, value_name = "LIST", default_value = fisherkit_pipeline::spec::DEFAULT_ENCODERS)]
     pub encoders: String,
@@ -411,8 +439,11 @@ impl RunArgs {
     /// PCA to 100 dimensions, smaller training samples so it runs in minutes.
     pub fn demo_defaults(train: PathBuf, test: PathBuf) -> Self {
         Self {
-            train,
-            test,
+            train: Some(train),
+            test: Some(test),
+            train_descriptors: None,
+            test_descriptors: None,
+            save_descriptors: None,
             encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
             report: None,
             plot: None,

@@ -69,24 +69,28 @@ impl ImageSet {
     /// Relabels a test set to the class list of `train`; a test class absent from
     /// training is an error.
     pub fn align_to(mut self, train: &ImageSet) -> Result<Self, PipelineError> {
-        let mut map = Vec::with_capacity(self.classes.len());
-        for c in &self.classes {
-            match train.classes.iter().position(|t| t == c) {
-                Some(i) => map.push(i),
-                None => {
-                    return Err(PipelineError::Dataset(format!(
-                        "test class `{c}` does not exist in the training set (classes: {})",
-                        train.classes.join(", ")
-                    )))
-                }
-            }
-        }
+        let map = self
+            .classes
+            .iter()
+            .map(|c| train_label(c, &train.classes))
+            .collect::<Result<Vec<_>, _>>()?;
         for item in &mut self.items {
             item.1 = map[item.1];
         }
         self.classes = train.classes.clone();
         Ok(self)
     }
+}
+
+/// The label of the test class `name` in the training `classes`; a class absent
+/// from training is an error.
+pub(crate) fn train_label(name: &str, classes: &[String]) -> Result<usize, PipelineError> {
+    classes.iter().position(|t| t == name).ok_or_else(|| {
+        PipelineError::Dataset(format!(
+            "test class `{name}` does not exist in the training set (classes: {})",
+            classes.join(", ")
+        ))
+    })
 }
 
 fn is_image(p: &Path) -> bool {

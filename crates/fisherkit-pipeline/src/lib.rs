@@ -6,18 +6,22 @@
 //! → GMM Fisher vectors / MFA Fisher scores → signed square root + L2 → one-vs-rest
 //! linear SVM with cross-validated C → mean per-class accuracy.
 //!
+//! [`run_descriptors`] starts from precomputed descriptors instead (descriptor
+//! files, see [`descriptor_file`]), for features from another network.
+//!
 //! This crate reads images and keeps a descriptor cache on disk; it never prints:
 //! progress and warnings go through [`Progress`], results come back as a
 //! [`report::Report`].
 
 pub mod dataset;
+pub mod descriptor_file;
 pub mod descriptors;
 pub mod plot;
 pub mod report;
 pub mod run;
 pub mod spec;
 
-pub use run::{run, RunConfig, Whitening};
+pub use run::{run, run_descriptors, RunConfig, Whitening};
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,8 @@
-//! The whole pipeline: [`run`].
+//! The whole pipeline: [`run`] on image folders, [`run_descriptors`] on
+//! descriptor files; both share the stages from PCA onwards.
 
-use crate::dataset::ImageSet;
+use crate::dataset::{train_label, ImageSet};
+use crate::descriptor_file::{read_descriptor_file, write_descriptor_file, DescriptorSet};
 use crate::descriptors::{compute_all, ImageDescriptors};
 use crate::report::{DatasetInfo, Report, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
@@ -20,7 +22,7 @@ use ndarray::{concatenate, s, Array1, Array2, ArrayView2, Axis};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Whether MFA Fisher scores are whitened by the diagonal Fisher-information
@@ -39,13 +41,19 @@ pub enum Whitening {
 /// Settings of one pipeline run. [`RunConfig::new`] gives the paper's defaults.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// Training image folder `DIR/<class>/*.png|jpg`.
+    /// Training image folder `DIR/<class>/*.png|jpg` ([`run`]), or descriptor
+    /// file ([`run_descriptors`], see [`crate::descriptor_file`]).
     pub train: PathBuf,
-    /// Test image folder, same layout and class names.
+    /// Test image folder (same layout, classes among the training ones) or descriptor file.
     pub test: PathBuf,
     /// Encoders to evaluate.
     pub encoders: Vec<EncoderSpec>,
-    /// Patch scales and mode of the CNN descriptors.
+    /// Image runs only: also write the descriptors of the readable images to
+    /// `DIR/train.npz` and `DIR/test.npz` (descriptor files, one array per image
+    /// named `<class>/<file>`, the rows of all scales stacked), the input of
+    /// [`run_descriptors`]. Default `None`.
+    pub save_descriptors: Option<PathBuf>,
+    /// Patch scales and mode of the CNN descriptors (image runs only).
     pub descriptors: DescriptorParams,
     /// Descriptor dimension after PCA (clamped to what the data allow). Default 500.
     pub pca_dim: usize,
@@ -90,6 +98,7 @@ impl RunConfig {
             test,
             encoders: crate::spec::parse_encoders(crate::spec::DEFAULT_ENCODERS)
                 .expect("the default encoders parse"),
+            save_descriptors: None,
             descriptors: DescriptorParams::default(),
             pca_dim: 500,
             pca_sample: 200_000,
@@ -158,20 +167,26 @@ impl RunConfig {
             .map_err(|e| PipelineError::Config(e.to_string()))
     }
 
-    fn describe(&self) -> Vec<(String, String)> {
+    /// The configuration as text; `images`: the input was image folders (else
+    /// descriptor files, and the CNN settings did not apply).
+    fn describe(&self, images: bool) -> Vec<(String, String)> {
         let d = &self.descriptors;
-        vec![
-            (
-                "encoders".into(),
-                self.encoders
-                    .iter()
-                    .map(EncoderSpec::name)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            ("scales".into(), format!("{:?}", d.scales)),
-            ("patch_mode".into(), format!("{:?}", d.mode)),
-            ("max_image_side".into(), format!("{:?}", d.max_image_side)),
+        let mut v = vec![(
+            "encoders".to_string(),
+            self.encoders
+                .iter()
+                .map(EncoderSpec::name)
+                .collect::<Vec<_>>()
+                .join(","),
+        )];
+        if images {
+            v.push(("scales".into(), format!("{:?}", d.scales)));
+            v.push(("patch_mode".into(), format!("{:?}", d.mode)));
+            v.push(("max_image_side".into(), format!("{:?}", d.max_image_side)));
+        } else {
+            v.push(("input".into(), "descriptor files".into()));
+        }
+        v.extend([
             ("pca_dim".into(), self.pca_dim.to_string()),
             ("pca_sample".into(), self.pca_sample.to_string()),
             ("model_sample".into(), self.model_sample.to_string()),
@@ -197,7 +212,11 @@ impl RunConfig {
             ("c_grid".into(), format!("{:?}", self.c_grid)),
             ("cv_folds".into(), self.cv_folds.to_string()),
             ("seed".into(), self.seed.to_string()),
-        ]
+        ]);
+        if let Some(dir) = &self.save_descriptors {
+            v.push(("save_descriptors".into(), dir.display().to_string()));
+        }
+        v
     }
 }
 
@@ -253,6 +272,7 @@ fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String 
 struct Models<'a> {
     cfg: &'a RunConfig,
     scales: &'a [Scale],
+    scale_names: &'a [String],
     gmm: BTreeMap<(usize, usize), DiagGmm<f32>>,
     mfa: BTreeMap<(usize, usize, usize), Mfa<f32>>,
     whitening: BTreeMap<(usize, usize, usize, String), Array1<f32>>,
@@ -271,12 +291,12 @@ impl Models<'_> {
             let k_eff = k.min(x.nrows());
             let cfg = self.cfg;
             progress.start(
-                &format!("GMM K={k_eff} (scale {})", cfg.descriptors.scales[scale]),
+                &format!("GMM K={k_eff} (scale {})", self.scale_names[scale]),
                 cfg.gmm_max_iter as u64,
             );
             let fit = timed(
                 timings,
-                format!("gmm K={k_eff} scale {}", cfg.descriptors.scales[scale]),
+                format!("gmm K={k_eff} scale {}", self.scale_names[scale]),
                 || {
                     GmmParams::<f32>::new(k_eff)
                         .max_iter(cfg.gmm_max_iter)
@@ -310,18 +330,12 @@ impl Models<'_> {
             }
             let k_eff = k.min(x.nrows());
             progress.start(
-                &format!(
-                    "MFA K={k_eff} R={r} (scale {})",
-                    cfg.descriptors.scales[scale]
-                ),
+                &format!("MFA K={k_eff} R={r} (scale {})", self.scale_names[scale]),
                 cfg.mfa_max_iter as u64,
             );
             let fit = timed(
                 timings,
-                format!(
-                    "mfa K={k_eff} R={r} scale {}",
-                    cfg.descriptors.scales[scale]
-                ),
+                format!("mfa K={k_eff} R={r} scale {}", self.scale_names[scale]),
                 || {
                     MfaParams::new(k_eff, r)
                         .max_iter(cfg.mfa_max_iter)
@@ -463,7 +477,34 @@ fn classify(
     Ok((c, cv, pred))
 }
 
-/// Runs the whole pipeline (see the crate docs) and returns the report.
+/// Labelled bags of descriptors: what the shared stages (PCA onwards) start from.
+struct Labelled {
+    /// Class names; labels index into it.
+    classes: Vec<String>,
+    /// (descriptors, label) of each training image.
+    train: Vec<(ImageDescriptors, usize)>,
+    /// (descriptors, label) of each test image.
+    test: Vec<(ImageDescriptors, usize)>,
+    /// Images that could not be read, with the reason.
+    skipped: Vec<(String, String)>,
+    /// One name per descriptor scale, for messages and timings.
+    scale_names: Vec<String>,
+}
+
+/// Classification needs at least two classes.
+fn check_class_count(classes: &[String], source: &Path) -> Result<(), PipelineError> {
+    if classes.len() < 2 {
+        return Err(PipelineError::Dataset(format!(
+            "{} has {} class; classification needs at least 2",
+            source.display(),
+            classes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the whole pipeline (see the crate docs) on the image folders
+/// `cfg.train` and `cfg.test` and returns the report.
 /// `net` is the ImageNet CNN (normally [`SqueezeNet::builtin`]).
 pub fn run(
     cfg: &RunConfig,
@@ -474,14 +515,209 @@ pub fn run(
     let mut timings = Vec::new();
     let train_set = ImageSet::scan(&cfg.train)?;
     let test_set = ImageSet::scan(&cfg.test)?.align_to(&train_set)?;
-    let n_classes = train_set.classes.len();
-    if n_classes < 2 {
+    check_class_count(&train_set.classes, &cfg.train)?;
+    if let Some(dir) = &cfg.save_descriptors {
+        std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
+            path: dir.display().to_string(),
+            message: format!("cannot create the descriptor output folder: {e}"),
+        })?;
+    }
+    let with_global = cfg
+        .encoders
+        .iter()
+        .any(|s| s.terms.contains(&Term::CnnGlobal));
+
+    // 1. CNN descriptors (cached).
+    let paths: Vec<PathBuf> = train_set
+        .items
+        .iter()
+        .chain(&test_set.items)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut descs = timed(&mut timings, "descriptors".into(), || {
+        compute_all(
+            net,
+            &paths,
+            &cfg.descriptors,
+            with_global,
+            cfg.cache_dir.as_deref(),
+            progress,
+        )
+    })?;
+    let classes = &train_set.classes;
+    let mut skipped = Vec::new();
+    // The readable images, with their names `<class>/<file>`.
+    let mut keep = |items: &[(PathBuf, usize)], descs: Vec<Result<ImageDescriptors, String>>| {
+        let mut kept = Vec::new();
+        let mut names = Vec::new();
+        for ((p, y), d) in items.iter().zip(descs) {
+            match d {
+                Ok(d) => {
+                    let file = p.file_name().unwrap_or_default().to_string_lossy();
+                    names.push(format!("{}/{file}", classes[*y]));
+                    kept.push((d, *y));
+                }
+                Err(e) => skipped.push((p.display().to_string(), e)),
+            }
+        }
+        (kept, names)
+    };
+    let test_descs = descs.split_off(train_set.items.len());
+    let (train, train_names) = keep(&train_set.items, descs);
+    let (test, test_names) = keep(&test_set.items, test_descs);
+    for (c, name) in classes.iter().enumerate() {
+        if !train.iter().any(|(_, y)| *y == c) {
+            return Err(PipelineError::Dataset(format!(
+                "training class `{name}` has no readable image"
+            )));
+        }
+    }
+    if test.is_empty() {
         return Err(PipelineError::Dataset(format!(
-            "{} has {} class; classification needs at least 2",
-            cfg.train.display(),
-            n_classes
+            "{} has no readable image",
+            cfg.test.display()
         )));
     }
+    if let Some(dir) = &cfg.save_descriptors {
+        progress.start("save descriptors", 2);
+        timed(&mut timings, "save descriptors".into(), || {
+            for (split, names, items) in [
+                ("train", &train_names, &train),
+                ("test", &test_names, &test),
+            ] {
+                save_split(&dir.join(format!("{split}.npz")), names, items, classes)?;
+                progress.inc(1);
+            }
+            Ok::<_, PipelineError>(())
+        })?;
+        progress.finish(&format!(
+            "{}/train.npz, {}/test.npz",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    let data = Labelled {
+        classes: train_set.classes.clone(),
+        train,
+        test,
+        skipped,
+        scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),
+    };
+    classify_all(cfg, data, true, progress, timings)
+}
+
+/// Writes one split's descriptors as a descriptor file (one array per image,
+/// the rows of all scales stacked).
+fn save_split(
+    path: &Path,
+    names: &[String],
+    items: &[(ImageDescriptors, usize)],
+    classes: &[String],
+) -> Result<(), PipelineError> {
+    let stacked: Vec<Array2<f32>> = items
+        .iter()
+        .filter(|(d, _)| d.scales.len() > 1)
+        .map(|(d, _)| concatenate(Axis(0), &views(&d.scales)).expect("same width"))
+        .collect();
+    let bags: Vec<ArrayView2<f32>> = if stacked.is_empty() {
+        items.iter().map(|(d, _)| d.scales[0].view()).collect()
+    } else {
+        views(&stacked)
+    };
+    let labels: Vec<String> = items.iter().map(|(_, y)| classes[*y].clone()).collect();
+    write_descriptor_file(path, names, &bags, &labels)
+}
+
+/// Runs the pipeline from PCA onwards on precomputed descriptors: `cfg.train`
+/// and `cfg.test` are descriptor files (see [`crate::descriptor_file`]); each
+/// file's bags are one scale, and the CNN settings of `cfg.descriptors` are not
+/// used. `cnn-global` is not available (the files hold no image-level scores).
+pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Report, PipelineError> {
+    cfg.validate()?;
+    if let Some(s) = cfg
+        .encoders
+        .iter()
+        .find(|s| s.terms.contains(&Term::CnnGlobal))
+    {
+        return Err(PipelineError::Config(format!(
+            "encoder `{}`: cnn-global needs the CNN's image-level scores, which descriptor files do not hold; use it with image folders",
+            s.name()
+        )));
+    }
+    if cfg.save_descriptors.is_some() {
+        return Err(PipelineError::Config(
+            "saving descriptors needs image folders as input, not descriptor files".into(),
+        ));
+    }
+    let mut timings = Vec::new();
+    progress.start("read descriptors", 2);
+    let (train, test) = timed(&mut timings, "read descriptors".into(), || {
+        let train = read_descriptor_file(&cfg.train)?;
+        progress.inc(1);
+        let test = read_descriptor_file(&cfg.test)?;
+        progress.inc(1);
+        Ok::<_, PipelineError>((train, test))
+    })?;
+    if test.dim() != train.dim() {
+        return Err(PipelineError::Dataset(format!(
+            "{} has descriptors of dimension {} but {} has {}; train and test must have the same D",
+            cfg.test.display(),
+            test.dim(),
+            cfg.train.display(),
+            train.dim()
+        )));
+    }
+    let classes = train.classes();
+    check_class_count(&classes, &cfg.train)?;
+    let label = |set: DescriptorSet| -> Result<Vec<(ImageDescriptors, usize)>, PipelineError> {
+        set.bags
+            .into_iter()
+            .zip(&set.labels)
+            .map(|(bag, name)| {
+                let d = ImageDescriptors {
+                    scales: vec![bag],
+                    global: None,
+                };
+                Ok((d, train_label(name, &classes)?))
+            })
+            .collect()
+    };
+    let (train, test) = (label(train)?, label(test)?);
+    progress.finish(&format!(
+        "{} training and {} test images, {} classes, D = {}",
+        train.len(),
+        test.len(),
+        classes.len(),
+        train[0].0.scales[0].ncols()
+    ));
+    let data = Labelled {
+        classes,
+        train,
+        test,
+        skipped: vec![],
+        scale_names: vec!["file".into()],
+    };
+    classify_all(cfg, data, false, progress, timings)
+}
+
+/// The shared stages: PCA per scale, background models, encoders, SVMs, the
+/// sweep, and the report. `images` tells whether the data came from image
+/// folders (for the report's configuration).
+fn classify_all(
+    cfg: &RunConfig,
+    data: Labelled,
+    images: bool,
+    progress: &dyn Progress,
+    mut timings: Vec<(String, f64)>,
+) -> Result<Report, PipelineError> {
+    let Labelled {
+        classes,
+        mut train,
+        mut test,
+        skipped,
+        scale_names,
+    } = data;
+    let n_classes = classes.len();
     let with_global = cfg
         .encoders
         .iter()
@@ -492,85 +728,41 @@ pub fn run(
             .encoders
             .iter()
             .any(|s| s.terms.iter().any(|t| *t != Term::CnnGlobal));
-
-    // 1. CNN descriptors (cached).
-    let paths: Vec<PathBuf> = train_set
-        .items
-        .iter()
-        .chain(&test_set.items)
-        .map(|(p, _)| p.clone())
-        .collect();
-    let descs = timed(&mut timings, "descriptors".into(), || {
-        compute_all(
-            net,
-            &paths,
-            &cfg.descriptors,
-            with_global,
-            cfg.cache_dir.as_deref(),
-            progress,
-        )
-    })?;
-    let n_train_all = train_set.items.len();
-    let mut skipped = Vec::new();
-    let mut keep = |items: &[(PathBuf, usize)], descs: Vec<Result<ImageDescriptors, String>>| {
-        let mut kept = Vec::new();
-        for ((p, y), d) in items.iter().zip(descs) {
-            match d {
-                Ok(d) => kept.push((d, *y)),
-                Err(e) => skipped.push((p.display().to_string(), e)),
-            }
-        }
-        kept
-    };
-    let mut descs = descs;
-    let test_descs = descs.split_off(n_train_all);
-    let train = keep(&train_set.items, descs);
-    let test = keep(&test_set.items, test_descs);
-    for c in 0..n_classes {
-        if !train.iter().any(|(_, y)| *y == c) {
-            return Err(PipelineError::Dataset(format!(
-                "training class `{}` has no readable image",
-                train_set.classes[c]
-            )));
-        }
-    }
-    if test.is_empty() {
-        return Err(PipelineError::Dataset(format!(
-            "{} has no readable image",
-            cfg.test.display()
-        )));
-    }
     let ytr: Vec<usize> = train.iter().map(|(_, y)| *y).collect();
     let yte: Vec<usize> = test.iter().map(|(_, y)| *y).collect();
 
     // 2. PCA per scale, then the background-model training sample.
-    let n_scales = cfg.descriptors.scales.len();
+    let n_scales = scale_names.len();
     let mut scales = Vec::new();
     let mut pca_dims = Vec::new();
     let mut per_image = Vec::new();
     if with_local {
         progress.start("PCA", n_scales as u64);
-        for s in 0..n_scales {
+        for (s, scale_name) in scale_names.iter().enumerate() {
             let tr_bags: Vec<&Array2<f32>> = train.iter().map(|(d, _)| &d.scales[s]).collect();
             per_image.push(
                 tr_bags.iter().map(|b| b.nrows()).sum::<usize>() as f64 / tr_bags.len() as f64,
             );
             let x = sample_rows(&tr_bags, cfg.pca_sample, cfg.seed ^ (s as u64 + 1));
-            let pca: Pca<f32> = timed(
-                &mut timings,
-                format!("pca scale {}", cfg.descriptors.scales[s]),
-                || {
-                    PcaParams::new(cfg.pca_dim)
-                        .clamp_components(true)
-                        .fit(x.view())
-                },
-            )
+            let pca: Pca<f32> = timed(&mut timings, format!("pca scale {scale_name}"), || {
+                PcaParams::new(cfg.pca_dim)
+                    .clamp_components(true)
+                    .fit(x.view())
+            })
             .map_err(PipelineError::stage("PCA"))?;
-            let proj = |bags: &mut dyn Iterator<Item = &Array2<f32>>| -> Result<Vec<Array2<f32>>, PipelineError> {
-                bags.map(|b| pca.transform(b.view()).map_err(PipelineError::stage("PCA"))).collect()
-            };
-            let ptr = proj(&mut train.iter().map(|(d, _)| &d.scales[s]))?;
-            let pte = proj(&mut test.iter().map(|(d, _)| &d.scales[s]))?;
+            // Each image's raw descriptors are dropped once projected.
+            let proj =
+                |v: &mut [(ImageDescriptors, usize)]| -> Result<Vec<Array2<f32>>, PipelineError> {
+                    v.iter_mut()
+                        .map(|(d, _)| {
+                            let raw = std::mem::take(&mut d.scales[s]);
+                            pca.transform(raw.view())
+                                .map_err(PipelineError::stage("PCA"))
+                        })
+                        .collect()
+                };
+            let ptr = proj(&mut train)?;
+            let pte = proj(&mut test)?;
             let refs: Vec<&Array2<f32>> = ptr.iter().collect();
             let sample = sample_rows(&refs, cfg.model_sample, cfg.seed ^ (0x5eed_0000 + s as u64));
             pca_dims.push(pca.n_components());
@@ -595,11 +787,14 @@ pub fn run(
     } else {
         (Array2::zeros((0, 0)), Array2::zeros((0, 0)))
     };
+    let (n_train, n_test) = (train.len(), test.len());
+    drop((train, test));
 
     // 3. Encoders and SVMs.
     let mut models = Models {
         cfg,
         scales: &scales,
+        scale_names: &scale_names,
         gmm: BTreeMap::new(),
         mfa: BTreeMap::new(),
         whitening: BTreeMap::new(),
@@ -716,15 +911,15 @@ pub fn run(
         dataset: DatasetInfo {
             train: cfg.train.display().to_string(),
             test: cfg.test.display().to_string(),
-            classes: train_set.classes.clone(),
-            n_train: train.len(),
-            n_test: test.len(),
+            classes,
+            n_train,
+            n_test,
             skipped,
             descriptors_per_image: per_image,
             pca_dims,
         },
         timings,
-        config: cfg.describe(),
+        config: cfg.describe(images),
         fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
     })
 }

@@ -3,51 +3,11 @@
 //! every encoder family, whitening and the Figure-1 sweep.
 
 use fisherkit_pipeline::spec::parse_encoders;
-use fisherkit_pipeline::{run, NoProgress, Progress, RunConfig, Whitening};
-use std::path::{Path, PathBuf};
+use fisherkit_pipeline::{run, NoProgress, Progress, Whitening};
+
+mod common;
+use common::{demo, small_config, small_set};
 use std::sync::Mutex;
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fashion-mnist-demo")
-}
-
-/// Copies `n_train` + `n_test` images of each class into a temporary image folder.
-fn small_set(classes: &[&str], n_train: usize, n_test: usize) -> tempfile::TempDir {
-    let t = tempfile::tempdir().unwrap();
-    for (split, n) in [("train", n_train), ("test", n_test)] {
-        for c in classes {
-            let src = demo().join(split).join(c);
-            let dst = t.path().join(split).join(c);
-            std::fs::create_dir_all(&dst).unwrap();
-            let mut files: Vec<_> = std::fs::read_dir(&src)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            files.sort();
-            for f in files.iter().take(n) {
-                std::fs::copy(f, dst.join(f.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-    t
-}
-
-fn small_config(t: &Path) -> RunConfig {
-    let mut c = RunConfig::new(t.join("train"), t.join("test"));
-    c.encoders = parse_encoders("cnn-global,gmm-fv:mean,gmm-fv:var,gmm-fv:prior+mean+var,mfa-fs:mean,mfa-fs:loading,mfa-fs:loading&cnn-global").unwrap();
-    c.descriptors.scales = vec![28];
-    c.pca_dim = 16;
-    c.pca_sample = 5000;
-    c.model_sample = 3000;
-    c.gmm_components = 4;
-    c.gmm_max_iter = 20;
-    c.mfa_components = 3;
-    c.mfa_factors = 2;
-    c.mfa_max_iter = 10;
-    c.c_grid = vec![0.1, 1.0];
-    c.cache_dir = Some(t.join("cache"));
-    c
-}
 
 #[derive(Default)]
 struct Log(Mutex<Vec<String>>);
@@ -179,4 +139,65 @@ fn dataset_and_option_errors_are_clear() {
         .unwrap_err()
         .to_string()
         .contains("2 folds"));
+}
+
+/// Grey, RGBA, 16-bit and JPEG images of any size go through the whole run:
+/// none is skipped, and images smaller than the patch (here 28 px) are
+/// upscaled to it, so each gives the 13×13 dense descriptors of a 28-px image.
+#[test]
+fn grey_rgba_16_bit_and_tiny_images_are_used() {
+    use image::{ImageBuffer, Luma, Rgb, Rgba};
+    let t = tempfile::tempdir().unwrap();
+    // Class `h`: horizontal stripes; class `v`: vertical ones.
+    let stripe = |class: usize, x: u32, y: u32| {
+        if (if class == 0 { y } else { x }) % 4 < 2 {
+            230u8
+        } else {
+            20
+        }
+    };
+    for split in ["train", "test"] {
+        for (class, name) in ["h", "v"].iter().enumerate() {
+            let d = t.path().join(split).join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let s = move |x, y| stripe(class, x, y);
+            ImageBuffer::from_fn(20, 20, |x, y| Luma([s(x, y)]))
+                .save(d.join("grey8.png"))
+                .unwrap();
+            ImageBuffer::from_fn(9, 7, |x, y| Rgba([s(x, y), s(x, y), 0, 128]))
+                .save(d.join("rgba.png"))
+                .unwrap();
+            ImageBuffer::from_fn(30, 16, |x, y| Luma([s(x, y) as u16 * 257]))
+                .save(d.join("grey16.png"))
+                .unwrap();
+            ImageBuffer::from_fn(12, 40, |x, y| Rgb([s(x, y) as u16 * 257, 0, 1000]))
+                .save(d.join("rgb16.png"))
+                .unwrap();
+            ImageBuffer::from_fn(3, 3, |x, y| Rgb([s(x, y); 3]))
+                .save(d.join("tiny.jpg"))
+                .unwrap();
+        }
+    }
+    let mut cfg = small_config(t.path());
+    cfg.encoders = parse_encoders("cnn-global,gmm-fv:mean").unwrap();
+    cfg.cache_dir = None;
+    cfg.cv_folds = 2;
+    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let r = run(&cfg, &net, &NoProgress).unwrap();
+    assert!(r.dataset.skipped.is_empty(), "{:?}", r.dataset.skipped);
+    assert_eq!((r.dataset.n_train, r.dataset.n_test), (10, 10));
+    // Each image's dense pass: its smaller side enlarged to the patch, then
+    // scaled by 227/28; one descriptor per cell of the score map.
+    let sizes = [(20, 20), (7, 9), (16, 30), (40, 12), (3, 3)]; // (h, w) as written
+    let cells: usize = sizes
+        .iter()
+        .map(|&(h, w)| {
+            let (ih, iw) = fisherkit_cnn::descriptors::dense_input_size(h, w, 28);
+            let (mh, mw) = fisherkit_cnn::SqueezeNet::score_map_size(ih, iw).unwrap();
+            mh * mw
+        })
+        .sum();
+    assert!(cells > 5 * 169, "non-square images give more cells");
+    assert_eq!(r.dataset.descriptors_per_image, vec![cells as f64 / 5.0]);
+    assert_eq!(r.results.len(), 2);
 }

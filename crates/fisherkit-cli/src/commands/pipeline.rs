@@ -8,7 +8,7 @@ use fisherkit_cnn::descriptors::PatchMode;
 use fisherkit_cnn::SqueezeNet;
 use fisherkit_pipeline::report::Report;
 use fisherkit_pipeline::spec::parse_encoders;
-use fisherkit_pipeline::{plot, run, Progress, RunConfig, Whitening};
+use fisherkit_pipeline::{plot, run, run_descriptors, Progress, RunConfig, Whitening};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -92,6 +92,7 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
     c.c_grid = parse_list("--c-grid", &a.c_grid)?;
     c.cv_folds = a.cv_folds;
     c.seed = a.seed;
+    c.save_descriptors = a.save_descriptors.clone();
     c.cache_dir = if a.no_cache {
         None
     } else {
@@ -179,13 +180,17 @@ fn write_outputs(
     Ok(())
 }
 
-fn execute(cfg: &RunConfig, ui: &Ui) -> Result<Report, CliError> {
-    let net = SqueezeNet::builtin().map_err(|e| CliError::other(format!("built-in CNN: {e}")))?;
+/// Runs the pipeline on image folders, or on descriptor files if `descriptor_files`.
+fn execute(cfg: &RunConfig, descriptor_files: bool, ui: &Ui) -> Result<Report, CliError> {
     let bars = Bars {
         ui,
         bar: Mutex::new(None),
         start: Instant::now(),
     };
+    if descriptor_files {
+        return run_descriptors(cfg, &bars).map_err(CliError::other);
+    }
+    let net = SqueezeNet::builtin().map_err(|e| CliError::other(format!("built-in CNN: {e}")))?;
     run(cfg, &net, &bars).map_err(CliError::other)
 }
 
@@ -194,8 +199,17 @@ pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
     for p in [&a.report, &a.plot].into_iter().flatten() {
         super::check_output(p)?;
     }
-    let cfg = config(a, a.train.clone(), a.test.clone())?;
-    let r = execute(&cfg, ui)?;
+    // clap guarantees one complete pair (--train/--test or the descriptor files).
+    let (train, test, files) = match (&a.train_descriptors, &a.test_descriptors, &a.train, &a.test)
+    {
+        (Some(tr), Some(te), _, _) => (tr, te, true),
+        (_, _, Some(tr), Some(te)) => (tr, te, false),
+        _ => return Err(CliError::usage(
+            "give --train and --test (image folders) or --train-descriptors and --test-descriptors",
+        )),
+    };
+    let cfg = config(a, train.clone(), test.clone())?;
+    let r = execute(&cfg, files, ui)?;
     print_table(&r);
     write_outputs(&r, a.report.as_deref(), a.plot.as_deref(), ui)
 }
@@ -225,7 +239,7 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         .map_err(|e| CliError::other(format!("{}: {e}", a.out.display())))?;
     let mut run = RunArgs::demo_defaults(data.join("train"), data.join("test"));
     run.cache = a.out.join("cache");
-    let cfg = config(&run, run.train.clone(), run.test.clone())?;
+    let cfg = config(&run, data.join("train"), data.join("test"))?;
     ui.info(format!(
         "fisherkit demo: Fashion-MNIST subset in {}, SqueezeNet descriptors of whole 28-px images (13x13 cells), PCA {}, GMM K={}, MFA K={} R={}",
         data.display(),
@@ -235,7 +249,7 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         cfg.mfa_factors
     ));
     let t = Instant::now();
-    let r = execute(&cfg, ui)?;
+    let r = execute(&cfg, false, ui)?;
     print_table(&r);
     write_outputs(
         &r,

@@ -1,0 +1,519 @@
+//! Descriptor files: precomputed local descriptors with their labels, the input
+//! of [`crate::run_descriptors`] (`fisherkit run --train-descriptors`) and the
+//! output of [`crate::RunConfig::save_descriptors`] (`--save-descriptors`).
+//!
+//! A descriptor file is one `.npz` archive per split (`numpy.savez` or
+//! `numpy.savez_compressed`) that holds
+//!
+//! * `labels`: a 1-D array with one entry per image — class names (numpy
+//!   `str`/`bytes` arrays, dtype `<U…`/`S…`) or integers (any integer dtype;
+//!   the class name is the decimal number);
+//! * the images' descriptors, in one of two layouts:
+//!   * **one array per image** (the `bags.npz` of `fisherkit encode`): every
+//!     other array of the archive is one image's $(n_i, D)$ float32/float64
+//!     descriptors, images in archive order, e.g.
+//!     `np.savez("train.npz", *bags, labels=labels)`;
+//!   * **stacked**: `descriptors`, the $(N, D)$ rows of all images, and
+//!     `image_index`, $(N)$ integers in $[0, n)$ giving each row's image,
+//!     where $n$ is the length of `labels`, e.g.
+//!     `np.savez("train.npz", descriptors=X, image_index=idx, labels=labels)`.
+//!
+//! Every image needs at least one descriptor; every row must be finite. float64
+//! data are converted to float32, the precision of the pipeline. Classes are
+//! ordered by name (as text), like image folders.
+
+use crate::PipelineError;
+use ndarray::{Array2, ArrayView2, ShapeBuilder};
+use ndarray_npy::npy::header::Header;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Name of the labels array.
+pub const LABELS: &str = "labels";
+/// Name of the stacked descriptors array (stacked layout).
+pub const DESCRIPTORS: &str = "descriptors";
+/// Name of the row-to-image array (stacked layout).
+pub const IMAGE_INDEX: &str = "image_index";
+
+/// Labelled bags of descriptors, as read from or written to a descriptor file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescriptorSet {
+    /// One name per image: its array name (one-array-per-image layout) or
+    /// `image <i>` (stacked layout). Used in messages.
+    pub names: Vec<String>,
+    /// One $(n_i, D)$ bag per image, $n_i \ge 1$, all with the same $D$, finite.
+    pub bags: Vec<Array2<f32>>,
+    /// The class name of each image.
+    pub labels: Vec<String>,
+}
+
+impl DescriptorSet {
+    /// The descriptor dimension $D$ (0 for an empty set).
+    pub fn dim(&self) -> usize {
+        self.bags.first().map_or(0, |b| b.ncols())
+    }
+
+    /// The distinct class names, sorted as text.
+    pub fn classes(&self) -> Vec<String> {
+        let mut c = self.labels.clone();
+        c.sort();
+        c.dedup();
+        c
+    }
+}
+
+/// One array of an `.npz` archive, as the reader decoded it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NpyData {
+    /// float32 or float64 values (converted to float32), with their shape.
+    Float(Vec<usize>, Vec<f32>),
+    /// Integers of any width, 1-D.
+    Int(Vec<i64>),
+    /// Strings (numpy `<U…` or `S…`), 1-D.
+    Str(Vec<String>),
+}
+
+/// An array to write with [`write_npz_arrays`].
+#[derive(Debug, Clone, Copy)]
+pub enum NpyRef<'a> {
+    /// An (n, D) float32 array.
+    Float(ArrayView2<'a, f32>),
+    /// A 1-D int64 array.
+    Int(&'a [i64]),
+    /// A 1-D unicode array (`<U…`).
+    Str(&'a [String]),
+}
+
+fn io_err(path: &Path, message: impl Into<String>) -> PipelineError {
+    PipelineError::Io {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// The numpy type descriptor `'<f4'` as (kind, size): the item size in bytes,
+/// or in characters for `U` (4 bytes each).
+fn parse_descr(h: &Header) -> Result<(char, usize), String> {
+    let text = h.type_descriptor.to_string();
+    let d = text.trim_matches(|c| c == '\'' || c == '"');
+    let mut chars = d.chars();
+    let (order, kind) = match (chars.next(), chars.next()) {
+        (Some(o @ ('<' | '>' | '|' | '=')), Some(k)) => (o, k),
+        _ => return Err(format!("unsupported dtype {text}")),
+    };
+    if kind == 'O' {
+        return Err(
+            "object arrays (pickled Python objects) are not supported; save strings as np.array(list_of_str) or integers"
+                .into(),
+        );
+    }
+    let size: usize = chars
+        .as_str()
+        .parse()
+        .map_err(|_| format!("unsupported dtype {text}"))?;
+    if order == '>' && size > 1 {
+        return Err(format!(
+            "big-endian dtype {text} is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"
+        ));
+    }
+    Ok((kind, size))
+}
+
+/// Decodes one `.npy` entry of an archive.
+fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
+    let mut rest = bytes;
+    let h = Header::from_reader(&mut rest).map_err(|e| format!("not a valid .npy array: {e}"))?;
+    let (kind, count) = parse_descr(&h)?;
+    let size = if kind == 'U' { 4 * count } else { count };
+    let len = h
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .ok_or("shape overflows")?;
+    let nbytes = len.checked_mul(size).ok_or("shape overflows")?;
+    if rest.len() != nbytes {
+        return Err(format!(
+            "holds {} data bytes but its shape {:?} and dtype need {nbytes}",
+            rest.len(),
+            h.shape
+        ));
+    }
+    let one_d = |what: &str| {
+        if h.shape.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} arrays must be 1-D, got shape {:?}",
+                h.shape
+            ))
+        }
+    };
+    let chunks = rest.chunks_exact(size.max(1));
+    match (kind, size) {
+        ('f', 4) | ('f', 8) => {
+            let v: Vec<f32> = if size == 4 {
+                chunks
+                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect()
+            } else {
+                chunks
+                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
+                    .collect()
+            };
+            if h.layout.is_fortran() && h.shape.len() == 2 {
+                let a = Array2::from_shape_vec((h.shape[0], h.shape[1]).f(), v)
+                    .map_err(|e| e.to_string())?;
+                Ok(NpyData::Float(
+                    h.shape.clone(),
+                    a.as_standard_layout().iter().copied().collect(),
+                ))
+            } else {
+                Ok(NpyData::Float(h.shape.clone(), v))
+            }
+        }
+        ('i' | 'u', 1 | 2 | 4 | 8) => {
+            one_d("integer")?;
+            let v = chunks
+                .map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..size].copy_from_slice(c);
+                    if kind == 'i' && c[size - 1] & 0x80 != 0 {
+                        b[size..].fill(0xff);
+                    }
+                    let x = i64::from_le_bytes(b);
+                    if kind == 'u' && x < 0 {
+                        Err("an unsigned integer above 2^63".to_string())
+                    } else {
+                        Ok(x)
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(NpyData::Int(v))
+        }
+        ('U' | 'S', _) => {
+            one_d("string")?;
+            // `U`: UTF-32 code points, `S`: UTF-8 bytes; both padded with NULs.
+            let item = |c: &[u8]| -> Result<String, String> {
+                if kind == 'S' {
+                    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                    return String::from_utf8(c[..end].to_vec())
+                        .map_err(|_| "a string that is not UTF-8".into());
+                }
+                c.chunks_exact(4)
+                    .map(|u| u32::from_le_bytes(u.try_into().expect("4 bytes")))
+                    .take_while(|&u| u != 0)
+                    .map(|u| char::from_u32(u).ok_or_else(|| format!("invalid character {u:#x}")))
+                    .collect()
+            };
+            Ok(NpyData::Str(if size == 0 {
+                vec![String::new(); len]
+            } else {
+                rest.chunks_exact(size)
+                    .map(item)
+                    .collect::<Result<_, _>>()?
+            }))
+        }
+        _ => Err(format!(
+            "unsupported dtype {}; expected float32/float64 descriptors, integer or string labels",
+            h.type_descriptor
+        )),
+    }
+}
+
+/// Reads every array of an `.npz` archive, in archive order, with its name
+/// (the entry name without `.npy`).
+pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, PipelineError> {
+    let file = std::fs::File::open(path).map_err(|e| io_err(path, e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
+        .map_err(|e| io_err(path, format!("not a valid .npz (zip) archive: {e}")))?;
+    let mut out = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| io_err(path, format!("cannot read archive entry {i}: {e}")))?;
+        if entry.is_dir() {
+            continue;
+        }
+        let raw = entry.name().to_string();
+        let name = raw.strip_suffix(".npy").unwrap_or(&raw).to_string();
+        let mut bytes = Vec::new();
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_err(path, format!("array `{name}`: {e}")))?;
+        let data = decode_npy(&bytes).map_err(|e| io_err(path, format!("array `{name}`: {e}")))?;
+        out.push((name, data));
+    }
+    Ok(out)
+}
+
+/// Reads and validates a descriptor file (see the module docs). Errors name the
+/// file and the array, row and column at fault: no `labels`, a labels count
+/// that differs from the number of images, an image without descriptors,
+/// arrays of different widths $D$, a NaN or infinite value, an unsupported dtype.
+pub fn read_descriptor_file(path: &Path) -> Result<DescriptorSet, PipelineError> {
+    let bad = |m: String| io_err(path, m);
+    let arrays = read_npz_arrays(path)?;
+    let mut labels = None;
+    let mut stacked = None;
+    let mut index = None;
+    let mut per_image = Vec::new();
+    for (name, data) in arrays {
+        match name.as_str() {
+            LABELS => {
+                labels = Some(match data {
+                    NpyData::Int(v) => v.iter().map(i64::to_string).collect::<Vec<_>>(),
+                    NpyData::Str(v) => v,
+                    NpyData::Float(..) => {
+                        return Err(bad(format!(
+                        "array `{LABELS}` must hold integers or strings (class names), not floats"
+                    )))
+                    }
+                })
+            }
+            DESCRIPTORS => stacked = Some(data),
+            IMAGE_INDEX => index = Some(data),
+            _ => per_image.push((name, data)),
+        }
+    }
+    let Some(labels) = labels else {
+        return Err(bad(format!(
+            "no `{LABELS}` array; a descriptor file needs one class name or integer per image, e.g. np.savez(f, *bags, labels=labels)"
+        )));
+    };
+    if let Some(i) = labels.iter().position(String::is_empty) {
+        return Err(bad(format!("`{LABELS}`[{i}] is an empty class name")));
+    }
+    let (names, bags) = match stacked {
+        Some(x) => {
+            if let Some((extra, _)) = per_image.first() {
+                return Err(bad(format!(
+                    "array `{extra}` beside `{DESCRIPTORS}`: a file holds either `{DESCRIPTORS}` + `{IMAGE_INDEX}` or one array per image, not both"
+                )));
+            }
+            stacked_bags(x, index, labels.len()).map_err(bad)?
+        }
+        None => {
+            if index.is_some() {
+                return Err(bad(format!(
+                    "`{IMAGE_INDEX}` without `{DESCRIPTORS}` (the stacked layout needs both)"
+                )));
+            }
+            let mut names = Vec::with_capacity(per_image.len());
+            let mut bags = Vec::with_capacity(per_image.len());
+            for (name, data) in per_image {
+                bags.push(matrix(&name, data).map_err(bad)?);
+                names.push(name);
+            }
+            (names, bags)
+        }
+    };
+    if bags.is_empty() {
+        return Err(bad("holds no image descriptors".into()));
+    }
+    if labels.len() != bags.len() {
+        return Err(bad(format!(
+            "`{LABELS}` has {} entries but the file holds {} images; give one label per image",
+            labels.len(),
+            bags.len()
+        )));
+    }
+    let d = bags[0].ncols();
+    for (name, b) in names.iter().zip(&bags) {
+        if b.nrows() == 0 {
+            return Err(bad(format!(
+                "image `{name}` has no descriptor (0 rows); every image needs at least one"
+            )));
+        }
+        if b.ncols() != d {
+            return Err(bad(format!(
+                "image `{name}` has descriptors of dimension {} but `{}` has {d}; all must have the same D",
+                b.ncols(),
+                names[0]
+            )));
+        }
+        if d == 0 {
+            return Err(bad(format!(
+                "image `{name}` has descriptors of dimension 0"
+            )));
+        }
+        if let Some(((r, c), v)) = b.indexed_iter().find(|(_, v)| !v.is_finite()) {
+            return Err(bad(format!(
+                "image `{name}`: row {r}, column {c} is {v} (descriptors must be finite)"
+            )));
+        }
+    }
+    Ok(DescriptorSet {
+        names,
+        bags,
+        labels,
+    })
+}
+
+/// A 2-D float array of the one-array-per-image layout.
+fn matrix(name: &str, data: NpyData) -> Result<Array2<f32>, String> {
+    match data {
+        NpyData::Float(shape, v) if shape.len() == 2 => {
+            Array2::from_shape_vec((shape[0], shape[1]), v).map_err(|e| e.to_string())
+        }
+        NpyData::Float(shape, _) => Err(format!(
+            "array `{name}` has shape {shape:?}; each image's descriptors must be a 2-D (n_i, D) array"
+        )),
+        _ => Err(format!(
+            "array `{name}` is not float32/float64; each image's descriptors must be a 2-D (n_i, D) float array (labels go in `{LABELS}`)"
+        )),
+    }
+}
+
+/// Splits the stacked layout into bags, image by image, rows in file order.
+fn stacked_bags(
+    x: NpyData,
+    index: Option<NpyData>,
+    n_images: usize,
+) -> Result<(Vec<String>, Vec<Array2<f32>>), String> {
+    let x = matrix(DESCRIPTORS, x)?;
+    let idx = match index {
+        Some(NpyData::Int(v)) => v,
+        Some(_) => return Err(format!("`{IMAGE_INDEX}` must be a 1-D integer array")),
+        None => {
+            return Err(format!(
+                "`{DESCRIPTORS}` without `{IMAGE_INDEX}`: give the image (0..n-1) of each row"
+            ))
+        }
+    };
+    if idx.len() != x.nrows() {
+        return Err(format!(
+            "`{IMAGE_INDEX}` has {} entries but `{DESCRIPTORS}` has {} rows",
+            idx.len(),
+            x.nrows()
+        ));
+    }
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); n_images];
+    for (r, &i) in idx.iter().enumerate() {
+        match usize::try_from(i).ok().filter(|&i| i < n_images) {
+            Some(i) => rows[i].push(r),
+            None => {
+                return Err(format!(
+                    "`{IMAGE_INDEX}`[{r}] = {i} is not an image number in 0..{n_images} (the length of `{LABELS}`)"
+                ))
+            }
+        }
+    }
+    let names = (0..n_images).map(|i| format!("image {i}")).collect();
+    let bags = rows.iter().map(|r| x.select(ndarray::Axis(0), r)).collect();
+    Ok((names, bags))
+}
+
+/// The `.npy` bytes of an array: version-1.0 header padded to 64 bytes, C order, little-endian.
+fn npy_bytes(a: &NpyRef<'_>) -> Vec<u8> {
+    let (descr, shape, mut data) = match a {
+        NpyRef::Float(x) => (
+            "<f4".to_string(),
+            format!("({}, {})", x.nrows(), x.ncols()),
+            x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        ),
+        NpyRef::Int(v) => (
+            "<i8".to_string(),
+            format!("({},)", v.len()),
+            v.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        NpyRef::Str(v) => {
+            let width = v
+                .iter()
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(1);
+            let mut data = Vec::with_capacity(v.len() * width * 4);
+            for s in v.iter() {
+                let n = s.chars().count();
+                data.extend(s.chars().flat_map(|c| (c as u32).to_le_bytes()));
+                data.extend(std::iter::repeat_n(0u8, 4 * (width - n)));
+            }
+            (format!("<U{width}"), format!("({},)", v.len()), data)
+        }
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + data.len());
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.append(&mut data);
+    out
+}
+
+/// Writes named arrays to an uncompressed `.npz` archive (readable by
+/// `numpy.load`), atomically: a temporary file beside `path`, then a rename.
+pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<(), PipelineError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let res = (|| -> Result<(), String> {
+        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        for (name, a) in arrays {
+            zip.start_file(format!("{name}.npy"), opts)
+                .map_err(|e| e.to_string())?;
+            zip.write_all(&npy_bytes(a)).map_err(|e| e.to_string())?;
+        }
+        let mut w = zip.finish().map_err(|e| e.to_string())?;
+        w.flush().map_err(|e| e.to_string())?;
+        drop(w);
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res.map_err(|m| io_err(path, m))
+}
+
+/// Writes a descriptor file in the one-array-per-image layout: each bag under
+/// its name, then `labels` (strings). `names`, `bags` and `labels` have one
+/// entry per image; names must be distinct and not `labels`, `descriptors` or
+/// `image_index`.
+pub fn write_descriptor_file(
+    path: &Path,
+    names: &[String],
+    bags: &[ArrayView2<'_, f32>],
+    labels: &[String],
+) -> Result<(), PipelineError> {
+    if names.len() != bags.len() || labels.len() != bags.len() {
+        return Err(io_err(
+            path,
+            format!(
+                "{} names, {} bags and {} labels; need one of each per image",
+                names.len(),
+                bags.len(),
+                labels.len()
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for n in names {
+        if [LABELS, DESCRIPTORS, IMAGE_INDEX].contains(&n.as_str()) || !seen.insert(n) {
+            return Err(io_err(
+                path,
+                format!("image name `{n}` is reserved or repeated"),
+            ));
+        }
+    }
+    let mut arrays = bag_arrays(names, bags);
+    arrays.push((LABELS, NpyRef::Str(labels)));
+    write_npz_arrays(path, &arrays)
+}
+
+/// The arrays of the one-array-per-image layout, for [`write_npz_arrays`]:
+/// bag `i` under `names[i]` (the labels array is to be added).
+pub fn bag_arrays<'a>(
+    names: &'a [String],
+    bags: &[ArrayView2<'a, f32>],
+) -> Vec<(&'a str, NpyRef<'a>)> {
+    names
+        .iter()
+        .zip(bags)
+        .map(|(n, b)| (n.as_str(), NpyRef::Float(*b)))
+        .collect()
+}

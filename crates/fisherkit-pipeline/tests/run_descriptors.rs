@@ -1,0 +1,324 @@
+//! The pipeline on precomputed descriptors (`run_descriptors`): planted local
+//! structure, the image → descriptor file → run round trip, and the file format
+//! against numpy's own reader and writer.
+
+use fisherkit_pipeline::descriptor_file::{
+    bag_arrays, read_descriptor_file, write_descriptor_file, write_npz_arrays, NpyRef,
+};
+use fisherkit_pipeline::spec::parse_encoders;
+use fisherkit_pipeline::{run, run_descriptors, NoProgress, RunConfig};
+use ndarray::{Array2, ArrayView2};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::{small_config, small_set};
+
+const D: usize = 6;
+
+/// An image of class `c`: 60 descriptors spread (normally) along the class's own
+/// direction (e_0, e_1 or (e_0 + e_2)/√2) with small isotropic noise. Every
+/// class has mean zero, so the classes differ only in their local structure
+/// (the orientation of the descriptor cloud), not in their average descriptor.
+fn planted_bag(c: usize, rng: &mut ChaCha8Rng) -> Array2<f32> {
+    let s = std::f32::consts::FRAC_1_SQRT_2;
+    let dir: [f32; D] = match c {
+        0 => [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        1 => [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+        _ => [s, 0.0, s, 0.0, 0.0, 0.0],
+    };
+    let mut b = Array2::zeros((60, D));
+    // Standard normal by Box–Muller.
+    let mut normal = || {
+        let (u, v): (f32, f32) = (rng.random(), rng.random());
+        (-2.0 * (1.0 - u).ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    };
+    for mut row in b.rows_mut() {
+        let t = 3.0 * normal();
+        for j in 0..D {
+            row[j] = t * dir[j] + 0.3 * normal();
+        }
+    }
+    b
+}
+
+fn planted_config(train: PathBuf, test: PathBuf) -> RunConfig {
+    let mut c = RunConfig::new(train, test);
+    c.encoders = parse_encoders("gmm-fv:mean,gmm-fv:var,mfa-fs:loading").unwrap();
+    c.pca_dim = D;
+    c.gmm_components = 8;
+    c.gmm_max_iter = 30;
+    c.mfa_components = 2;
+    c.mfa_factors = 1;
+    c.mfa_max_iter = 20;
+    c.c_grid = vec![0.1, 1.0, 10.0];
+    c
+}
+
+#[test]
+fn planted_local_structure_is_classified_from_both_file_layouts() {
+    let t = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    // Training file: one array per image, integer labels.
+    let train_bags: Vec<Array2<f32>> = (0..36).map(|i| planted_bag(i % 3, &mut rng)).collect();
+    let train_labels: Vec<i64> = (0..36).map(|i| (i % 3) as i64).collect();
+    let names: Vec<String> = (0..36).map(|i| format!("arr_{i}")).collect();
+    let views: Vec<_> = train_bags.iter().map(|b| b.view()).collect();
+    let mut arrays = bag_arrays(&names, &views);
+    arrays.push(("labels", NpyRef::Int(&train_labels)));
+    write_npz_arrays(&t.path().join("train.npz"), &arrays).unwrap();
+    // Test file: stacked layout, rows of the images interleaved.
+    let test_bags: Vec<Array2<f32>> = (0..18).map(|i| planted_bag(i % 3, &mut rng)).collect();
+    let test_labels: Vec<i64> = (0..18).map(|i| (i % 3) as i64).collect();
+    let mut x = Array2::zeros((18 * 60, D));
+    let mut index = Vec::new();
+    for r in 0..60 {
+        for (i, b) in test_bags.iter().enumerate() {
+            x.row_mut(index.len()).assign(&b.row(r));
+            index.push(i as i64);
+        }
+    }
+    write_npz_arrays(
+        &t.path().join("test.npz"),
+        &[
+            ("descriptors", NpyRef::Float(x.view())),
+            ("image_index", NpyRef::Int(&index)),
+            ("labels", NpyRef::Int(&test_labels)),
+        ],
+    )
+    .unwrap();
+    // The stacked layout gives back each image's rows in order.
+    let back = read_descriptor_file(&t.path().join("test.npz")).unwrap();
+    assert_eq!(back.bags, test_bags);
+    assert_eq!(back.labels[4], "1");
+
+    let cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
+    let r = run_descriptors(&cfg, &NoProgress).unwrap();
+    assert_eq!(r.dataset.classes, vec!["0", "1", "2"]);
+    assert_eq!((r.dataset.n_train, r.dataset.n_test), (36, 18));
+    assert_eq!(r.dataset.descriptors_per_image, vec![60.0]);
+    assert_eq!(r.dataset.pca_dims, vec![D]);
+    assert!(r
+        .config
+        .contains(&("input".into(), "descriptor files".into())));
+    assert_eq!(r.results.len(), 3);
+    // Chance is 1/3. The classes differ in the orientation of their descriptor
+    // clouds: exactly what the MFA's local subspaces model (its loading scores
+    // separate them perfectly); the diagonal GMM sees it less directly.
+    for (row, at_least) in r.results.iter().zip([0.85, 0.6, 0.95]) {
+        assert!(row.accuracy >= at_least, "{}: {}", row.spec, row.accuracy);
+    }
+    // The mean descriptor of an image carries no class information: a
+    // nearest-class-mean rule on it stays far below the encoders.
+    let mean = |b: &Array2<f32>| b.mean_axis(ndarray::Axis(0)).unwrap();
+    let centre = |c: usize| {
+        let m: Vec<_> = (0..36)
+            .filter(|i| i % 3 == c)
+            .map(|i| mean(&train_bags[i]))
+            .collect();
+        m.iter()
+            .fold(ndarray::Array1::<f32>::zeros(D), |a, b| a + b)
+            / m.len() as f32
+    };
+    let centres: Vec<_> = (0..3).map(centre).collect();
+    let hits = (0..18)
+        .filter(|&i| {
+            let m = mean(&test_bags[i]);
+            let d: Vec<f32> = centres
+                .iter()
+                .map(|c| (&m - c).mapv(|v| v * v).sum())
+                .collect();
+            let best = (0..3).min_by(|&a, &b| d[a].total_cmp(&d[b])).unwrap();
+            best == i % 3
+        })
+        .count();
+    assert!(
+        hits <= 12,
+        "mean pooling got {hits}/18: structure not only local"
+    );
+}
+
+#[test]
+fn run_descriptors_refuses_cnn_global_and_saving() {
+    let t = tempfile::tempdir().unwrap();
+    let mut cfg = planted_config(t.path().join("a.npz"), t.path().join("b.npz"));
+    cfg.encoders = parse_encoders("gmm-fv:mean,mfa-fs:loading&cnn-global").unwrap();
+    let e = run_descriptors(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(
+        e.contains("cnn-global") && e.contains("image folders"),
+        "{e}"
+    );
+    let mut cfg = planted_config(t.path().join("a.npz"), t.path().join("b.npz"));
+    cfg.save_descriptors = Some(t.path().to_path_buf());
+    let e = run_descriptors(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("image folders"), "{e}");
+}
+
+#[test]
+fn images_to_descriptor_files_to_run_gives_the_same_results() {
+    let t = small_set(&["bag", "sneaker", "trouser"], 6, 3);
+    std::fs::write(t.path().join("train/bag/broken.png"), b"not a png").unwrap();
+    let mut cfg = small_config(t.path());
+    cfg.encoders = parse_encoders("gmm-fv:mean+var,mfa-fs:mean,mfa-fs:loading").unwrap();
+    cfg.cache_dir = None;
+    cfg.save_descriptors = Some(t.path().join("feats"));
+    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let from_images = run(&cfg, &net, &NoProgress).unwrap();
+    assert_eq!(from_images.dataset.skipped.len(), 1);
+
+    let saved = read_descriptor_file(&t.path().join("feats/train.npz")).unwrap();
+    assert_eq!(saved.bags.len(), 18, "the unreadable image is not saved");
+    assert_eq!(saved.dim(), 1000);
+    assert_eq!(saved.bags[0].nrows(), 169);
+    assert!(saved.names[0].starts_with("bag/") && saved.names[0].ends_with(".png"));
+    assert_eq!(saved.labels[0], "bag");
+    assert_eq!(saved.labels[17], "trouser");
+
+    let mut cfg2 = cfg.clone();
+    cfg2.train = t.path().join("feats/train.npz");
+    cfg2.test = t.path().join("feats/test.npz");
+    cfg2.save_descriptors = None;
+    let from_files = run_descriptors(&cfg2, &NoProgress).unwrap();
+    assert_eq!(from_files.dataset.classes, from_images.dataset.classes);
+    assert_eq!(from_files.dataset.pca_dims, from_images.dataset.pca_dims);
+    assert_eq!(from_files.results.len(), 3);
+    for (a, b) in from_images.results.iter().zip(&from_files.results) {
+        assert_eq!(a.spec, b.spec);
+        assert_eq!(a.dim, b.dim);
+        assert_eq!(a.confusion, b.confusion, "{}", a.spec);
+        assert_eq!(a.accuracy, b.accuracy, "{}", a.spec);
+        assert_eq!(a.cv, b.cv, "{}", a.spec);
+    }
+}
+
+/// Runs `python3 -c code`; `None` (test skipped) when python3 or numpy is
+/// missing, unless FISHERKIT_REQUIRE_PEERS=1.
+fn python(code: &str, args: &[&Path]) -> Option<String> {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output();
+    let skip = |why: String| {
+        if std::env::var("FISHERKIT_REQUIRE_PEERS").as_deref() == Ok("1") {
+            panic!("peer numpy required (FISHERKIT_REQUIRE_PEERS=1): {why}");
+        }
+        println!("skipped: python3 with numpy is not available ({why})");
+        None
+    };
+    match out {
+        Err(e) => skip(e.to_string()),
+        Ok(o) if !o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            if err.contains("No module named 'numpy'") {
+                skip(err)
+            } else {
+                panic!("python failed: {err}")
+            }
+        }
+        Ok(o) => Some(String::from_utf8(o.stdout).unwrap()),
+    }
+}
+
+#[test]
+fn the_format_matches_numpy() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    // numpy writes the layouts and dtypes a user would; we read them.
+    let write = r#"
+import sys, numpy as np
+d = sys.argv[1]
+bags = [np.arange(6 * (i + 1), dtype=np.float64).reshape(-1, 3) * 0.5 + i for i in range(3)]
+np.savez(d + "/a.npz", *bags, labels=np.array(["coat", "bag", "coat"]))
+np.savez_compressed(d + "/b.npz", bags[0].astype(np.float32), np.asfortranarray(bags[1]).astype(np.float32),
+                    bags[2], labels=np.array([b"coat", b"bag", "x".encode()]))
+X = np.concatenate(bags)
+idx = np.concatenate([np.full(len(b), i, dtype=np.int32) for i, b in enumerate(bags)])
+perm = np.random.default_rng(0).permutation(len(X))
+np.savez(d + "/c.npz", descriptors=X[perm], image_index=idx[perm], labels=np.array([3, 1, 3], dtype=np.uint8))
+np.savez(d + "/d.npz", labels=np.array([-2, 7], dtype=np.int16), first=bags[0], second=bags[1])
+np.savez(d + "/e.npz", bags[0], labels=np.array(["a", 1], dtype=object))
+np.savez(d + "/f.npz", bags[0].astype(">f8"), labels=np.array(["a"]))
+np.savez(d + "/g.npz", bags[0].astype(np.float16), labels=np.array(["a"]))
+"#;
+    if python(write, &[dir]).is_none() {
+        return;
+    }
+    let expect: Vec<Array2<f32>> = (0..3)
+        .map(|i| {
+            Array2::from_shape_fn((2 * (i + 1), 3), |(r, c)| {
+                (r * 3 + c) as f32 * 0.5 + i as f32
+            })
+        })
+        .collect();
+    let a = read_descriptor_file(&dir.join("a.npz")).unwrap();
+    assert_eq!(a.bags, expect);
+    assert_eq!(a.labels, vec!["coat", "bag", "coat"]);
+    assert_eq!(a.names, vec!["arr_0", "arr_1", "arr_2"]);
+    assert_eq!(a.classes(), vec!["bag", "coat"]);
+    let b = read_descriptor_file(&dir.join("b.npz")).unwrap();
+    assert_eq!(b.bags, expect);
+    assert_eq!(b.labels, vec!["coat", "bag", "x"]);
+    let c = read_descriptor_file(&dir.join("c.npz")).unwrap();
+    assert_eq!(c.labels, vec!["3", "1", "3"]);
+    // Rows of each image in file order: the permutation reorders them.
+    for (got, want) in c.bags.iter().zip(&expect) {
+        let mut g: Vec<Vec<u32>> = got
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().map(|v| v.to_bits()).collect())
+            .collect();
+        let mut w: Vec<Vec<u32>> = want
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().map(|v| v.to_bits()).collect())
+            .collect();
+        g.sort();
+        w.sort();
+        assert_eq!(g, w);
+    }
+    let d = read_descriptor_file(&dir.join("d.npz")).unwrap();
+    assert_eq!(d.labels, vec!["-2", "7"]);
+    assert_eq!(d.names, vec!["first", "second"]);
+    for (file, want) in [
+        (
+            "e.npz",
+            "array `labels`: object arrays (pickled Python objects) are not supported",
+        ),
+        (
+            "f.npz",
+            "array `arr_0`: big-endian dtype '>f8' is not supported",
+        ),
+        ("g.npz", "array `arr_0`: unsupported dtype '<f2'"),
+    ] {
+        let e = read_descriptor_file(&dir.join(file))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(file) && e.contains(want), "{e}");
+    }
+
+    // We write; numpy reads.
+    let labels: Vec<String> = vec!["bag".into(), "ünïcode".into()];
+    let names: Vec<String> = vec!["bag/1.png".into(), "coat/2.png".into()];
+    let views: Vec<ArrayView2<f32>> = expect[..2].iter().map(|b| b.view()).collect();
+    write_descriptor_file(&dir.join("ours.npz"), &names, &views, &labels).unwrap();
+    let read = r#"
+import sys, numpy as np
+f = np.load(sys.argv[1])
+print(sorted(f.files))
+print(list(f["labels"]), f["labels"].dtype.kind)
+print(f["bag/1.png"].dtype, f["bag/1.png"].tolist())
+print(f["coat/2.png"].shape)
+"#;
+    let out = python(read, &[&dir.join("ours.npz")]).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "['bag/1.png', 'coat/2.png', 'labels']");
+    assert!(
+        lines[1].contains("'bag'") && lines[1].contains("'ünïcode'") && lines[1].ends_with(" U"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2], "float32 [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]]");
+    assert_eq!(lines[3], "(4, 3)");
+}
