@@ -88,7 +88,8 @@ impl DescriptorParams {
 /// extremely elongated images (aspect ratio beyond about 80:1, whose smaller
 /// side is enlarged to $P$ and larger side with it) or huge images with no
 /// `max_image_side` reach it; without the bound a 1×65535 PNG of a few hundred
-/// bytes would make a dense pass allocate gigabytes (found by fuzzing).
+/// bytes would make a dense pass allocate gigabytes (found while writing the
+/// image fuzz target).
 pub const MAX_INPUT_PIXELS: usize = 1 << 22;
 
 /// Checks that an `h`×`w` image's patch geometry stays within
