@@ -19,7 +19,7 @@
 //!
 //! Both give, per scale, an (n_patches, 1000) array; rows are in row-major grid order.
 
-use crate::image::{check_image, preprocess, resize_bilinear};
+use crate::image::{check_image, preprocess, resize_bilinear, ImageError};
 use crate::net::{log_softmax, pool_scores, CnnError, SqueezeNet, INPUT_SIDE, NUM_CLASSES};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
@@ -81,6 +81,41 @@ impl DescriptorParams {
         }
         Ok(())
     }
+}
+
+/// Largest network input (H·W pixels) a patch scale may need: $2^{22}$, about
+/// 2.9 times the 1211×1211 input of a 512×512 working image at $P = 96$. Only
+/// extremely elongated images (aspect ratio beyond about 80:1, whose smaller
+/// side is enlarged to $P$ and larger side with it) or huge images with no
+/// `max_image_side` reach it; without the bound a 1×65535 PNG of a few hundred
+/// bytes would make a dense pass allocate gigabytes (found while writing the
+/// image fuzz target).
+pub const MAX_INPUT_PIXELS: usize = 1 << 22;
+
+/// Checks that an `h`×`w` image's patch geometry stays within
+/// [`MAX_INPUT_PIXELS`] at every scale of `params`: the dense network input
+/// ([`dense_input_size`]) or, in exact mode, the enlarged working image the
+/// crops are taken from. [`extract`] and [`extract_batch`] call it; the
+/// pipeline calls it right after decoding, to skip such an image.
+pub fn check_geometry(h: usize, w: usize, params: &DescriptorParams) -> Result<(), ImageError> {
+    let (hw, ww) = working_size(h.max(1), w.max(1), params.max_image_side);
+    for &p in &params.scales {
+        let (ih, iw) = match params.mode {
+            PatchMode::Dense => dense_input_size(hw, ww, p),
+            PatchMode::Exact => upscaled_size(hw, ww, p.max(1) as usize),
+        };
+        if ih.saturating_mul(iw) > MAX_INPUT_PIXELS {
+            return Err(ImageError::TooElongated {
+                height: h,
+                width: w,
+                scale: p,
+                input_h: ih,
+                input_w: iw,
+                max: MAX_INPUT_PIXELS,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn round_side(x: f64) -> usize {
@@ -175,6 +210,7 @@ pub fn extract(
 ) -> Result<Vec<Array2<f32>>, CnnError> {
     params.validate()?;
     check_image(&image)?;
+    check_geometry(image.dim().0, image.dim().1, params)?;
     extract_unchecked(net, image, params, par_all())
 }
 
@@ -187,7 +223,9 @@ pub fn extract_batch(
 ) -> Result<Vec<Vec<Array2<f32>>>, CnnError> {
     params.validate()?;
     for (i, img) in images.iter().enumerate() {
-        check_image(img).map_err(|source| CnnError::BatchImage { index: i, source })?;
+        check_image(img)
+            .and_then(|_| check_geometry(img.dim().0, img.dim().1, params))
+            .map_err(|source| CnnError::BatchImage { index: i, source })?;
     }
     images
         .par_iter()

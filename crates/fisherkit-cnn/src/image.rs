@@ -33,6 +33,21 @@ pub enum ImageError {
     NonFinite(usize, usize, usize),
     #[error("cannot resize to {0}x{1}: sides must be >= 1")]
     ResizeTarget(usize, usize),
+    /// The patch geometry of a valid but extremely elongated (or, with no
+    /// `max_image_side`, huge) image would need an enormous network input.
+    #[error(
+        "image of {height}x{width} pixels would need a {input_h}x{input_w} network input at \
+         patch scale {scale} (more than {max} pixels): its aspect ratio is too extreme \
+         (or max_image_side is unset for a large image)"
+    )]
+    TooElongated {
+        height: usize,
+        width: usize,
+        scale: u32,
+        input_h: usize,
+        input_w: usize,
+        max: usize,
+    },
 }
 
 /// Reads and decodes a PNG or JPEG file (format guessed from the content) into (H, W, 3)

@@ -22,8 +22,8 @@ mod layers;
 pub mod net;
 
 pub use descriptors::{
-    dense_input_size, extract, extract_batch, global_descriptor, working_size, DescriptorParams,
-    PatchMode,
+    check_geometry, dense_input_size, extract, extract_batch, global_descriptor, working_size,
+    DescriptorParams, PatchMode, MAX_INPUT_PIXELS,
 };
 pub use image::{decode_image, load_image, preprocess, resize_bilinear, ImageError, MEAN_BGR};
 pub use net::{

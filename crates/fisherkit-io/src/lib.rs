@@ -31,8 +31,12 @@ pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
 }
 pub use model::{
-    read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa,
-    write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
+    read_gmm, read_mfa, read_model, read_model_bytes, read_model_with_metadata, write_gmm,
+    write_mfa, write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
 };
-pub use npy::{read_npy, read_npy_as, write_matrix, write_npy, Dtype, Element, Matrix};
-pub use npz::{file_kind, read_bags, read_npz, write_npz, Bags, FileKind, NamedBags};
+pub use npy::{
+    read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,
+};
+pub use npz::{
+    file_kind, read_bags, read_npz, read_npz_bytes, write_npz, Bags, FileKind, NamedBags,
+};

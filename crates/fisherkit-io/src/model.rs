@@ -488,6 +488,18 @@ fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
             Err(e) => return Err(IoError::os(path, e)),
         }
     }
+    check_head(path, &head[..got], len)?;
+    let mut buf = Vec::with_capacity(len as usize);
+    buf.extend_from_slice(&head);
+    f.read_to_end(&mut buf).map_err(|e| IoError::os(path, e))?;
+    Ok(buf)
+}
+
+/// Checks the first (up to 8) bytes of a file of `len` bytes plausibly start
+/// a safetensors file: not another fisherkit format, and a header length
+/// that fits in the file.
+fn check_head(path: &Path, head: &[u8], len: u64) -> Result<()> {
+    let got = head.len();
     if got >= 6 && &head[..6] == NPY_MAGIC {
         return Err(IoError::model(
             path,
@@ -506,7 +518,7 @@ fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
             format!("not a safetensors model file (only {len} bytes)"),
         ));
     }
-    let n = u64::from_le_bytes(head);
+    let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes checked above"));
     if n > MAX_HEADER || n > len.saturating_sub(8) {
         return Err(IoError::model(
             path,
@@ -516,10 +528,7 @@ fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
             ),
         ));
     }
-    let mut buf = Vec::with_capacity(len as usize);
-    buf.extend_from_slice(&head);
-    f.read_to_end(&mut buf).map_err(|e| IoError::os(path, e))?;
-    Ok(buf)
+    Ok(())
 }
 
 /// A tensor decoded to `f64` with its shape, for validation before the
@@ -665,15 +674,32 @@ fn read_mfa_tensors<F: Element>(
 /// `gmm` or `mfa`; `format_version`, if present, is [`FORMAT_VERSION`]; every
 /// required tensor is present, `F32` or `F64`, all of one dtype; ranks and
 /// shapes agree (K, D, R); every value is finite; then the model's own
-/// validation (weights positive and summing to 1, variances / psi > 0).
+/// validation (weights positive and summing to 1, variances / psi > 0);
+/// finally that the `dtype` metadata key, if present, names the tensors' type.
 pub fn read_model_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(Model, BTreeMap<String, String>)> {
     let path = path.as_ref();
     let buf = read_file_checked(path)?;
-    let (_, header) = SafeTensors::read_metadata(&buf)
+    parse_model(&buf, path)
+}
+
+/// Reads a model and its metadata from the bytes of a model file (see
+/// [`read_model_with_metadata`], same checks); `name` stands for the file in
+/// error messages.
+pub fn read_model_bytes(
+    bytes: &[u8],
+    name: impl AsRef<Path>,
+) -> Result<(Model, BTreeMap<String, String>)> {
+    let path = name.as_ref();
+    check_head(path, &bytes[..bytes.len().min(8)], bytes.len() as u64)?;
+    parse_model(bytes, path)
+}
+
+fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, String>)> {
+    let (_, header) = SafeTensors::read_metadata(buf)
         .map_err(|e| IoError::model(path, format!("not a valid safetensors file: {e}")))?;
-    let st = SafeTensors::deserialize(&buf)
+    let st = SafeTensors::deserialize(buf)
         .map_err(|e| IoError::model(path, format!("not a valid safetensors file: {e}")))?;
     let meta: BTreeMap<String, String> = header
         .metadata()
@@ -765,6 +791,19 @@ pub fn read_model_with_metadata(
             ))
         }
     };
+    // The `dtype` key fisherkit writes must describe the tensors it sits beside.
+    if let Some(d) = meta.get("dtype") {
+        if d != model.dtype().numpy_name() {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "metadata `dtype` is \"{d}\" but the tensors are {} ({})",
+                    st_dtype(model.dtype()),
+                    model.dtype()
+                ),
+            ));
+        }
+    }
     Ok((model, meta))
 }
 

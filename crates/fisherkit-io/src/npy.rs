@@ -614,6 +614,24 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<Matrix> {
     read_matrix_data(&mut r, &layout, true).map_err(|e| IoError::format(path, e))
 }
 
+/// Reads an (N, D) float32 or float64 `.npy` array from the bytes of a file
+/// (for example one received over the network, or a fuzzer's input); `name`
+/// stands for the file in error messages. Same checks as [`read_npy`]: the
+/// data size the header claims is compared with `bytes.len()` before
+/// anything is allocated.
+pub fn read_npy_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Matrix> {
+    let path = name.as_ref();
+    let mut r = bytes;
+    let header = read_header(&mut r).map_err(|e| IoError::format(path, e))?;
+    let layout = header
+        .matrix_layout()
+        .map_err(|e| IoError::format(path, e))?;
+    layout
+        .check_available((bytes.len() as u64).saturating_sub(header.data_offset as u64))
+        .map_err(|e| IoError::format(path, e))?;
+    read_matrix_data(&mut r, &layout, true).map_err(|e| IoError::format(path, e))
+}
+
 /// Reads an (N, D) `.npy` file as `F`, converting float32 ↔ float64 if needed
 /// (float64 → float32 rounds to nearest).
 pub fn read_npy_as<F: Element>(path: impl AsRef<Path>) -> Result<Array2<F>> {

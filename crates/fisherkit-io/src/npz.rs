@@ -14,7 +14,7 @@ const ZIP_EMPTY_MAGIC: &[u8; 4] = b"PK\x05\x06";
 use ndarray::{Array2, ArrayView2};
 use ndarray_npy::NpzWriter;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek};
 use std::path::Path;
 
 /// Bags of one element type with their names.
@@ -103,7 +103,17 @@ impl Bags {
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Bags> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| IoError::os(path, e))?;
-    let mut zip = zip::ZipArchive::new(BufReader::new(file))
+    read_npz_from(BufReader::new(file), path)
+}
+
+/// Reads an `.npz` archive of bags from the bytes of a file (see
+/// [`read_npz`]); `name` stands for the file in error messages.
+pub fn read_npz_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Bags> {
+    read_npz_from(io::Cursor::new(bytes), name.as_ref())
+}
+
+fn read_npz_from<R: Read + Seek>(reader: R, path: &Path) -> Result<Bags> {
+    let mut zip = zip::ZipArchive::new(reader)
         .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))?;
     let mut names = Vec::with_capacity(zip.len());
     let mut mats: Vec<Matrix> = Vec::with_capacity(zip.len());

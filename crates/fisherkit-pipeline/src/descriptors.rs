@@ -8,7 +8,8 @@
 
 use crate::{PipelineError, Progress};
 use fisherkit_cnn::descriptors::{
-    dense_input_size, extract_batch, global_descriptor, working_size, DescriptorParams, PatchMode,
+    check_geometry, dense_input_size, extract_batch, global_descriptor, working_size,
+    DescriptorParams, PatchMode,
 };
 use fisherkit_cnn::image::decode_image;
 use fisherkit_cnn::SqueezeNet;
@@ -133,6 +134,9 @@ pub fn compute_all(
                     }
                 }
                 let img = decode_image(&bytes, &name).map_err(|e| e.to_string())?;
+                // A valid but extremely elongated image is skipped like a corrupt one.
+                check_geometry(img.dim().0, img.dim().1, params)
+                    .map_err(|e| format!("{name}: {e}"))?;
                 Ok(Loaded::Miss(img, ent))
             })
             .collect();

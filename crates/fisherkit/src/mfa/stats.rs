@@ -369,7 +369,15 @@ impl<F: Float> Mfa<F> {
                 .map(|(yy, y)| (yy / n - (y / n) * (y / n)).max(0.0)),
         );
         let mean_var = var.mean().unwrap_or(0.0);
-        let floor: Array1<f64> = var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(1e-30));
+        // Absolute backstop: 1e-30 when every dimension is constant; otherwise
+        // only what keeps 1/psi finite in F (f64: 1.5e-154), so that data of
+        // scale 1e-15 (variances ~1e-30) are fitted like any other scale.
+        let tiny = if mean_var > 0.0 {
+            F::min_positive_value().as_f64().sqrt().min(1e-30)
+        } else {
+            1e-30
+        };
+        let floor: Array1<f64> = var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(tiny));
 
         let starve = ((r + 1) as f64).min(0.5 * n / k as f64).max(1e-10 * n);
         let mut lam = Array3::<f64>::zeros((k, d, r));
