@@ -209,6 +209,17 @@ impl<F: Float> FisherVector<F> {
                 bias[kk] = F::from_f64_lossy(gmm.weights()[kk].as_f64().ln() - 0.5 * acc);
             }
         }
+        // Means or variances so extreme that the log-joint's coefficients
+        // overflow F would give NaN posteriors: refuse the model up front.
+        if let Some(kk) = (0..k).find(|&kk| {
+            let bad_bias = bias[kk].is_nan() || bias[kk] == F::infinity();
+            bad_bias || kernel.column(kk).iter().any(|v| !v.is_finite())
+        }) {
+            return Err(EncodeError::InvalidOption(format!(
+                "component {kk} of the model has means or variances too extreme for {} (its log-density overflows); rescale the data or use float64",
+                F::NAME
+            )));
+        }
         let has = |p| params.parts.contains(&p);
         Ok(Self {
             gmm: gmm.clone(),
@@ -530,6 +541,7 @@ impl<F: Float> Encoder<F> for FisherVector<F> {
             .for_each_init(Workspace::default, |ws, (row, bag)| {
                 self.encode_with(*bag, row, ws)
             });
+        super::check_output(out.view())?;
         Ok(out)
     }
 }
@@ -841,6 +853,46 @@ mod tests {
         let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
         let e = fv.encode_batch(&views).unwrap_err();
         assert!(matches!(e, EncodeError::Bag { index: 1, .. }), "{e}");
+    }
+
+    #[test]
+    fn overflowing_models_and_bags_are_errors_not_nan() {
+        // |μ|/σ² = 1e50 does not fit in f32: refused when the encoder is built
+        let g = DiagGmm::<f32>::new(
+            array![0.5, 0.5],
+            array![[1e30, 0.0], [0.0, 1.0]],
+            array![[1e-20, 1.0], [1.0, 1.0]],
+        )
+        .unwrap();
+        let err = FisherVector::new(&g, FisherVectorParams::default()).unwrap_err();
+        assert!(err.to_string().contains("component 0"), "{err}");
+        assert!(err.to_string().contains("f32"), "{err}");
+        // a finite bag whose squares overflow f32: an error naming the bag
+        let g = DiagGmm::<f32>::new(
+            array![0.5, 0.5],
+            array![[0.0, 0.0], [1.0, 1.0]],
+            array![[1e-6, 1.0], [1.0, 1.0]],
+        )
+        .unwrap();
+        let fv = FisherVector::new(&g, FisherVectorParams::default()).unwrap();
+        let ok = array![[0.5f32, 0.5], [0.1, 0.2]];
+        let huge = array![[1e30f32, 0.0], [0.1, 0.2]];
+        assert!(fv.encode(ok.view()).unwrap().iter().all(|v| v.is_finite()));
+        let err = fv.encode_batch(&[ok.view(), huge.view()]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EncodeError::NonFiniteOutput {
+                    index: 1,
+                    dtype: "f32"
+                }
+            ),
+            "{err}"
+        );
+        assert!(matches!(
+            fv.encode(huge.view()).unwrap_err(),
+            EncodeError::NonFiniteOutput { index: 0, .. }
+        ));
     }
 
     #[test]

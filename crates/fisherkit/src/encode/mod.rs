@@ -33,6 +33,33 @@ pub enum EncodeError {
         /// What is wrong with it.
         source: DataError,
     },
+    /// The encoding of a finite bag overflowed (descriptors or model values
+    /// too large for the float type): an error rather than NaN or ∞ in the output.
+    #[error(
+        "bag {index}: its encoding is not finite: the descriptors or the model's values are too large for {dtype} (rescale the data, or use float64)"
+    )]
+    NonFiniteOutput {
+        /// Position of the bag in the batch (0 for a single bag).
+        index: usize,
+        /// `f32` or `f64`.
+        dtype: &'static str,
+    },
+}
+
+/// Checks that every row of `out` (n_bags, dim) is finite; the first row that
+/// is not becomes [`EncodeError::NonFiniteOutput`].
+pub(crate) fn check_output<F: Float>(out: ArrayView2<'_, F>) -> Result<(), EncodeError> {
+    match out
+        .rows()
+        .into_iter()
+        .position(|r| !r.iter().fold(true, |a, v| a & v.is_finite()))
+    {
+        Some(index) => Err(EncodeError::NonFiniteOutput {
+            index,
+            dtype: F::NAME,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// A map from a bag of descriptors to a fixed-length vector.
@@ -53,6 +80,7 @@ pub trait Encoder<F: Float>: Send + Sync {
             .map_err(|source| EncodeError::Bag { index: 0, source })?;
         let mut out = Array1::zeros(self.output_dim());
         self.encode_unchecked(bag, out.view_mut());
+        check_output(out.view().insert_axis(Axis(0)))?;
         Ok(out)
     }
 
@@ -69,6 +97,7 @@ pub trait Encoder<F: Float>: Send + Sync {
             .into_par_iter()
             .zip(bags.par_iter())
             .for_each(|(row, bag)| self.encode_unchecked(*bag, row));
+        check_output(out.view())?;
         Ok(out)
     }
 }
