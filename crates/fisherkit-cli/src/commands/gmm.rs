@@ -2,8 +2,8 @@
 
 use super::check_output;
 use super::streaming::{
-    check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state, interrupted,
-    remove_checkpoint, settings_string, FitFail, Input, Interrupt,
+    announce_input, check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state,
+    interrupted, remove_checkpoint, resume_state, settings_string, FitFail, Input, Interrupt,
 };
 use crate::args::{GmmFitArgs, InitArg};
 use crate::error::CliError;
@@ -80,34 +80,19 @@ fn fit_typed<F: Element>(
         ("variance_floor", format!("{floor:?}")),
     ]);
     let ckpt = checkpoint_path(&a.output);
-    let mut resume = None;
-    if sa.resume {
-        if ckpt.exists() {
+    let resume = resume_state(
+        sa.resume,
+        &ckpt,
+        ui,
+        || {
             let ((w, m, v), meta) = read_gmm_exact::<F>(&ckpt)?;
             let (history, converged) = checkpoint_state(&ckpt, &meta, &settings)?;
-            let state = GmmEmState::from_parts(w, m, v, history, converged)
-                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))?;
-            ui.info(format!(
-                "resuming from {} after {} EM iterations",
-                ckpt.display(),
-                state.n_iter()
-            ));
-            resume = Some(state);
-        } else {
-            ui.info(format!(
-                "no checkpoint {} to resume from: starting from the beginning",
-                ckpt.display()
-            ));
-        }
-    }
-    if src.files().len() > 1 || n > sa.chunk_rows {
-        ui.info(format!(
-            "training on {n} rows × {d} ({}) from {} file(s), {} rows at a time",
-            F::DTYPE,
-            src.files().len(),
-            sa.chunk_rows
-        ));
-    }
+            GmmEmState::from_parts(w, m, v, history, converged)
+                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
+        },
+        |s| s.n_iter(),
+    )?;
+    announce_input::<F>(ui, src, sa.chunk_rows);
     let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
     // the iteration held by the checkpoint on disk, if any
     let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));

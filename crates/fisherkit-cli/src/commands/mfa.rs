@@ -2,8 +2,8 @@
 
 use super::check_output;
 use super::streaming::{
-    check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state, interrupted,
-    remove_checkpoint, settings_string, FitFail, Input, Interrupt,
+    announce_input, check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state,
+    interrupted, remove_checkpoint, resume_state, settings_string, FitFail, Input, Interrupt,
 };
 use crate::args::{MfaFitArgs, PsiArg};
 use crate::error::CliError;
@@ -80,35 +80,19 @@ fn fit_typed<F: Element>(
         ("init_sample", sa.init_sample.to_string()),
     ]);
     let ckpt = checkpoint_path(&a.output);
-    let mut resume = None;
-    if sa.resume {
-        if ckpt.exists() {
+    let resume = resume_state(
+        sa.resume,
+        &ckpt,
+        ui,
+        || {
             let (m, meta) = read_mfa_exact::<F>(&ckpt)?;
             let (history, converged) = checkpoint_state(&ckpt, &meta, &settings)?;
-            let state =
-                MfaEmState::from_parts(m.weights, m.means, m.loadings, m.psi, history, converged)
-                    .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))?;
-            ui.info(format!(
-                "resuming from {} after {} EM iterations",
-                ckpt.display(),
-                state.n_iter()
-            ));
-            resume = Some(state);
-        } else {
-            ui.info(format!(
-                "no checkpoint {} to resume from: starting from the beginning",
-                ckpt.display()
-            ));
-        }
-    }
-    if src.files().len() > 1 || n > sa.chunk_rows {
-        ui.info(format!(
-            "training on {n} rows × {d} ({}) from {} file(s), {} rows at a time",
-            F::DTYPE,
-            src.files().len(),
-            sa.chunk_rows
-        ));
-    }
+            MfaEmState::from_parts(m.weights, m.means, m.loadings, m.psi, history, converged)
+                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
+        },
+        |s| s.n_iter(),
+    )?;
+    announce_input::<F>(ui, src, sa.chunk_rows);
     let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
     // the iteration held by the checkpoint on disk, if any
     let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));

@@ -10,6 +10,7 @@
 //! same kind exits at once.
 
 use crate::error::CliError;
+use crate::progress::Ui;
 use fisherkit::gmm::GmmError;
 use fisherkit::mfa::MfaError;
 use fisherkit::stream::ChunkVisitor;
@@ -281,6 +282,48 @@ pub fn remove_checkpoint(path: &Path) -> Result<(), CliError> {
             "{}: cannot remove the checkpoint: {e}",
             path.display()
         ))),
+    }
+}
+
+/// The EM state to resume from with `--resume`: `load` reads and checks the
+/// checkpoint `ckpt` when it exists; `n_iter` tells how far it got. Without
+/// `--resume`, or with no checkpoint on disk, the fit starts from the beginning.
+pub fn resume_state<S>(
+    resume: bool,
+    ckpt: &Path,
+    ui: &Ui,
+    load: impl FnOnce() -> Result<S, CliError>,
+    n_iter: impl Fn(&S) -> usize,
+) -> Result<Option<S>, CliError> {
+    if !resume {
+        return Ok(None);
+    }
+    if !ckpt.exists() {
+        ui.info(format!(
+            "no checkpoint {} to resume from: starting from the beginning",
+            ckpt.display()
+        ));
+        return Ok(None);
+    }
+    let state = load()?;
+    ui.info(format!(
+        "resuming from {} after {} EM iterations",
+        ckpt.display(),
+        n_iter(&state)
+    ));
+    Ok(Some(state))
+}
+
+/// Says how the training rows are read when it is not one file in one block.
+pub fn announce_input<F: Element>(ui: &Ui, src: &NpySource, chunk_rows: usize) {
+    if src.files().len() > 1 || src.n_rows() > chunk_rows {
+        ui.info(format!(
+            "training on {} rows × {} ({}) from {} file(s), {chunk_rows} rows at a time",
+            src.n_rows(),
+            src.dim(),
+            F::DTYPE,
+            src.files().len(),
+        ));
     }
 }
 

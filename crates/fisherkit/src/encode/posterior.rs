@@ -4,28 +4,8 @@
 //! Shared by the Fisher vector and (soft-assignment) VLAD encoders.
 
 use crate::float::Float;
-use crate::gmm::stats::{exp_nonpositive, softmax_rows_flushed};
+use crate::gmm::stats::{exp_nonpositive, row_max, softmax_rows_flushed};
 use ndarray::{ArrayView2, ArrayViewMut2};
-
-/// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
-/// 8 independent lanes so that it vectorises.
-fn row_max<F: Float>(row: &[F]) -> F {
-    let mut lanes = [F::neg_infinity(); 8];
-    let mut chunks = row.chunks_exact(8);
-    for c in &mut chunks {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = l.max(v);
-        }
-    }
-    let mut m = chunks
-        .remainder()
-        .iter()
-        .fold(F::neg_infinity(), |a, &v| a.max(v));
-    for l in lanes {
-        m = m.max(l);
-    }
-    m
-}
 
 /// $\ln$ of the smallest posterior kept relative to a row's largest:
 /// $\tfrac12 \ln(\text{smallest normal})$, −43.7 in `f32` ($10^{-19}$),

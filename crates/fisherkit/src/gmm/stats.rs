@@ -507,6 +507,26 @@ pub(crate) fn softmax_rows_flushed<F: Float>(
     pulp::Arch::new().dispatch(SoftmaxRows { lp, loglik, maxima })
 }
 
+/// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
+/// 8 independent lanes so that it vectorises.
+pub(crate) fn row_max<F: Float>(row: &[F]) -> F {
+    let mut lanes = [F::neg_infinity(); 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = l.max(v);
+        }
+    }
+    let mut m = chunks
+        .remainder()
+        .iter()
+        .fold(F::neg_infinity(), |a, &v| a.max(v));
+    for l in lanes {
+        m = m.max(l);
+    }
+    m
+}
+
 struct SoftmaxRows<'a, 'b, F> {
     lp: ArrayViewMut2<'a, F>,
     loglik: &'b mut [f64],
@@ -531,20 +551,7 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
             let r = row.as_slice_mut().expect("rows are contiguous");
             let m = match self.maxima {
                 Some(mx) => mx[i],
-                None => {
-                    let mut lanes = [f64::NEG_INFINITY; L];
-                    let mut ch = r.chunks_exact(L);
-                    for c in &mut ch {
-                        for (l, &v) in lanes.iter_mut().zip(c) {
-                            *l = l.max(v.as_f64());
-                        }
-                    }
-                    let m = ch
-                        .remainder()
-                        .iter()
-                        .fold(f64::NEG_INFINITY, |a, &v| a.max(v.as_f64()));
-                    lanes.iter().fold(m, |a, &b| a.max(b))
-                }
+                None => row_max(r).as_f64(),
             };
             // L independent lanes, branch-free: vectorises.
             let mut sums = [0.0f64; L];
