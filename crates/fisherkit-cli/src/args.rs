@@ -352,7 +352,7 @@ pub struct RunArgs {
     pub test: Option<PathBuf>,
     /// Training descriptor file (.npz, see below) instead of an image folder.
     #[arg(long, value_name = "FILE", requires = "test_descriptors",
-          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "patch_mode",
+          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "patch_mode", "stride",
                                 "max_image_side", "cache", "no_cache"])]
     pub train_descriptors: Option<PathBuf>,
     /// Test descriptor file (.npz), same D, classes among the training ones.
@@ -377,6 +377,11 @@ pub struct RunArgs {
     /// How patches are run through the CNN.
     #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
     pub patch_mode: PatchModeArg,
+    /// Exact mode: step between patches as a fraction of the patch side, in (0, 1]
+    /// [default: 0.5]. Dense mode has no stride of its own: its cells are 16 px
+    /// apart at the CNN's 227-px-per-patch resolution.
+    #[arg(long, value_name = "F")]
+    pub stride: Option<f32>,
     /// Larger images are shrunk to this many pixels on their longer side first (0: never).
     #[arg(long, value_name = "PX", default_value_t = 512)]
     pub max_image_side: u32,
@@ -449,6 +454,7 @@ impl RunArgs {
             plot: None,
             scales: "28".into(),
             patch_mode: PatchModeArg::Dense,
+            stride: None,
             max_image_side: 512,
             pca_dim: 100,
             pca_sample: 50_000,

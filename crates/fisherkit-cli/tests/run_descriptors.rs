@@ -369,3 +369,47 @@ fn image_runs_with_a_class_left_without_readable_images_fail() {
     let err = one_error_line(run_images(t.path(), &["--quiet"]), 1);
     assert!(err.contains("test class `coat` does not exist"), "{err}");
 }
+
+/// An exact-mode image run with `--scales 14` and `extra`, saving descriptors to `feats`.
+fn run_exact(t: &Path, feats: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
+    fk().args(["--quiet", "run", "--train"])
+        .arg(t.join("train"))
+        .arg("--test")
+        .arg(t.join("test"))
+        .args(["--scales", "14", "--patch-mode", "exact", "--no-cache"])
+        .arg("--save-descriptors")
+        .arg(feats)
+        .args(SMALL)
+        .args(encoders(extra))
+        .args(extra)
+        .assert()
+}
+
+#[test]
+fn exact_mode_stride_sets_the_patch_grid() {
+    let t = small_set(&["bag", "trouser"], 2, 2);
+    // 14-px patches on 28-px images: stride ½ → a 7-px step, 3×3 patches;
+    // stride ¼ → round(3.5) = 4 px, 4×4 patches (centred, equal margins).
+    for (stride, n) in [(None, 9), (Some("0.25"), 16), (Some("1"), 4)] {
+        let feats = t.path().join(format!("feats-{stride:?}"));
+        let extra: Vec<&str> = stride.map(|s| vec!["--stride", s]).unwrap_or_default();
+        run_exact(t.path(), &feats, &extra).success();
+        let saved = read_descriptor_file(&feats.join("train.npz")).unwrap();
+        assert_eq!(saved.bags[0].dim(), (n, 1000), "stride {stride:?}");
+    }
+    let feats = t.path().join("bad");
+    for bad in ["0", "1.5", "nan"] {
+        let err = one_error_line(run_exact(t.path(), &feats, &["--stride", bad]), 1);
+        assert!(
+            err.contains("stride") && err.contains("(0, 1]"),
+            "{bad}: {err}"
+        );
+    }
+    assert!(!feats.exists(), "a refused run writes nothing");
+    // Dense mode has no stride of its own.
+    let err = one_error_line(run_images(t.path(), &["--quiet", "--stride", "0.25"]), 2);
+    assert!(
+        err.contains("--stride applies to --patch-mode exact only"),
+        "{err}"
+    );
+}

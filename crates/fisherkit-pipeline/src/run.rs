@@ -16,7 +16,7 @@ use fisherkit::mfa::{Mfa, MfaParams};
 use fisherkit::pca::{Pca, PcaParams};
 use fisherkit::svm::LinearSvcParams;
 use fisherkit::{Encoder, Normalization};
-use fisherkit_cnn::descriptors::DescriptorParams;
+use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
 use fisherkit_cnn::SqueezeNet;
 use ndarray::{concatenate, s, Array1, Array2, ArrayView2, Axis};
 use rand::SeedableRng;
@@ -182,6 +182,9 @@ impl RunConfig {
         if images {
             v.push(("scales".into(), format!("{:?}", d.scales)));
             v.push(("patch_mode".into(), format!("{:?}", d.mode)));
+            if d.mode == PatchMode::Exact {
+                v.push(("stride".into(), d.stride.to_string()));
+            }
             v.push(("max_image_side".into(), format!("{:?}", d.max_image_side)));
         } else {
             v.push(("input".into(), "descriptor files".into()));

@@ -70,6 +70,14 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
         PatchModeArg::Dense => PatchMode::Dense,
         PatchModeArg::Exact => PatchMode::Exact,
     };
+    if let Some(stride) = a.stride {
+        if c.descriptors.mode != PatchMode::Exact {
+            return Err(CliError::usage(
+                "--stride applies to --patch-mode exact only (dense cells are the CNN's own grid)",
+            ));
+        }
+        c.descriptors.stride = stride;
+    }
     c.descriptors.max_image_side = if a.max_image_side == 0 {
         None
     } else {
