@@ -869,9 +869,8 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
             return Err(IoError::model(
                 path,
                 format!(
-                    "is {what} model (kind \"{kind}\"), not a GMM or MFA (kind \"gmm\" or \
-                     \"mfa\"); read it with read_{}",
-                    kind.replace('-', "_")
+                    "is {what} model (kind \"{kind}\"), not a GMM or MFA model (kind \"gmm\" \
+                     or \"mfa\")"
                 ),
             ));
         }
