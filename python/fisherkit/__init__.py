@@ -54,7 +54,8 @@ __all__ = [
 def load_model(path: str | _os.PathLike):
     """Reads a fisherkit safetensors model file and returns the fitted
     estimator its ``kind`` names (``"gmm"``: :class:`GaussianMixture`,
-    ``"mfa"``: :class:`MixtureOfFactorAnalyzers`)."""
+    ``"mfa"``: :class:`MixtureOfFactorAnalyzers`, ``"pca"``: :class:`PCA`,
+    ``"linear-svm"``: :class:`LinearSVC`)."""
     from . import _fisherkit as _native
 
     meta, _ = _native.load_safetensors(_os.fspath(path))
@@ -63,4 +64,8 @@ def load_model(path: str | _os.PathLike):
         return GaussianMixture.load(path)
     if kind == "mfa":
         return MixtureOfFactorAnalyzers.load(path)
+    if kind == "pca":
+        return PCA.load(path)
+    if kind == "linear-svm":
+        return LinearSVC.load(path)
     raise ValueError(f"{_os.fspath(path)}: unsupported model kind {kind!r}")

@@ -189,8 +189,9 @@ class MfaStatistics:
 # ------------------------------------------------------------ PCA / SVM
 def pca_fit(
     x: _F, n_components: int, whiten: bool, center: bool, clamp_components: bool
-) -> tuple[_F, _F, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(mean (D), components (k, D), explained_variance (k), explained_variance_ratio (k))."""
+) -> tuple[_F, _F, npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    """(mean (D), components (k, D), explained_variance (k), explained_variance_ratio (k),
+    total_variance)."""
 
 def pca_transform(
     mean: _F, components: _F, explained_variance: npt.NDArray[np.float64], whiten: bool, x: _F
@@ -209,3 +210,31 @@ def linear_svc_fit(
     """(coef (K, D), intercept (K), n_iter per class, converged per class)."""
 
 def linear_svc_decision_function(coef: _F, intercept: _F, x: _F) -> _F: ...
+
+# model files of kind "pca" and "linear-svm" (fisherkit-io's writers and readers)
+def pca_save(
+    path: str,
+    mean: _F,
+    components: _F,
+    explained_variance: npt.NDArray[np.float64],
+    whiten: bool,
+    total_variance: float,
+    metadata: dict[str, str],
+) -> None: ...
+def pca_load(
+    path: str,
+) -> tuple[_F, _F, npt.NDArray[np.float64], bool, float, dict[str, str]]:
+    """(mean (D), components (d, D), explained_variance (d), whiten, total_variance, metadata)."""
+
+def linear_svc_save(
+    path: str,
+    coef: _F,
+    intercept: _F,
+    classes: Sequence[int] | Sequence[str],
+    c: float | None,
+    metadata: dict[str, str],
+) -> None: ...
+def linear_svc_load(
+    path: str,
+) -> tuple[_F, _F, list[int] | list[str], float | None, dict[str, str]]:
+    """(coef (C, D), intercept (C), classes, c or None, metadata)."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+from typing import Any
+
 import numpy as np
 
 from . import _fisherkit as _native
@@ -55,12 +59,13 @@ class PCA(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None) -> "PCA":
         """Fits on the rows of ``X`` (N, D). Returns self."""
         X = as_matrix(X)
-        mean, comp, var, ratio = _native.pca_fit(
+        mean, comp, var, ratio, total = _native.pca_fit(
             X, positive_int(self.n_components, "n_components"), bool(self.whiten),
             bool(self.center), bool(self.clamp_components),
         )
         self.mean_, self.components_ = mean, comp
         self.explained_variance_, self.explained_variance_ratio_ = var, ratio
+        self._total_variance = float(total)
         self.n_components_ = comp.shape[0]
         self.n_features_in_ = X.shape[1]
         return self
@@ -74,6 +79,65 @@ class PCA(TransformerMixin, BaseEstimator):
             mean, comp, np.ascontiguousarray(self.explained_variance_, dtype=np.float64),
             bool(self.whiten), as_matrix(X),
         )
+
+    # -------------------------------------------------------------- files
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the fitted PCA to a safetensors model file (written and
+        validated by the same Rust code as the ``fisherkit`` crates): metadata
+        ``kind`` = "pca", ``format_version`` = "1", ``whiten``,
+        ``total_variance`` (the denominator of ``explained_variance_ratio_``)
+        and the hyper-parameters ``n_components``, ``center``,
+        ``clamp_components``; tensors ``mean`` (D) and ``components`` (k, D)
+        in the model's dtype, ``explained_variance`` (k) float64. Raises
+        ValueError for parameters that would not load back (e.g. components
+        not orthonormal)."""
+        check_fitted(self, "components_")
+        comp = np.ascontiguousarray(self.components_)
+        if comp.dtype not in (np.float32, np.float64):
+            comp = comp.astype(np.float64)
+        var = np.ascontiguousarray(self.explained_variance_, dtype=np.float64)
+        total = getattr(self, "_total_variance", None)
+        if total is None:
+            total = float(var.sum())
+        meta = {
+            "n_components": str(self.n_components),
+            "center": json.dumps(bool(self.center)),
+            "clamp_components": json.dumps(bool(self.clamp_components)),
+        }
+        _native.pca_save(
+            os.fspath(path), np.ascontiguousarray(self.mean_, dtype=comp.dtype), comp, var,
+            bool(self.whiten), float(total), meta,
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **params: Any) -> "PCA":
+        """Reads a ``kind = "pca"`` model file (any file of that kind: written
+        by :meth:`save`, by the Rust ``fisherkit_io::write_pca`` or by another
+        tool). ``params`` override the hyper-parameters stored in the file
+        (for refitting); ``whiten`` comes from the file. A file of another
+        kind raises ValueError naming its kind."""
+        mean, comp, var, whiten, total, meta = _native.pca_load(os.fspath(path))
+        if "whiten" in params and bool(params["whiten"]) != whiten:
+            raise ValueError(f"{os.fspath(path)}: the file's PCA has whiten={whiten}; it cannot be changed on load")
+        hyper: dict[str, Any] = {"n_components": comp.shape[0], "whiten": whiten}
+        try:
+            hyper["n_components"] = int(meta["n_components"])
+        except (KeyError, ValueError):
+            pass
+        for key in ("center", "clamp_components"):
+            if meta.get(key) in ("true", "false"):
+                hyper[key] = meta[key] == "true"
+        hyper.update(params)
+        pca = cls(**hyper)
+        pca.mean_, pca.components_, pca.explained_variance_ = mean, comp, var
+        pca.explained_variance_ratio_ = var / total if total > 0 else np.zeros_like(var)
+        pca._total_variance = float(total)
+        pca.n_components_ = comp.shape[0]
+        pca.n_features_in_ = comp.shape[1]
+        return pca
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
 
 
 class LinearSVC(ClassifierMixin, BaseEstimator):
@@ -145,3 +209,88 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """The label of the largest decision value of each row."""
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+    # -------------------------------------------------------------- files
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the trained classifier to a safetensors model file (written
+        and validated by the same Rust code as the ``fisherkit`` crates):
+        metadata ``kind`` = "linear-svm", ``format_version`` = "1",
+        ``classes`` (a JSON list of the labels, in the order of the rows of
+        ``coef_``), ``c`` (= ``C``), ``classes_dtype`` and the other
+        hyper-parameters; tensors ``weights`` = ``coef_`` (K, D) and ``bias`` =
+        ``intercept_`` (K) in the model's dtype.
+
+        ``classes_`` must hold integer (or bool) or string labels; other
+        labels (e.g. floats) raise ValueError."""
+        check_fitted(self, "coef_")
+        coef = np.ascontiguousarray(self.coef_)
+        if coef.dtype not in (np.float32, np.float64):
+            coef = coef.astype(np.float64)
+        classes = np.asarray(self.classes_)
+        if classes.dtype.kind in "iub":
+            if classes.dtype.kind == "u" and classes.size and int(classes.max()) > np.iinfo(np.int64).max:
+                raise ValueError("class labels above 2**63 - 1 cannot be stored in a model file")
+            labels: list = [int(v) for v in classes.tolist()]
+        elif classes.dtype.kind == "U" or (
+            classes.dtype.kind == "O" and all(isinstance(v, str) for v in classes.tolist())
+        ):
+            labels = [str(v) for v in classes.tolist()]
+        else:
+            raise ValueError(
+                f"classes_ of dtype {classes.dtype} cannot be stored in a model file; "
+                "use integer or string labels"
+            )
+        meta = {
+            "classes_dtype": classes.dtype.str if classes.dtype.kind in "iub" else "str",
+            "loss": str(self.loss),
+            "fit_intercept": json.dumps(bool(self.fit_intercept)),
+            "tol": repr(float(self.tol)),
+            "max_iter": str(int(self.max_iter)),
+        }
+        if isinstance(self.random_state, (int, np.integer)):
+            meta["random_state"] = str(int(self.random_state))
+        _native.linear_svc_save(
+            os.fspath(path), coef, np.ascontiguousarray(self.intercept_, dtype=coef.dtype), labels,
+            float(self.C), meta,
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **params: Any) -> "LinearSVC":
+        """Reads a ``kind = "linear-svm"`` model file (written by :meth:`save`,
+        by the Rust ``fisherkit_io::write_linear_svm`` or by another tool;
+        without a ``classes`` key the labels are 0..K-1). ``params`` override
+        the hyper-parameters stored in the file. A file of another kind raises
+        ValueError naming its kind. ``n_iter_`` and ``converged_`` are not
+        stored."""
+        coef, intercept, labels, c, meta = _native.linear_svc_load(os.fspath(path))
+        if labels and isinstance(labels[0], str):
+            classes = np.array(labels, dtype=str)
+        else:
+            try:
+                dt = np.dtype(meta.get("classes_dtype", "int64"))
+            except TypeError:
+                dt = np.dtype(np.int64)
+            classes = np.array(labels, dtype=np.int64)
+            if dt.kind in "iub" and np.array_equal(classes.astype(dt).astype(np.int64), classes):
+                classes = classes.astype(dt)
+        hyper: dict[str, Any] = {}
+        if c is not None:
+            hyper["C"] = c
+        if meta.get("loss") in ("squared_hinge", "hinge"):
+            hyper["loss"] = meta["loss"]
+        if meta.get("fit_intercept") in ("true", "false"):
+            hyper["fit_intercept"] = meta["fit_intercept"] == "true"
+        for key, conv in (("tol", float), ("max_iter", int), ("random_state", int)):
+            try:
+                hyper[key] = conv(meta[key])
+            except (KeyError, ValueError):
+                pass
+        hyper.update(params)
+        svc = cls(**hyper)
+        svc.classes_ = classes
+        svc.coef_, svc.intercept_ = coef, intercept
+        svc.n_features_in_ = coef.shape[1]
+        return svc
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "coef_")

@@ -7,7 +7,11 @@
 //! * [`read_npz`] / [`write_npz`]: `.npz` archives of bags, one (N_i, D)
 //!   array per bag, in archive order; [`read_bags`] takes either format;
 //! * [`read_model`] / [`write_gmm`] / [`write_mfa`]: safetensors model files
-//!   (metadata `kind` = `gmm` or `mfa`, see [`model`] for the tensor table).
+//!   (metadata `kind` = `gmm` or `mfa`, see [`model`] for the tensor table);
+//! * [`read_pca`] / [`write_pca`] and [`read_linear_svm`] /
+//!   [`write_linear_svm`]: the same format for the pipeline's PCA (`kind` =
+//!   `pca`) and one-vs-rest linear SVM (`kind` = `linear-svm`), see
+//!   [`linear_models`].
 //!
 //! Every writer is atomic: the file is written beside its target under a
 //! temporary name, synced and renamed, so a failure never leaves a
@@ -18,6 +22,7 @@ mod atomic;
 pub mod checkpoint;
 pub mod chunked;
 mod error;
+pub mod linear_models;
 pub mod model;
 pub mod npy;
 pub mod npz;
@@ -30,6 +35,11 @@ pub use error::{IoError, Result};
 pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
 }
+pub use linear_models::{
+    read_linear_svm, read_linear_svm_bytes, read_linear_svm_with_metadata, read_pca,
+    read_pca_bytes, read_pca_with_metadata, validate_pca_parts, write_linear_svm, write_pca,
+    ClassLabels, LabelledSvm, LinearSvmModel, PcaModel, PCA_ORTHONORMAL_TOL,
+};
 pub use model::{
     read_gmm, read_mfa, read_model, read_model_bytes, read_model_with_metadata, write_gmm,
     write_mfa, write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,

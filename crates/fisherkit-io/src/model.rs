@@ -1,4 +1,6 @@
-//! Model files: safetensors with metadata `kind` = `gmm` or `mfa`.
+//! Model files: safetensors with metadata `kind` = `gmm` or `mfa` (and `pca`,
+//! `linear-svm`: see [`crate::linear_models`]; [`read_model`] refuses those
+//! with a message naming their kind).
 //!
 //! The contract (ARCHITECTURE.md), tensors all `F32` or all `F64`:
 //!
@@ -172,7 +174,7 @@ impl<F: Float> MfaArrays<F> {
 }
 
 /// Finds the first non-finite value of a tensor and names it with its index.
-fn check_finite<'a, F: Float>(
+pub(crate) fn check_finite<'a, F: Float>(
     name: &str,
     values: impl Iterator<Item = &'a F>,
     shape: &[usize],
@@ -320,14 +322,14 @@ impl Model {
 // ---------------------------------------------------------------------------
 // Writing
 
-fn st_dtype(d: Dtype) -> safetensors::Dtype {
+pub(crate) fn st_dtype(d: Dtype) -> safetensors::Dtype {
     match d {
         Dtype::F32 => safetensors::Dtype::F32,
         Dtype::F64 => safetensors::Dtype::F64,
     }
 }
 
-fn to_le_bytes<'a, F: Element>(values: impl Iterator<Item = &'a F>) -> Vec<u8> {
+pub(crate) fn to_le_bytes<'a, F: Element>(values: impl Iterator<Item = &'a F>) -> Vec<u8> {
     let mut out = Vec::new();
     for v in values {
         v.push_le(&mut out);
@@ -348,27 +350,40 @@ fn to_le_bytes<'a, F: Element>(values: impl Iterator<Item = &'a F>) -> Vec<u8> {
 fn write_safetensors<F: Element>(
     path: &Path,
     kind: &str,
-    mut tensors: Vec<(&str, Vec<usize>, Vec<u8>)>,
+    tensors: Vec<(&str, Vec<usize>, Vec<u8>)>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    let tensors = tensors
+        .into_iter()
+        .map(|(n, s, d)| (n, F::DTYPE, s, d))
+        .collect();
+    write_safetensors_typed(path, kind, F::DTYPE, tensors, extra)
+}
+
+/// [`write_safetensors`] with a dtype per tensor; the `dtype` metadata key
+/// names `dtype`, the element type of the model's parameters.
+pub(crate) fn write_safetensors_typed(
+    path: &Path,
+    kind: &str,
+    dtype: Dtype,
+    mut tensors: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)>,
     extra: &BTreeMap<String, String>,
 ) -> Result<()> {
     let mut meta = extra.clone();
     meta.insert("kind".into(), kind.into());
     meta.insert("format_version".into(), FORMAT_VERSION.into());
     meta.insert("fisherkit_version".into(), env!("CARGO_PKG_VERSION").into());
-    meta.insert("dtype".into(), F::DTYPE.numpy_name().into());
+    meta.insert("dtype".into(), dtype.numpy_name().into());
     tensors.sort_by(|a, b| a.0.cmp(b.0));
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), serde_json::json!(meta));
     let mut offset = 0usize;
-    for (name, shape, data) in &tensors {
-        debug_assert_eq!(
-            shape.iter().product::<usize>() * F::DTYPE.size(),
-            data.len()
-        );
+    for (name, dt, shape, data) in &tensors {
+        debug_assert_eq!(shape.iter().product::<usize>() * dt.size(), data.len());
         header.insert(
             name.to_string(),
             serde_json::json!({
-                "dtype": st_dtype(F::DTYPE).to_string(),
+                "dtype": st_dtype(*dt).to_string(),
                 "shape": shape,
                 "data_offsets": [offset, offset + data.len()],
             }),
@@ -381,7 +396,7 @@ fn write_safetensors<F: Element>(
     write_atomically(path, |w| {
         w.write_all(&(json.len() as u64).to_le_bytes())?;
         w.write_all(&json)?;
-        for (_, _, data) in &tensors {
+        for (_, _, _, data) in &tensors {
             w.write_all(data)?;
         }
         Ok(())
@@ -471,7 +486,7 @@ pub fn write_model(
 
 /// Reads the whole file after checking it plausibly is safetensors (so a
 /// large foreign file is refused without being read).
-fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
     let mut f = std::fs::File::open(path).map_err(|e| IoError::os(path, e))?;
     let meta = f.metadata().map_err(|e| IoError::os(path, e))?;
     if meta.is_dir() {
@@ -498,7 +513,7 @@ fn read_file_checked(path: &Path) -> Result<Vec<u8>> {
 /// Checks the first (up to 8) bytes of a file of `len` bytes plausibly start
 /// a safetensors file: not another fisherkit format, and a header length
 /// that fits in the file.
-fn check_head(path: &Path, head: &[u8], len: u64) -> Result<()> {
+pub(crate) fn check_head(path: &Path, head: &[u8], len: u64) -> Result<()> {
     let got = head.len();
     if got >= 6 && &head[..6] == NPY_MAGIC {
         return Err(IoError::model(
@@ -533,14 +548,14 @@ fn check_head(path: &Path, head: &[u8], len: u64) -> Result<()> {
 
 /// A tensor decoded to `f64` with its shape, for validation before the
 /// typed conversion.
-struct RawTensor<'a> {
-    name: &'static str,
-    view: TensorView<'a>,
+pub(crate) struct RawTensor<'a> {
+    pub(crate) name: &'static str,
+    pub(crate) view: TensorView<'a>,
 }
 
 /// Looks up `name`, checks its dtype is F32/F64 and equal to `dtype` (the
 /// first tensor's), and returns it.
-fn get_tensor<'a>(
+pub(crate) fn get_tensor<'a>(
     path: &Path,
     st: &SafeTensors<'a>,
     kind: &str,
@@ -582,11 +597,11 @@ fn get_tensor<'a>(
 }
 
 impl RawTensor<'_> {
-    fn shape(&self) -> &[usize] {
+    pub(crate) fn shape(&self) -> &[usize] {
         self.view.shape()
     }
 
-    fn expect_rank(&self, path: &Path, rank: usize, what: &str) -> Result<()> {
+    pub(crate) fn expect_rank(&self, path: &Path, rank: usize, what: &str) -> Result<()> {
         if self.shape().len() != rank {
             return Err(IoError::model(
                 path,
@@ -600,7 +615,7 @@ impl RawTensor<'_> {
         Ok(())
     }
 
-    fn to_array<F: Element>(&self, path: &Path) -> Result<ArrayD<F>> {
+    pub(crate) fn to_array<F: Element>(&self, path: &Path) -> Result<ArrayD<F>> {
         let size = F::DTYPE.size();
         let data: Vec<F> = self
             .view
@@ -615,7 +630,7 @@ impl RawTensor<'_> {
     }
 }
 
-fn dims<const N: usize, F>(a: ArrayD<F>) -> ndarray::Array<F, ndarray::Dim<[usize; N]>>
+pub(crate) fn dims<const N: usize, F>(a: ArrayD<F>) -> ndarray::Array<F, ndarray::Dim<[usize; N]>>
 where
     ndarray::Dim<[usize; N]>: ndarray::Dimension,
 {
@@ -696,7 +711,15 @@ pub fn read_model_bytes(
     parse_model(bytes, path)
 }
 
-fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, String>)> {
+/// The kinds of model file fisherkit reads, as the error messages list them.
+pub(crate) const KINDS: &str = "\"gmm\", \"mfa\", \"pca\" or \"linear-svm\"";
+
+/// Checks the safetensors framing, the presence of `kind` and the
+/// `format_version`; returns the parsed file, its metadata and its kind.
+pub(crate) fn open_model<'a>(
+    buf: &'a [u8],
+    path: &Path,
+) -> Result<(SafeTensors<'a>, BTreeMap<String, String>, String)> {
     let (_, header) = SafeTensors::read_metadata(buf)
         .map_err(|e| IoError::model(path, format!("not a valid safetensors file: {e}")))?;
     let st = SafeTensors::deserialize(buf)
@@ -706,13 +729,18 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
         .as_ref()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    let kind = meta.get("kind").ok_or_else(|| {
-        IoError::model(
-            path,
-            "missing metadata key `kind` (expected \"gmm\" or \"mfa\"); \
-             is this a fisherkit model file?",
-        )
-    })?;
+    let kind = meta
+        .get("kind")
+        .ok_or_else(|| {
+            IoError::model(
+                path,
+                format!(
+                    "missing metadata key `kind` (expected {KINDS}); \
+                     is this a fisherkit model file?"
+                ),
+            )
+        })?
+        .clone();
     if let Some(v) = meta.get("format_version") {
         if v != FORMAT_VERSION {
             return Err(IoError::model(
@@ -724,6 +752,54 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
             ));
         }
     }
+    Ok((st, meta, kind))
+}
+
+/// The `dtype` key fisherkit writes must describe the parameters it sits beside.
+pub(crate) fn check_dtype_metadata(
+    path: &Path,
+    meta: &BTreeMap<String, String>,
+    dtype: Dtype,
+) -> Result<()> {
+    if let Some(d) = meta.get("dtype") {
+        if d != dtype.numpy_name() {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "metadata `dtype` is \"{d}\" but the tensors are {} ({})",
+                    st_dtype(dtype),
+                    dtype
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The message for a file of another kind than the reader expects, e.g.
+/// `is a PCA model (kind "pca"); a GMM (kind "gmm") was expected`.
+pub(crate) fn wrong_kind(path: &Path, got: &str, expected: &str) -> IoError {
+    fn name(kind: &str) -> String {
+        match kind {
+            "gmm" => "a GMM".into(),
+            "mfa" => "an MFA".into(),
+            "pca" => "a PCA".into(),
+            "linear-svm" => "a linear SVM".into(),
+            other => format!("a \"{other}\""),
+        }
+    }
+    IoError::model(
+        path,
+        format!(
+            "is {} model (kind \"{got}\"); {} (kind \"{expected}\") was expected",
+            name(got),
+            name(expected)
+        ),
+    )
+}
+
+fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, String>)> {
+    let (st, meta, kind) = open_model(buf, path)?;
     let mut dtype = None;
     let model = match kind.as_str() {
         "gmm" => {
@@ -784,26 +860,28 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
                 _ => Model::Mfa(MfaModel::F64(read_mfa_tensors(path, &w, &m, &l, &p)?)),
             }
         }
-        other => {
-            return Err(IoError::model(
-                path,
-                format!("unknown model kind \"{other}\"; expected \"gmm\" or \"mfa\""),
-            ))
-        }
-    };
-    // The `dtype` key fisherkit writes must describe the tensors it sits beside.
-    if let Some(d) = meta.get("dtype") {
-        if d != model.dtype().numpy_name() {
+        "pca" | "linear-svm" => {
+            let what = if kind == "pca" {
+                "a PCA"
+            } else {
+                "a linear SVM"
+            };
             return Err(IoError::model(
                 path,
                 format!(
-                    "metadata `dtype` is \"{d}\" but the tensors are {} ({})",
-                    st_dtype(model.dtype()),
-                    model.dtype()
+                    "is {what} model (kind \"{kind}\"), not a GMM or MFA model (kind \"gmm\" \
+                     or \"mfa\")"
                 ),
             ));
         }
-    }
+        other => {
+            return Err(IoError::model(
+                path,
+                format!("unknown model kind \"{other}\"; expected {KINDS}"),
+            ))
+        }
+    };
+    check_dtype_metadata(path, &meta, model.dtype())?;
     Ok((model, meta))
 }
 

@@ -220,7 +220,9 @@ fn metadata_errors() {
     assert!(m.contains("missing metadata key `kind`"), "{m}");
     let m = gmm_err(&[("kind", "hmm")], gmm_tensors());
     assert!(
-        m.contains("unknown model kind \"hmm\"; expected \"gmm\" or \"mfa\""),
+        m.contains(
+            "unknown model kind \"hmm\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\""
+        ),
         "{m}"
     );
     let m = gmm_err(&[("kind", "gmm"), ("format_version", "2")], gmm_tensors());

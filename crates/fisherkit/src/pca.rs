@@ -53,6 +53,12 @@ pub enum PcaError {
     /// A negative or non-finite explained variance given to [`Pca::from_parts`].
     #[error("explained variance {index} is {value}; variances must be finite and >= 0")]
     InvalidVariance { index: usize, value: f64 },
+    /// A total variance given to [`Pca::with_total_variance`] that is not
+    /// finite or is below the sum of the kept variances.
+    #[error(
+        "total variance {total} must be finite and at least the sum of the kept variances ({kept})"
+    )]
+    InvalidTotalVariance { total: f64, kept: f64 },
     /// The eigensolver did not converge.
     #[error("the eigendecomposition of the {0}x{0} covariance matrix did not converge")]
     Eigen(usize),
@@ -174,24 +180,18 @@ impl PcaParams {
             }
         }
         let total_variance: f64 = (0..d).map(|i| cov[[i, i]]).sum();
-        let floor = variance.first().copied().unwrap_or(0.0) * d as f64 * f64::EPSILON;
-        let scale = if self.whiten {
-            variance.mapv(|l| if l > floor { 1.0 / l.sqrt() } else { 0.0 })
-        } else {
-            Array1::ones(k)
-        };
-        let projection = (&components * &scale.view().insert_axis(Axis(1)))
-            .mapv(F::from_f64_lossy)
-            .reversed_axes();
-        // `projection` is (D, k) as a column-major view of a (k, D) array.
-        let projection = projection.as_standard_layout().into_owned();
+        // Built by `from_parts` from the rounded parameters, so that a PCA
+        // rebuilt from its saved parts is identical (projection included).
+        let pca = Pca::from_parts(
+            mean.mapv(F::from_f64_lossy),
+            components.mapv(F::from_f64_lossy),
+            variance,
+            self.whiten,
+        )?;
         Ok(Pca {
-            components: components.mapv(F::from_f64_lossy),
-            mean: mean.mapv(F::from_f64_lossy),
-            explained_variance: variance,
-            total_variance,
-            whiten: self.whiten,
-            projection,
+            // the trace may fall below the kept eigenvalues' sum by rounding
+            total_variance: total_variance.max(pca.explained_variance.sum()),
+            ..pca
         })
     }
 }
@@ -392,6 +392,28 @@ impl<F: Float> Pca<F> {
         } else {
             Array1::zeros(self.explained_variance.len())
         }
+    }
+
+    /// $\operatorname{tr} S$, the total variance of the training data (the
+    /// denominator of [`Pca::explained_variance_ratio`]); for a PCA built by
+    /// [`Pca::from_parts`], the sum of the kept variances.
+    pub fn total_variance(&self) -> f64 {
+        self.total_variance
+    }
+
+    /// Sets the total variance $\operatorname{tr} S$ (e.g. read from a model
+    /// file), so that [`Pca::explained_variance_ratio`] is that of the fit.
+    ///
+    /// # Errors
+    /// `total` not finite, or below $\sum_j \lambda_j (1 - 10^{-9})$ (the
+    /// kept variances cannot exceed the total).
+    pub fn with_total_variance(mut self, total: f64) -> Result<Self, PcaError> {
+        let kept = self.explained_variance.sum();
+        if !total.is_finite() || total < kept * (1.0 - 1e-9) {
+            return Err(PcaError::InvalidTotalVariance { total, kept });
+        }
+        self.total_variance = total;
+        Ok(self)
     }
 
     /// Whether [`Pca::transform`] whitens.
