@@ -368,6 +368,16 @@ pub struct RunArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write the trained models here: pca-<scale>, gmm-K<K>-<scale>, mfa-K<K>-R<R>-<scale>
+    /// and svm-<encoder> .safetensors files (reload with `fisherkit encode` or Python's
+    /// `load`).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Also write each encoder's encodings to the output folder: <encoder>.train.npy,
+    /// <encoder>.test.npy (images × dim, f32) and images.train.txt / images.test.txt
+    /// (each row's image and class).
+    #[arg(long, requires = "output_dir")]
+    pub save_encodings: bool,
     /// Write the accuracy-against-dimension plot (SVG) here (needs --sweep-gmm or --sweep-mfa).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -449,6 +459,8 @@ impl RunArgs {
             train_descriptors: None,
             test_descriptors: None,
             save_descriptors: None,
+            output_dir: None,
+            save_encodings: false,
             encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
             report: None,
             plot: None,

@@ -413,3 +413,103 @@ fn exact_mode_stride_sets_the_patch_grid() {
         "{err}"
     );
 }
+
+#[test]
+fn output_dir_holds_models_that_reproduce_the_run() {
+    use fisherkit::encode::{FisherVector, FisherVectorParams, FvPart};
+    use fisherkit::Encoder;
+    use fisherkit_io::{ClassLabels, GmmModel, LinearSvmModel, PcaModel};
+    let t = tempfile::tempdir().unwrap();
+    let (tr, te) = pair(t.path());
+    let out = t.path().join("out");
+    run_files(
+        &tr,
+        &te,
+        &[
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--save-encodings",
+            "--whitening",
+            "both",
+        ],
+    )
+    .success();
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut want: Vec<String> = [
+        "gmm-K2-file.safetensors",
+        "images.test.txt",
+        "images.train.txt",
+        "mfa-K2-R1-file.safetensors",
+        "pca-file.safetensors",
+    ]
+    .map(String::from)
+    .to_vec();
+    for enc in [
+        "gmm-fv_mean_var",
+        "mfa-fs_loading",
+        "mfa-fs_loading-whitened",
+    ] {
+        for f in ["svm-{}.safetensors", "{}.train.npy", "{}.test.npy"] {
+            want.push(f.replace("{}", enc));
+        }
+    }
+    want.sort();
+    assert_eq!(files, want);
+
+    // The saved PCA and GMM re-encode the test bags into the saved encodings.
+    let Ok(PcaModel::F32(pca)) = fisherkit_io::read_pca(out.join("pca-file.safetensors")) else {
+        panic!("an f32 PCA")
+    };
+    let Ok(GmmModel::F32(gmm)) = fisherkit_io::read_gmm(out.join("gmm-K2-file.safetensors")) else {
+        panic!("an f32 GMM")
+    };
+    let fv = FisherVector::new(
+        &gmm,
+        FisherVectorParams {
+            parts: vec![FvPart::Mean, FvPart::Var],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let test = read_descriptor_file(&te).unwrap();
+    let saved = fisherkit_io::read_npy_as::<f32>(out.join("gmm-fv_mean_var.test.npy")).unwrap();
+    assert_eq!(saved.nrows(), test.bags.len());
+    for (i, bag) in test.bags.iter().enumerate() {
+        let v = fv
+            .encode(pca.transform(bag.view()).unwrap().view())
+            .unwrap();
+        for (a, b) in v.iter().zip(saved.row(i)) {
+            assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
+        }
+    }
+    // The saved SVM, applied to the saved encodings, gives the test labels
+    // listed in images.test.txt (this run classifies every test image right).
+    let Ok(LinearSvmModel::F32(svm)) =
+        fisherkit_io::read_linear_svm(out.join("svm-gmm-fv_mean_var.safetensors"))
+    else {
+        panic!("an f32 SVM")
+    };
+    let Ok(ClassLabels::Str(pred)) = svm.predict_labels(saved.view()) else {
+        panic!("string labels")
+    };
+    let listed = std::fs::read_to_string(out.join("images.test.txt")).unwrap();
+    let truth: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    assert_eq!(pred, truth);
+    assert_eq!(listed.lines().next().unwrap(), "img0\ta");
+    assert!(
+        matches!(svm.c, Some(c) if c == 0.1 || c == 1.0),
+        "{:?}",
+        svm.c
+    );
+
+    // --save-encodings needs --output-dir.
+    let err = one_error_line(run_files(&tr, &te, &["--save-encodings"]), 2);
+    assert!(err.contains("--output-dir"), "{err}");
+}

@@ -16,6 +16,7 @@
 pub mod dataset;
 pub mod descriptor_file;
 pub mod descriptors;
+pub mod output;
 pub mod plot;
 pub mod report;
 pub mod run;

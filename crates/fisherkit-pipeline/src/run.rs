@@ -4,6 +4,7 @@
 use crate::dataset::{train_label, ImageSet};
 use crate::descriptor_file::{read_descriptor_file, write_descriptor_file, DescriptorSet};
 use crate::descriptors::{compute_all, ImageDescriptors};
+use crate::output::OutputDir;
 use crate::report::{DatasetInfo, Report, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::{PipelineError, Progress};
@@ -14,7 +15,7 @@ use fisherkit::gmm::{DiagGmm, GmmParams};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
 use fisherkit::mfa::{Mfa, MfaParams};
 use fisherkit::pca::{Pca, PcaParams};
-use fisherkit::svm::LinearSvcParams;
+use fisherkit::svm::{LinearSvc, LinearSvcParams};
 use fisherkit::{Encoder, Normalization};
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
 use fisherkit_cnn::SqueezeNet;
@@ -83,6 +84,11 @@ pub struct RunConfig {
     pub seed: u64,
     /// Descriptor cache folder (`None`: no cache).
     pub cache_dir: Option<PathBuf>,
+    /// Folder for the trained models (PCA, GMM, MFA, SVMs) and, with
+    /// `save_encodings`, the encodings (see [`crate::output`]).
+    pub output_dir: Option<PathBuf>,
+    /// Also write each encoder's train and test encodings to `output_dir`.
+    pub save_encodings: bool,
     /// GMM sizes K of the Figure-1 sweep of `gmm-fv:var` (empty: no sweep).
     pub sweep_gmm_components: Vec<usize>,
     /// MFA factor counts R of the Figure-1 sweep of `mfa-fs:loading` (empty: no sweep).
@@ -114,6 +120,8 @@ impl RunConfig {
             cv_folds: 3,
             seed: 0,
             cache_dir: None,
+            output_dir: None,
+            save_encodings: false,
             sweep_gmm_components: vec![],
             sweep_mfa_factors: vec![],
         }
@@ -121,6 +129,9 @@ impl RunConfig {
 
     fn validate(&self) -> Result<(), PipelineError> {
         let bad = |m: String| Err(PipelineError::Config(m));
+        if self.save_encodings && self.output_dir.is_none() {
+            return bad("saving the encodings needs an output folder".into());
+        }
         if self.encoders.is_empty()
             && self.sweep_gmm_components.is_empty()
             && self.sweep_mfa_factors.is_empty()
@@ -279,6 +290,7 @@ struct Models<'a> {
     gmm: BTreeMap<(usize, usize), DiagGmm<f32>>,
     mfa: BTreeMap<(usize, usize, usize), Mfa<f32>>,
     whitening: BTreeMap<(usize, usize, usize, String), Array1<f32>>,
+    out: Option<&'a OutputDir>,
 }
 
 impl Models<'_> {
@@ -309,6 +321,9 @@ impl Models<'_> {
             )
             .map_err(PipelineError::stage("GMM training"))?;
             progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
+            if let Some(out) = self.out {
+                out.gmm(&self.scale_names[scale], &fit.model)?;
+            }
             self.gmm.insert((scale, k), fit.model);
         }
         Ok(&self.gmm[&(scale, k)])
@@ -348,6 +363,9 @@ impl Models<'_> {
             )
             .map_err(PipelineError::stage("MFA training"))?;
             progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
+            if let Some(out) = self.out {
+                out.mfa(&self.scale_names[scale], &fit.model)?;
+            }
             self.mfa.insert((scale, k, r), fit.model);
         }
         Ok(&self.mfa[&(scale, k, r)])
@@ -449,8 +467,8 @@ fn views(b: &[Array2<f32>]) -> Vec<ArrayView2<'_, f32>> {
     b.iter().map(|x| x.view()).collect()
 }
 
-/// The outcome of [`classify`]: chosen C, the cross-validation table, test predictions.
-type Classified = (f64, Vec<(f64, f64)>, Vec<usize>);
+/// The outcome of [`classify`]: the SVM, chosen C, the cross-validation table, test predictions.
+type Classified = (LinearSvc<f32>, f64, Vec<(f64, f64)>, Vec<usize>);
 
 /// Cross-validates C on the training encodings, trains, and scores the test set.
 fn classify(
@@ -477,7 +495,7 @@ fn classify(
         .predict(xte.view())
         .map_err(|e| PipelineError::at(STAGE, e))?;
     debug_assert_eq!(pred.len(), yte.len());
-    Ok((c, cv, pred))
+    Ok((svm, c, cv, pred))
 }
 
 /// Labelled bags of descriptors: what the shared stages (PCA onwards) start from.
@@ -490,8 +508,20 @@ struct Labelled {
     test: Vec<(ImageDescriptors, usize)>,
     /// Images that could not be read, with the reason.
     skipped: Vec<(String, String)>,
-    /// One name per descriptor scale, for messages and timings.
+    /// One name per descriptor scale, for messages, timings and file names.
     scale_names: Vec<String>,
+    /// The (training, test) image names, in the order of `train` and `test`.
+    names: (Vec<String>, Vec<String>),
+    /// Where the trained models go, if anywhere.
+    out: Option<OutputDir>,
+}
+
+/// Creates the output folder of `cfg`, if any, before any work is done.
+fn output_dir(cfg: &RunConfig) -> Result<Option<OutputDir>, PipelineError> {
+    cfg.output_dir
+        .as_deref()
+        .map(|d| OutputDir::create(d, cfg.save_encodings))
+        .transpose()
 }
 
 /// Classification needs at least two classes.
@@ -519,6 +549,7 @@ pub fn run(
     let train_set = ImageSet::scan(&cfg.train)?;
     let test_set = ImageSet::scan(&cfg.test)?.align_to(&train_set)?;
     check_class_count(&train_set.classes, &cfg.train)?;
+    let out = output_dir(cfg)?;
     if let Some(dir) = &cfg.save_descriptors {
         std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
             path: dir.display().to_string(),
@@ -605,6 +636,8 @@ pub fn run(
         test,
         skipped,
         scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),
+        names: (train_names, test_names),
+        out,
     };
     classify_all(cfg, data, true, progress, timings)
 }
@@ -652,6 +685,7 @@ pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Repor
             "saving descriptors needs image folders as input, not descriptor files".into(),
         ));
     }
+    let out = output_dir(cfg)?;
     let mut timings = Vec::new();
     progress.start("read descriptors", 2);
     let (train, test) = timed(&mut timings, "read descriptors".into(), || {
@@ -685,6 +719,7 @@ pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Repor
             })
             .collect()
     };
+    let names = (train.names.clone(), test.names.clone());
     let (train, test) = (label(train)?, label(test)?);
     progress.finish(&format!(
         "{} training and {} test images, {} classes, D = {}",
@@ -699,6 +734,8 @@ pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Repor
         test,
         skipped: vec![],
         scale_names: vec!["file".into()],
+        names,
+        out,
     };
     classify_all(cfg, data, false, progress, timings)
 }
@@ -719,7 +756,10 @@ fn classify_all(
         mut test,
         skipped,
         scale_names,
+        names,
+        out,
     } = data;
+    let out = out.as_ref();
     let n_classes = classes.len();
     let with_global = cfg
         .encoders
@@ -753,6 +793,9 @@ fn classify_all(
                     .fit(x.view())
             })
             .map_err(PipelineError::stage("PCA"))?;
+            if let Some(out) = out {
+                out.pca(scale_name, &pca)?;
+            }
             // Each image's raw descriptors are dropped once projected.
             let proj =
                 |v: &mut [(ImageDescriptors, usize)]| -> Result<Vec<Array2<f32>>, PipelineError> {
@@ -792,6 +835,10 @@ fn classify_all(
     };
     let (n_train, n_test) = (train.len(), test.len());
     drop((train, test));
+    if let Some(out) = out {
+        out.image_list("train", &names.0, &ytr, &classes)?;
+        out.image_list("test", &names.1, &yte, &classes)?;
+    }
 
     // 3. Encoders and SVMs.
     let mut models = Models {
@@ -801,6 +848,7 @@ fn classify_all(
         gmm: BTreeMap::new(),
         mfa: BTreeMap::new(),
         whitening: BTreeMap::new(),
+        out,
     };
     let mut results = Vec::new();
     let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
@@ -841,8 +889,13 @@ fn classify_all(
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
         progress.start(&format!("SVM {name}"), 1);
         let t = Instant::now();
-        let (c, cv, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
+        let (svm, c, cv, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
         let svm_seconds = t.elapsed().as_secs_f64();
+        if let Some(out) = out {
+            let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
+            out.svm(&stem, svm, &classes, c)?;
+            out.encodings(&stem, &xtr, &xte)?;
+        }
         let row = result_row(
             spec,
             whiten,
@@ -889,7 +942,7 @@ fn classify_all(
             progress,
             &mut timings,
         )?;
-        let (_, _, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
+        let (_, _, _, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
         let accuracy = mean_per_class_accuracy(&yte, &pred, n_classes)
             .map_err(PipelineError::stage("metrics"))?;
         progress.warn(&format!(

@@ -83,6 +83,8 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
     } else {
         Some(a.max_image_side)
     };
+    c.output_dir = a.output_dir.clone();
+    c.save_encodings = a.save_encodings;
     c.pca_dim = a.pca_dim;
     c.pca_sample = a.pca_sample;
     c.model_sample = a.model_sample;

@@ -1,0 +1,160 @@
+//! What `fisherkit run --output-dir DIR` writes: the trained pieces of the
+//! pipeline as model files a user can reload (`fisherkit encode`, the Python
+//! module's `load`), and optionally the encodings.
+//!
+//! | file | content |
+//! |---|---|
+//! | `pca-<scale>.safetensors` | kind `pca`: the per-scale PCA |
+//! | `gmm-K<K>-<scale>.safetensors` | kind `gmm`: a background GMM |
+//! | `mfa-K<K>-R<R>-<scale>.safetensors` | kind `mfa`: a background MFA |
+//! | `svm-<encoder>.safetensors` | kind `linear-svm`: the one-vs-rest SVM, classes = folder names |
+//! | `<encoder>.train.npy`, `<encoder>.test.npy` | (images, dim) f32 encodings (with `--save-encodings`) |
+//! | `images.train.txt`, `images.test.txt` | one line per encoding row: `<image name>\t<class>` |
+//!
+//! `<scale>` is the patch size in pixels (`file` for descriptor files);
+//! `<encoder>` is the encoder specification with every character outside
+//! `[A-Za-z0-9.-]` replaced by `_` (`gmm-fv:mean+var` → `gmm-fv_mean_var`),
+//! plus `-whitened` for a whitened MFA-FS. Every file is written atomically
+//! (temporary file, then rename).
+
+use crate::PipelineError;
+use fisherkit::gmm::DiagGmm;
+use fisherkit::mfa::Mfa;
+use fisherkit::pca::Pca;
+use fisherkit::svm::LinearSvc;
+use fisherkit_io::{ClassLabels, LabelledSvm};
+use ndarray::Array2;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The output folder of a run (created on [`OutputDir::create`]).
+#[derive(Debug, Clone)]
+pub struct OutputDir {
+    dir: PathBuf,
+    /// Whether the encodings are written too.
+    pub encodings: bool,
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> PipelineError {
+    PipelineError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// `spec` as a file-name part: characters outside `[A-Za-z0-9.-]` become `_`.
+pub fn file_stem(spec: &str) -> String {
+    spec.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl OutputDir {
+    /// Creates `dir` (and its parents) if needed; an error names the folder.
+    pub fn create(dir: &Path, encodings: bool) -> Result<Self, PipelineError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io_err(dir, format!("cannot create the output folder: {e}")))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            encodings,
+        })
+    }
+
+    fn meta(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    /// Writes the PCA of scale `scale`.
+    pub fn pca(&self, scale: &str, pca: &Pca<f32>) -> Result<(), PipelineError> {
+        let p = self.dir.join(format!("pca-{scale}.safetensors"));
+        fisherkit_io::write_pca(&p, pca, &Self::meta(&[("scale", scale.into())]))
+            .map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes a background GMM of scale `scale`.
+    pub fn gmm(&self, scale: &str, gmm: &DiagGmm<f32>) -> Result<(), PipelineError> {
+        let p = self
+            .dir
+            .join(format!("gmm-K{}-{scale}.safetensors", gmm.n_components()));
+        fisherkit_io::write_gmm(&p, gmm, &Self::meta(&[("scale", scale.into())]))
+            .map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes a background MFA of scale `scale`.
+    pub fn mfa(&self, scale: &str, mfa: &Mfa<f32>) -> Result<(), PipelineError> {
+        let p = self.dir.join(format!(
+            "mfa-K{}-R{}-{scale}.safetensors",
+            mfa.n_components(),
+            mfa.n_factors()
+        ));
+        fisherkit_io::write_mfa_model(&p, mfa, &Self::meta(&[("scale", scale.into())]))
+            .map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes the SVM trained on encoder `name` (the report's encoder name),
+    /// with the class names and the cross-validated cost `c`.
+    pub fn svm(
+        &self,
+        name: &str,
+        svm: LinearSvc<f32>,
+        classes: &[String],
+        c: f64,
+    ) -> Result<(), PipelineError> {
+        let p = self
+            .dir
+            .join(format!("svm-{}.safetensors", file_stem(name)));
+        let model = LabelledSvm {
+            svm,
+            classes: ClassLabels::Str(classes.to_vec()),
+            c: Some(c),
+        };
+        fisherkit_io::write_linear_svm(&p, &model, &Self::meta(&[("encoder", name.into())]))
+            .map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes the train and test encodings of encoder `name` (if asked for).
+    pub fn encodings(
+        &self,
+        name: &str,
+        train: &Array2<f32>,
+        test: &Array2<f32>,
+    ) -> Result<(), PipelineError> {
+        if !self.encodings {
+            return Ok(());
+        }
+        for (split, x) in [("train", train), ("test", test)] {
+            let p = self.dir.join(format!("{}.{split}.npy", file_stem(name)));
+            fisherkit_io::write_npy(&p, x.view()).map_err(|e| io_err(&p, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `images.<split>.txt`: one `<name>\t<class>` line per encoding row.
+    pub fn image_list(
+        &self,
+        split: &str,
+        names: &[String],
+        labels: &[usize],
+        classes: &[String],
+    ) -> Result<(), PipelineError> {
+        if !self.encodings {
+            return Ok(());
+        }
+        let p = self.dir.join(format!("images.{split}.txt"));
+        let text: String = names
+            .iter()
+            .zip(labels)
+            .map(|(n, &y)| format!("{n}\t{}\n", classes[y]))
+            .collect();
+        fisherkit_io::write_file(&p, text.as_bytes()).map_err(|e| io_err(&p, e))
+    }
+}
