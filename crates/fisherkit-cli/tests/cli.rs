@@ -190,6 +190,16 @@ fn good_model(path: &Path) {
     );
 }
 
+/// A temporary folder with [`good_model`] at `m.safetensors`; returns it,
+/// the model path and an output path `o.npy` (not created).
+fn with_good_model() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tmp();
+    let m = dir.path().join("m.safetensors");
+    good_model(&m);
+    let out = dir.path().join("o.npy");
+    (dir, m, out)
+}
+
 /// Fits a K=3 GMM on planted f64 data; returns (data, model path).
 fn fitted(dir: &Path) -> (Array2<f64>, PathBuf) {
     let x = planted(100, 1);
@@ -629,11 +639,8 @@ fn encode_vlad_with_kmeans_centroids() {
 
 #[test]
 fn a_failed_run_leaves_an_existing_output_untouched() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((2, 3), 1.0));
-    let out = dir.path().join("o.npy");
     std::fs::write(&out, b"previous").unwrap();
     let o = encode_cmd(&m, &bp, &out, &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
@@ -674,15 +681,12 @@ fn non_finite_training_data_names_the_row() {
 
 #[test]
 fn non_finite_bags_name_the_array_and_row() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let ok = Array2::from_elem((3, 2), 0.5);
     let mut bad = ok.clone();
     bad[[2, 0]] = f64::NEG_INFINITY;
     let np = dir.path().join("B.npz");
     write_npz(&np, &[("good", ok.view()), ("broken", bad.view())], false).unwrap();
-    let out = dir.path().join("o.npy");
     encode_fails(
         &m,
         &np,
@@ -868,9 +872,7 @@ fn output_into_a_missing_directory_fails_before_fitting() {
 
 #[test]
 fn empty_bags_and_archives_are_refused() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let ok = Array2::from_elem((3, 2), 0.5);
     let empty = Array2::<f64>::zeros((0, 2));
     let np = dir.path().join("B.npz");
@@ -880,7 +882,6 @@ fn empty_bags_and_archives_are_refused() {
         false,
     )
     .unwrap();
-    let out = dir.path().join("o.npy");
     encode_fails(&m, &np, &out, &["B.npz: array `hollow`", "empty (0 rows)"]);
     let bp = write64(dir.path(), "E.npy", &empty);
     encode_fails(&m, &bp, &out, &["E.npy", "empty (0 rows)"]);
@@ -891,10 +892,7 @@ fn empty_bags_and_archives_are_refused() {
 
 #[test]
 fn dimension_mismatches_are_named() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
-    let out = dir.path().join("o.npy");
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "wide.npy", &Array2::from_elem((4, 5), 0.1));
     encode_fails(
         &m,
@@ -1046,11 +1044,8 @@ fn broken_model_files_are_named() {
 
 #[test]
 fn bad_encoder_options_are_usage_errors() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((3, 2), 0.5));
-    let out = dir.path().join("o.npy");
     let run = |extra: &[&str], needles: &[&str]| {
         assert_error(&mut encode_cmd(&m, &bp, &out, extra), 2, needles, &out);
     };
