@@ -108,6 +108,50 @@ fn assert_error(cmd: &mut Command, code: i32, needles: &[&str], output: &Path) {
     }
 }
 
+/// `fisherkit [--quiet] encode -m <model> -i <input> -o <output> <extra…>`.
+fn encode_with(quiet: bool, model: &Path, input: &Path, output: &Path, extra: &[&str]) -> Command {
+    let mut c = fk();
+    if quiet {
+        c.arg("--quiet");
+    }
+    c.args(["encode", "-m", s(model), "-i", s(input), "-o", s(output)])
+        .args(extra);
+    c
+}
+
+fn encode_cmd(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> Command {
+    encode_with(false, model, input, output, extra)
+}
+
+/// Runs `fisherkit --quiet encode …` (as [`encode_cmd`]), which must succeed.
+fn encode_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) {
+    encode_with(true, model, input, output, extra)
+        .assert()
+        .success();
+}
+
+/// `fisherkit <what> fit -i <input> -k <k> -o <output>` (`gmm` or `kmeans`).
+fn fit_cmd(what: &str, input: &Path, k: &str, output: &Path) -> Command {
+    let mut c = fk();
+    c.args([what, "fit", "-i", s(input), "-k", k, "-o", s(output)]);
+    c
+}
+
+/// [`assert_error`] for `encode` (exit status 1).
+fn encode_fails(model: &Path, input: &Path, output: &Path, needles: &[&str]) {
+    assert_error(
+        &mut encode_cmd(model, input, output, &[]),
+        1,
+        needles,
+        output,
+    );
+}
+
+/// [`assert_error`] for [`fit_cmd`].
+fn fit_fails(what: &str, input: &Path, k: &str, output: &Path, code: i32, needles: &[&str]) {
+    assert_error(&mut fit_cmd(what, input, k, output), code, needles, output);
+}
+
 /// A hand-made safetensors file (bypassing our writer's validation).
 fn raw_model(path: &Path, kind: Option<&str>, tensors: &[(&str, &[usize], &[f64])]) {
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
@@ -144,6 +188,16 @@ fn good_model(path: &Path) {
             ("variances", &[2, 2], &[1.0, 1.0, 0.5, 2.0]),
         ],
     );
+}
+
+/// A temporary folder with [`good_model`] at `m.safetensors`; returns it,
+/// the model path and an output path `o.npy` (not created).
+fn with_good_model() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tmp();
+    let m = dir.path().join("m.safetensors");
+    good_model(&m);
+    let out = dir.path().join("o.npy");
+    (dir, m, out)
 }
 
 /// Fits a K=3 GMM on planted f64 data; returns (data, model path).
@@ -424,55 +478,27 @@ fn encode_matches_the_fisher_vector_formula() {
     let (k, d) = (3, 4);
 
     let out = dir.path().join("raw.npy");
-    fk().args(["--quiet", "encode", "--model", s(&model), "--input", s(&bp)])
-        .args([
-            "--parts",
-            "prior,mean,var",
-            "--power",
-            "1",
-            "--no-l2",
-            "--output",
-            s(&out),
-        ])
-        .assert()
-        .success();
+    let raw = ["--parts", "prior,mean,var", "--power", "1", "--no-l2"];
+    encode_ok(&model, &bp, &out, &raw);
     let got = read64(&out);
     assert_eq!(got.dim(), (1, k + 2 * k * d));
     assert_close(got.row(0).as_slice().unwrap(), &want, 1e-9);
 
     // Default: mean,var blocks, signed square root, L2.
     let out2 = dir.path().join("fv.npy");
-    fk().args([
-        "--quiet",
-        "encode",
-        "-m",
-        s(&model),
-        "-i",
-        s(&bp),
-        "-o",
-        s(&out2),
-    ])
-    .assert()
-    .success();
+    encode_ok(&model, &bp, &out2, &[]);
     let got = read64(&out2);
     assert_eq!(got.dim(), (1, 2 * k * d));
     assert_close(got.row(0).as_slice().unwrap(), &improved(&want[k..]), 1e-9);
 
     // One block only.
     let out3 = dir.path().join("mean.npy");
-    fk().args([
-        "--quiet",
-        "encode",
-        "-m",
-        s(&model),
-        "-i",
-        s(&bp),
-        "--parts",
-        "mean",
-    ])
-    .args(["--power", "1", "--no-l2", "-o", s(&out3)])
-    .assert()
-    .success();
+    encode_ok(
+        &model,
+        &bp,
+        &out3,
+        &["--parts", "mean", "--power", "1", "--no-l2"],
+    );
     assert_close(
         read64(&out3).row(0).as_slice().unwrap(),
         &want[k..k + k * d],
@@ -523,18 +549,7 @@ fn encode_float32_bags_with_a_float64_model_gives_float32() {
     let bp = dir.path().join("bag32.npy");
     write_npy(&bp, bag.view()).unwrap();
     let out = dir.path().join("o.npy");
-    fk().args([
-        "--quiet",
-        "encode",
-        "-m",
-        s(&model),
-        "-i",
-        s(&bp),
-        "-o",
-        s(&out),
-    ])
-    .assert()
-    .success();
+    encode_ok(&model, &bp, &out, &[]);
     let Matrix::F32(got) = read_npy(&out).unwrap() else {
         panic!("float32 output expected")
     };
@@ -552,10 +567,8 @@ fn encode_fast_uses_hard_assignments() {
     let bag = x.slice(s![..30, ..]).to_owned();
     let bp = write64(dir.path(), "bag.npy", &bag);
     let out = dir.path().join("o.npy");
-    fk().args(["--quiet", "encode", "-m", s(&model), "-i", s(&bp), "--fast"])
-        .args(["--power", "1", "--no-l2", "--parts", "mean", "-o", s(&out)])
-        .assert()
-        .success();
+    let fast = ["--fast", "--power", "1", "--no-l2", "--parts", "mean"];
+    encode_ok(&model, &bp, &out, &fast);
     // Reference: q = 1 for the arg-max posterior component.
     let (n, d) = bag.dim();
     let mut want = vec![0.0; 3 * d];
@@ -604,19 +617,7 @@ fn encode_vlad_with_kmeans_centroids() {
     let bag = x.slice(s![5..25, ..]).to_owned();
     let bp = write64(dir.path(), "bag.npy", &bag);
     let out = dir.path().join("v.npy");
-    fk().args([
-        "--quiet",
-        "encode",
-        "--encoder",
-        "vlad",
-        "-m",
-        s(&cp),
-        "-i",
-        s(&bp),
-    ])
-    .args(["-o", s(&out)])
-    .assert()
-    .success();
+    encode_ok(&cp, &bp, &out, &["--encoder", "vlad"]);
     // Reference: nearest centroid, residual sums, global L2.
     let mut v = [0.0; 12];
     for r in bag.rows() {
@@ -638,16 +639,10 @@ fn encode_vlad_with_kmeans_centroids() {
 
 #[test]
 fn a_failed_run_leaves_an_existing_output_untouched() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((2, 3), 1.0));
-    let out = dir.path().join("o.npy");
     std::fs::write(&out, b"previous").unwrap();
-    let o = fk()
-        .args(["encode", "-m", s(&m), "-i", s(&bp), "-o", s(&out)])
-        .output()
-        .unwrap();
+    let o = encode_cmd(&m, &bp, &out, &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(std::fs::read(&out).unwrap(), b"previous");
 }
@@ -662,40 +657,41 @@ fn non_finite_training_data_names_the_row() {
     x[[5, 1]] = f64::NAN;
     let xp = write64(dir.path(), "X.npy", &x);
     let out = dir.path().join("g.safetensors");
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&xp), "-k", "2", "-o", s(&out)]),
+    fit_fails(
+        "gmm",
+        &xp,
+        "2",
+        &out,
         1,
         &["X.npy", "non-finite value (NaN) at row 5, column 1"],
-        &out,
     );
     x[[5, 1]] = 0.0;
     x[[8, 3]] = f64::INFINITY;
     let xp = write64(dir.path(), "X.npy", &x);
     let out = dir.path().join("c.npy");
-    assert_error(
-        fk().args(["kmeans", "fit", "-i", s(&xp), "-k", "2", "-o", s(&out)]),
+    fit_fails(
+        "kmeans",
+        &xp,
+        "2",
+        &out,
         1,
         &["X.npy", "(inf) at row 8, column 3"],
-        &out,
     );
 }
 
 #[test]
 fn non_finite_bags_name_the_array_and_row() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let ok = Array2::from_elem((3, 2), 0.5);
     let mut bad = ok.clone();
     bad[[2, 0]] = f64::NEG_INFINITY;
     let np = dir.path().join("B.npz");
     write_npz(&np, &[("good", ok.view()), ("broken", bad.view())], false).unwrap();
-    let out = dir.path().join("o.npy");
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&np), "-o", s(&out)]),
-        1,
-        &["B.npz: array `broken`", "(-inf) at row 2, column 0"],
+    encode_fails(
+        &m,
+        &np,
         &out,
+        &["B.npz: array `broken`", "(-inf) at row 2, column 0"],
     );
 }
 
@@ -739,28 +735,20 @@ fn unusable_arrays_are_refused() {
     ];
     for (p, want) in &cases {
         let name = p.file_name().unwrap().to_str().unwrap();
-        assert_error(
-            fk().args(["gmm", "fit", "-i", s(p), "-k", "2", "-o", s(&out)]),
-            1,
-            &[name, want],
-            &out,
-        );
+        fit_fails("gmm", p, "2", &out, 1, &[name, want]);
     }
     let txt = dir.path().join("notes.txt");
     std::fs::write(&txt, "1,2,3\n4,5,6\n").unwrap();
-    assert_error(
-        fk().args(["kmeans", "fit", "-i", s(&txt), "-k", "2", "-o", s(&out)]),
+    fit_fails(
+        "kmeans",
+        &txt,
+        "2",
+        &out,
         1,
         &["notes.txt: not an .npy file"],
-        &out,
     );
     let missing = dir.path().join("missing.npy");
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&missing), "-k", "2", "-o", s(&out)]),
-        1,
-        &["missing.npy"],
-        &out,
-    );
+    fit_fails("gmm", &missing, "2", &out, 1, &["missing.npy"]);
 }
 
 #[test]
@@ -768,37 +756,26 @@ fn bad_component_counts_are_refused() {
     let dir = tmp();
     let xp = write64(dir.path(), "X.npy", &planted(2, 8)); // 6 rows
     let out = dir.path().join("g.safetensors");
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&xp), "-k", "0", "-o", s(&out)]),
-        2,
-        &["n_components", "at least 1"],
+    fit_fails("gmm", &xp, "0", &out, 2, &["n_components", "at least 1"]);
+    fit_fails(
+        "gmm",
+        &xp,
+        "7",
         &out,
-    );
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&xp), "-k", "7", "-o", s(&out)]),
         1,
         &["X.npy", "7 components", "6 rows"],
-        &out,
     );
     let out = dir.path().join("c.npy");
-    assert_error(
-        fk().args(["kmeans", "fit", "-i", s(&xp), "-k", "0", "-o", s(&out)]),
-        2,
-        &["n_clusters", "at least 1"],
+    fit_fails("kmeans", &xp, "0", &out, 2, &["n_clusters", "at least 1"]);
+    fit_fails(
+        "kmeans",
+        &xp,
+        "9",
         &out,
-    );
-    assert_error(
-        fk().args(["kmeans", "fit", "-i", s(&xp), "-k", "9", "-o", s(&out)]),
         1,
         &["X.npy", "9 clusters", "6 rows"],
-        &out,
     );
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&xp), "-k", "-3", "-o", s(&out)]),
-        2,
-        &["-3"],
-        &out,
-    );
+    fit_fails("gmm", &xp, "-3", &out, 2, &["-3"]);
 }
 
 #[test]
@@ -880,11 +857,13 @@ fn output_into_a_missing_directory_fails_before_fitting() {
     let dir = tmp();
     let xp = write64(dir.path(), "X.npy", &planted(5, 10));
     let out = dir.path().join("nope").join("g.safetensors");
-    assert_error(
-        fk().args(["gmm", "fit", "-i", s(&xp), "-k", "2", "-o", s(&out)]),
+    fit_fails(
+        "gmm",
+        &xp,
+        "2",
+        &out,
         1,
         &["g.safetensors", "does not exist"],
-        &out,
     );
 }
 
@@ -893,9 +872,7 @@ fn output_into_a_missing_directory_fails_before_fitting() {
 
 #[test]
 fn empty_bags_and_archives_are_refused() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let ok = Array2::from_elem((3, 2), 0.5);
     let empty = Array2::<f64>::zeros((0, 2));
     let np = dir.path().join("B.npz");
@@ -905,53 +882,34 @@ fn empty_bags_and_archives_are_refused() {
         false,
     )
     .unwrap();
-    let out = dir.path().join("o.npy");
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&np), "-o", s(&out)]),
-        1,
-        &["B.npz: array `hollow`", "empty (0 rows)"],
-        &out,
-    );
+    encode_fails(&m, &np, &out, &["B.npz: array `hollow`", "empty (0 rows)"]);
     let bp = write64(dir.path(), "E.npy", &empty);
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&bp), "-o", s(&out)]),
-        1,
-        &["E.npy", "empty (0 rows)"],
-        &out,
-    );
+    encode_fails(&m, &bp, &out, &["E.npy", "empty (0 rows)"]);
     let zp = dir.path().join("none.npz");
     write_npz::<f64>(&zp, &[], false).unwrap();
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&zp), "-o", s(&out)]),
-        1,
-        &["none.npz", "holds no arrays"],
-        &out,
-    );
+    encode_fails(&m, &zp, &out, &["none.npz", "holds no arrays"]);
 }
 
 #[test]
 fn dimension_mismatches_are_named() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
-    let out = dir.path().join("o.npy");
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "wide.npy", &Array2::from_elem((4, 5), 0.1));
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&bp), "-o", s(&out)]),
-        1,
-        &["wide.npy", "5 columns", "m.safetensors", "dimension 2"],
+    encode_fails(
+        &m,
+        &bp,
         &out,
+        &["wide.npy", "5 columns", "m.safetensors", "dimension 2"],
     );
     let a = Array2::from_elem((2, 2), 0.1);
     let b = Array2::from_elem((2, 3), 0.1);
     let np = dir.path().join("mixed.npz");
     // Written by hand: our writer accepts any shapes, the reader refuses.
     write_npz(&np, &[("a", a.view()), ("b", b.view())], false).unwrap();
-    assert_error(
-        fk().args(["encode", "-m", s(&m), "-i", s(&np), "-o", s(&out)]),
-        1,
-        &["mixed.npz: array `b`", "3 columns", "first array `a` has 2"],
+    encode_fails(
+        &m,
+        &np,
         &out,
+        &["mixed.npz: array `b`", "3 columns", "first array `a` has 2"],
     );
 }
 
@@ -966,12 +924,7 @@ fn broken_model_files_are_named() {
             raw_model(&m, kind, tensors);
             let mut all = vec![name];
             all.extend_from_slice(needles);
-            assert_error(
-                fk().args(["encode", "-m", s(&m), "-i", s(&bp), "-o", s(&out)]),
-                1,
-                &all,
-                &out,
-            );
+            encode_fails(&m, &bp, &out, &all);
         };
     let w: &[f64] = &[0.4, 0.6];
     let mu: &[f64] = &[0.0, 0.0, 3.0, 3.0];
@@ -1061,49 +1014,40 @@ fn broken_model_files_are_named() {
     // Foreign and truncated files.
     let junk = dir.path().join("junk.safetensors");
     std::fs::write(&junk, "definitely not a model").unwrap();
-    assert_error(
-        fk().args(["encode", "-m", s(&junk), "-i", s(&bp), "-o", s(&out)]),
-        1,
-        &["junk.safetensors", "not a safetensors model file"],
+    encode_fails(
+        &junk,
+        &bp,
         &out,
+        &["junk.safetensors", "not a safetensors model file"],
     );
     let good = dir.path().join("good.safetensors");
     good_model(&good);
     let bytes = std::fs::read(&good).unwrap();
     let cut = dir.path().join("cut.safetensors");
     std::fs::write(&cut, &bytes[..bytes.len() - 8]).unwrap();
-    assert_error(
-        fk().args(["encode", "-m", s(&cut), "-i", s(&bp), "-o", s(&out)]),
-        1,
-        &["cut.safetensors", "not a valid safetensors file"],
+    encode_fails(
+        &cut,
+        &bp,
         &out,
+        &["cut.safetensors", "not a valid safetensors file"],
     );
     // A bag file that is neither .npy nor .npz.
     let txt = dir.path().join("bag.txt");
     std::fs::write(&txt, "0.5 0.5\n").unwrap();
-    assert_error(
-        fk().args(["encode", "-m", s(&good), "-i", s(&txt), "-o", s(&out)]),
-        1,
-        &["bag.txt", "neither an .npy array nor an .npz archive"],
+    encode_fails(
+        &good,
+        &txt,
         &out,
+        &["bag.txt", "neither an .npy array nor an .npz archive"],
     );
 }
 
 #[test]
 fn bad_encoder_options_are_usage_errors() {
-    let dir = tmp();
-    let m = dir.path().join("m.safetensors");
-    good_model(&m);
+    let (dir, m, out) = with_good_model();
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((3, 2), 0.5));
-    let out = dir.path().join("o.npy");
     let run = |extra: &[&str], needles: &[&str]| {
-        assert_error(
-            fk().args(["encode", "-m", s(&m), "-i", s(&bp), "-o", s(&out)])
-                .args(extra),
-            2,
-            needles,
-            &out,
-        );
+        assert_error(&mut encode_cmd(&m, &bp, &out, extra), 2, needles, &out);
     };
     run(
         &["--parts", "mean,sigma"],
@@ -1128,12 +1072,7 @@ fn centroids_are_not_a_fisher_vector_model() {
     let cp = write64(dir.path(), "centroids.npy", &Array2::from_elem((2, 2), 0.5));
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((3, 2), 0.5));
     let out = dir.path().join("o.npy");
-    assert_error(
-        fk().args(["encode", "-m", s(&cp), "-i", s(&bp), "-o", s(&out)]),
-        1,
-        &["centroids.npy", "--encoder vlad"],
-        &out,
-    );
+    encode_fails(&cp, &bp, &out, &["centroids.npy", "--encoder vlad"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1346,37 +1285,15 @@ fn encode_mfa_matches_equations_14_and_15() {
         let bp = write64(dir.path(), "bag.npy", &bag);
         let (gm, gl) = mfa_reference(bag.view(), &m);
         let out = dir.path().join("raw.npy");
-        fk().args([
-            "--quiet",
-            "encode",
-            "-m",
-            s(&model),
-            "-i",
-            s(&bp),
-            "--parts",
-            "mean,loading",
-        ])
-        .args(["--power", "1", "--no-l2", "-o", s(&out)])
-        .assert()
-        .success();
+        let raw = ["--parts", "mean,loading", "--power", "1", "--no-l2"];
+        encode_ok(&model, &bp, &out, &raw);
         let got = read64(&out);
         assert_eq!(got.dim(), (1, 2 * 5 + 2 * 5 * 2));
         let want = [gm.clone(), gl.clone()].concat();
         assert_close(got.row(0).as_slice().unwrap(), &want, 1e-7);
         // Default: the loading block, signed square root and L2.
         let out2 = dir.path().join("fs.npy");
-        fk().args([
-            "--quiet",
-            "encode",
-            "-m",
-            s(&model),
-            "-i",
-            s(&bp),
-            "-o",
-            s(&out2),
-        ])
-        .assert()
-        .success();
+        encode_ok(&model, &bp, &out2, &[]);
         assert_close(
             read64(&out2).row(0).as_slice().unwrap(),
             &improved(&gl),
@@ -1433,13 +1350,7 @@ fn mfa_errors() {
     let bp = write64(dir.path(), "bag.npy", &planted_mfa(3, 13));
     let o = dir.path().join("o.npy");
     let enc = |extra: &[&str], code: i32, needles: &[&str]| {
-        assert_error(
-            fk().args(["encode", "-m", s(&model), "-i", s(&bp), "-o", s(&o)])
-                .args(extra),
-            code,
-            needles,
-            &o,
-        );
+        assert_error(&mut encode_cmd(&model, &bp, &o, extra), code, needles, &o);
     };
     enc(
         &["--parts", "mean,var"],
@@ -1450,12 +1361,7 @@ fn mfa_errors() {
     enc(&["--vlfeat-skips"], 2, &["--vlfeat-skips"]);
     enc(&["--encoder", "vlad"], 2, &["is an MFA model"]);
     let wide = write64(dir.path(), "wide.npy", &Array2::from_elem((3, 4), 0.5));
-    assert_error(
-        fk().args(["encode", "-m", s(&model), "-i", s(&wide), "-o", s(&o)]),
-        1,
-        &["wide.npy", "4 columns", "dimension 5"],
-        &o,
-    );
+    encode_fails(&model, &wide, &o, &["wide.npy", "4 columns", "dimension 5"]);
 }
 
 #[test]

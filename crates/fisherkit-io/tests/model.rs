@@ -76,6 +76,19 @@ fn gmm_err(meta: &[(&str, &str)], tensors: Vec<(&str, T)>) -> String {
     m
 }
 
+/// [`gmm_err`], and the message contains every needle.
+fn refused(meta: &[(&str, &str)], tensors: Vec<(&str, T)>, needles: &[&str]) {
+    let m = gmm_err(meta, tensors);
+    for n in needles {
+        assert!(m.contains(n), "{m}");
+    }
+}
+
+/// [`refused`] for the valid GMM with tensor `name` replaced by `t`.
+fn edit_refused(name: &str, t: T, needles: &[&str]) {
+    refused(GMM, replace(gmm_tensors(), name, t), needles);
+}
+
 fn replace(mut ts: Vec<(&'static str, T)>, name: &str, t: T) -> Vec<(&'static str, T)> {
     let i = ts.iter().position(|(n, _)| *n == name).unwrap();
     ts[i].1 = t;
@@ -216,140 +229,108 @@ fn invalid_mfa_is_not_written() {
 
 #[test]
 fn metadata_errors() {
-    let m = gmm_err(&[], gmm_tensors());
-    assert!(m.contains("missing metadata key `kind`"), "{m}");
-    let m = gmm_err(&[("kind", "hmm")], gmm_tensors());
-    assert!(
-        m.contains(
-            "unknown model kind \"hmm\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\""
-        ),
-        "{m}"
+    refused(&[], gmm_tensors(), &["missing metadata key `kind`"]);
+    refused(
+        &[("kind", "hmm")],
+        gmm_tensors(),
+        &["unknown model kind \"hmm\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\""],
     );
-    let m = gmm_err(&[("kind", "gmm"), ("format_version", "2")], gmm_tensors());
-    assert!(m.contains("unsupported format_version \"2\""), "{m}");
+    refused(
+        &[("kind", "gmm"), ("format_version", "2")],
+        gmm_tensors(),
+        &["unsupported format_version \"2\""],
+    );
 }
 
 #[test]
 fn missing_tensors_are_named() {
-    let m = gmm_err(GMM, without(gmm_tensors(), "variances"));
-    assert!(
-        m.contains("missing tensor `variances` (a gmm model file needs weights, means, variances)"),
-        "{m}"
+    refused(
+        GMM,
+        without(gmm_tensors(), "variances"),
+        &["missing tensor `variances` (a gmm model file needs weights, means, variances)"],
     );
-    let m = gmm_err(GMM, without(gmm_tensors(), "weights"));
-    assert!(m.contains("missing tensor `weights`"), "{m}");
-    let m = gmm_err(MFA, gmm_tensors());
-    assert!(m.contains("missing tensor `loadings`"), "{m}");
+    refused(
+        GMM,
+        without(gmm_tensors(), "weights"),
+        &["missing tensor `weights`"],
+    );
+    refused(MFA, gmm_tensors(), &["missing tensor `loadings`"]);
 }
 
 #[test]
 fn wrong_ranks_and_shapes_are_named() {
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "weights", f32s(&[2, 1], &[0.25, 0.75])),
+    edit_refused(
+        "weights",
+        f32s(&[2, 1], &[0.25, 0.75]),
+        &["tensor `weights` must have shape (K), got (2, 1)"],
     );
-    assert!(
-        m.contains("tensor `weights` must have shape (K), got (2, 1)"),
-        "{m}"
+    edit_refused(
+        "means",
+        f32s(&[6], &[0.0; 6]),
+        &["tensor `means` must have shape (K, D), got (6,)"],
     );
-    let m = gmm_err(GMM, replace(gmm_tensors(), "means", f32s(&[6], &[0.0; 6])));
-    assert!(
-        m.contains("tensor `means` must have shape (K, D), got (6,)"),
-        "{m}"
+    edit_refused(
+        "means",
+        f32s(&[3, 2], &[0.0; 6]),
+        &["tensor `means` has shape (3, 2) but `weights` has K = 2 entries"],
     );
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "means", f32s(&[3, 2], &[0.0; 6])),
-    );
-    assert!(
-        m.contains("tensor `means` has shape (3, 2) but `weights` has K = 2 entries"),
-        "{m}"
-    );
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "variances", f32s(&[2, 2], &[1.0; 4])),
-    );
-    assert!(
-        m.contains("tensor `variances` has shape (2, 2) but `means` has shape (2, 3)"),
-        "{m}"
+    edit_refused(
+        "variances",
+        f32s(&[2, 2], &[1.0; 4]),
+        &["tensor `variances` has shape (2, 2) but `means` has shape (2, 3)"],
     );
 }
 
 #[test]
 fn dtype_errors_are_named() {
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "means", f64s(&[2, 3], &[0.0; 6])),
-    );
-    assert!(
-        m.contains("tensor `means` is F64 but `weights` is F32; all tensors must have one dtype"),
-        "{m}"
+    edit_refused(
+        "means",
+        f64s(&[2, 3], &[0.0; 6]),
+        &["tensor `means` is F64 but `weights` is F32; all tensors must have one dtype"],
     );
     let ints = T {
         dtype: St::I64,
         shape: vec![2],
         bytes: vec![0u8; 16],
     };
-    let m = gmm_err(GMM, replace(gmm_tensors(), "weights", ints));
-    assert!(
-        m.contains("tensor `weights` has dtype I64; expected F32 or F64"),
-        "{m}"
+    edit_refused(
+        "weights",
+        ints,
+        &["tensor `weights` has dtype I64; expected F32 or F64"],
     );
 }
 
 #[test]
 fn value_errors_are_named() {
-    let m = gmm_err(
-        GMM,
-        replace(
-            gmm_tensors(),
-            "means",
-            f32s(&[2, 3], &[0.0, 1.0, 2.0, -1.0, f32::NAN, 3.5]),
-        ),
+    edit_refused(
+        "means",
+        f32s(&[2, 3], &[0.0, 1.0, 2.0, -1.0, f32::NAN, 3.5]),
+        &["tensor `means` has a non-finite value (NaN) at [1, 1]"],
     );
-    assert!(
-        m.contains("tensor `means` has a non-finite value (NaN) at [1, 1]"),
-        "{m}"
+    edit_refused(
+        "variances",
+        f32s(&[2, 3], &[1.0, 0.5, 2.0, 0.25, 0.0, 1.0]),
+        &["variance [1, 1] is 0; variances must be finite and > 0"],
     );
-    let m = gmm_err(
-        GMM,
-        replace(
-            gmm_tensors(),
-            "variances",
-            f32s(&[2, 3], &[1.0, 0.5, 2.0, 0.25, 0.0, 1.0]),
-        ),
+    edit_refused(
+        "variances",
+        f32s(&[2, 3], &[1.0, -0.5, 2.0, 0.25, 1.0, 1.0]),
+        &["variance [0, 1] is -0.5"],
     );
-    assert!(
-        m.contains("variance [1, 1] is 0; variances must be finite and > 0"),
-        "{m}"
+    edit_refused(
+        "weights",
+        f32s(&[2], &[0.5, 0.6]),
+        &["weights sum to 1.1", "not 1"],
     );
-    let m = gmm_err(
-        GMM,
-        replace(
-            gmm_tensors(),
-            "variances",
-            f32s(&[2, 3], &[1.0, -0.5, 2.0, 0.25, 1.0, 1.0]),
-        ),
+    edit_refused(
+        "weights",
+        f32s(&[2], &[-0.25, 1.25]),
+        &["weight 0 is -0.25"],
     );
-    assert!(m.contains("variance [0, 1] is -0.5"), "{m}");
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "weights", f32s(&[2], &[0.5, 0.6])),
-    );
-    assert!(m.contains("weights sum to 1.1"), "{m}");
-    assert!(m.contains("not 1"), "{m}");
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "weights", f32s(&[2], &[-0.25, 1.25])),
-    );
-    assert!(m.contains("weight 0 is -0.25"), "{m}");
-    let m = gmm_err(
-        GMM,
-        replace(gmm_tensors(), "weights", f32s(&[2], &[f32::INFINITY, 0.5])),
-    );
-    assert!(
-        m.contains("tensor `weights` has a non-finite value (inf) at [0]"),
-        "{m}"
+    edit_refused(
+        "weights",
+        f32s(&[2], &[f32::INFINITY, 0.5]),
+        &["tensor `weights` has a non-finite value (inf) at [0]"],
     );
 }
 
@@ -376,77 +357,65 @@ fn mfa_errors_are_named() {
     assert!(a.shared_psi());
     assert_eq!(a.psi, array![[0.1, 0.2, 0.3]]);
 
-    let m = gmm_err(MFA, mfa_tensors(f64s(&[4], &[0.1; 4])));
-    assert!(
-        m.contains("tensor `psi` has shape (1, 4) but (D) = (3,) or (K, D) = (2, 3) was expected"),
-        "{m}"
+    refused(
+        MFA,
+        mfa_tensors(f64s(&[4], &[0.1; 4])),
+        &["tensor `psi` has shape (1, 4) but (D) = (3,) or (K, D) = (2, 3) was expected"],
     );
-    let m = gmm_err(MFA, mfa_tensors(f64s(&[1, 1, 3], &[0.1; 3])));
-    assert!(
-        m.contains("tensor `psi` must have shape (D) or (K, D), got (1, 1, 3)"),
-        "{m}"
+    refused(
+        MFA,
+        mfa_tensors(f64s(&[1, 1, 3], &[0.1; 3])),
+        &["tensor `psi` must have shape (D) or (K, D), got (1, 1, 3)"],
     );
-    let m = gmm_err(
+    refused(
         MFA,
         mfa_tensors(f64s(&[2, 3], &[0.1, 0.1, 0.1, 0.1, -1.0, 0.1])),
+        &["psi [1, 1] is -1; noise variances must be > 0"],
     );
-    assert!(
-        m.contains("psi [1, 1] is -1; noise variances must be > 0"),
-        "{m}"
-    );
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "loadings",
             f64s(&[2, 3], &[0.0; 6]),
         ),
+        &["tensor `loadings` must have shape (K, D, R), got (2, 3)"],
     );
-    assert!(
-        m.contains("tensor `loadings` must have shape (K, D, R), got (2, 3)"),
-        "{m}"
-    );
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "loadings",
             f64s(&[2, 4, 1], &[0.0; 8]),
         ),
+        &["tensor `loadings` has shape (2, 4, 1) but (K, D, R) = (2, 3, R) was expected"],
     );
-    assert!(
-        m.contains("tensor `loadings` has shape (2, 4, 1) but (K, D, R) = (2, 3, R) was expected"),
-        "{m}"
-    );
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "loadings",
             f64s(&[2, 3, 0], &[]),
         ),
+        &["0 factors"],
     );
-    assert!(m.contains("0 factors"), "{m}");
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "weights",
             f64s(&[2], &[0.2, 0.2]),
         ),
+        &["weights sum to 0.4, not 1"],
     );
-    assert!(m.contains("weights sum to 0.4, not 1"), "{m}");
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "psi",
             f32s(&[3], &[0.1; 3]),
         ),
-    );
-    assert!(
-        m.contains("tensor `psi` is F32 but `weights` is F64"),
-        "{m}"
+        &["tensor `psi` is F32 but `weights` is F64"],
     );
 }
 
@@ -545,14 +514,13 @@ fn mfa_files_convert_to_and_from_the_library_model() {
 #[test]
 fn mfa_library_checks_apply_on_read() {
     // R = D = 3: the arrays are consistent but the library requires R < D.
-    let m = gmm_err(
+    refused(
         MFA,
         replace(
             mfa_tensors(f64s(&[3], &[0.1; 3])),
             "loadings",
             f64s(&[2, 3, 3], &[0.1; 18]),
         ),
+        &["invalid MFA parameters", "0 < R < D = 3"],
     );
-    assert!(m.contains("invalid MFA parameters"), "{m}");
-    assert!(m.contains("0 < R < D = 3"), "{m}");
 }

@@ -10,6 +10,7 @@
 //! O(chunk · (K + D) + K · D) whatever N. The chunking is the caller's: the
 //! same chunks give the same bits.
 
+use crate::data::{check_matrix, DataError};
 use crate::float::Float;
 use ndarray::{Array2, ArrayView2};
 use rand::{Rng, SeedableRng};
@@ -82,6 +83,235 @@ impl<F: Float> Reservoir<F> {
         let n = self.rows.len().checked_div(self.dim).unwrap_or(0);
         Array2::from_shape_vec((n, self.dim), self.rows).expect("whole rows")
     }
+}
+
+/// Where a streamed EM run stands after some iterations: what a checkpoint
+/// holds, and all that a streamed fit needs to resume. `M` is the model
+/// ([`crate::gmm::DiagGmm`] for [`crate::gmm::GmmEmState`],
+/// [`crate::mfa::Mfa`] for [`crate::mfa::MfaEmState`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmState<M> {
+    /// The model after the last completed M-step.
+    pub model: M,
+    /// Mean log-likelihood per row $\ell_t$ of each completed iteration $t$
+    /// (of the parameters entering it).
+    pub log_likelihood: Vec<f64>,
+    /// Whether the stopping rule was met at the last completed iteration.
+    pub converged: bool,
+}
+
+impl<M> EmState<M> {
+    /// Number of completed EM iterations.
+    pub fn n_iter(&self) -> usize {
+        self.log_likelihood.len()
+    }
+
+    /// Whether a saved history can be resumed: non-empty and finite.
+    pub(crate) fn valid_history(log_likelihood: &[f64]) -> bool {
+        !log_likelihood.is_empty() && log_likelihood.iter().all(|v| v.is_finite())
+    }
+}
+
+/// Called after every iteration of a streamed fit with the iteration's
+/// report `R` and the new state; an error stops the fit.
+pub type OnIteration<'a, R, M, E> = dyn FnMut(&R, &EmState<M>) -> Result<(), E> + 'a;
+
+/// $|\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, \mathrm{floor})$ for the new
+/// mean log-likelihood $\ell_t$ after the `history` $\ell_0 … \ell_{t-1}$;
+/// infinite when the history is empty.
+pub(crate) fn rel_change(history: &[f64], ll: f64, floor: f64) -> f64 {
+    match history.last() {
+        Some(&prev) => (ll - prev).abs() / prev.abs().max(floor),
+        None => f64::INFINITY,
+    }
+}
+
+/// The error of a pass that fed no rows.
+pub(crate) fn no_rows() -> DataError {
+    DataError::Empty {
+        what: "training data",
+    }
+}
+
+/// What the streamed driver needs of the hyper-parameters: K (the sample
+/// must hold at least K rows), the number of restarts, the iteration cap and
+/// the seed of the initialisation sample.
+pub(crate) struct EmSchedule {
+    pub n_components: usize,
+    pub n_init: usize,
+    pub max_iter: usize,
+    pub seed: u64,
+}
+
+/// The outcome of one EM iteration, from the statistics of all rows: the
+/// model after the M-step, the mean log-likelihood of the model entering the
+/// iteration, whether the stopping rule is met, and the caller's report.
+pub(crate) struct EmStep<M, R> {
+    pub model: M,
+    pub log_likelihood: f64,
+    pub converged: bool,
+    pub report: R,
+}
+
+/// The model-specific half of out-of-core EM (diagonal GMM, MFA): checks,
+/// initialisation, the mergeable E-step statistics and the M-step.
+/// [`fit_streaming`] holds the rest — sampling, restarts, resumption,
+/// the passes and the callback — once for both.
+pub(crate) trait StreamedEm<F: Float> {
+    /// The fitted model.
+    type Model;
+    /// The E-step statistics summed over the chunks of a pass.
+    type Stats;
+    /// The per-iteration report.
+    type Report;
+    /// The module's error.
+    type Error: From<DataError>;
+
+    fn schedule(&self) -> EmSchedule;
+    /// The checks that do not need the data.
+    fn check_hyper(&self) -> Result<(), Self::Error>;
+    /// An invalid hyper-parameter `name`, for `reason`.
+    fn hyper_error(name: &'static str, reason: String) -> Self::Error;
+    /// Checks a saved model against the hyper-parameters.
+    fn check_resumed(&self, model: &Self::Model) -> Result<(), Self::Error>;
+    /// Checks the data once counted: N rows, of which `sample` (n, D) is the
+    /// initialisation sample.
+    fn check_sample(&self, n_rows: usize, sample: ArrayView2<'_, F>) -> Result<(), Self::Error>;
+    /// The starting model of restart `restart`, from the sample (n, D).
+    fn start_model(
+        &self,
+        sample: ArrayView2<'_, F>,
+        restart: usize,
+    ) -> Result<Self::Model, Self::Error>;
+    /// The dimension D of a model.
+    fn model_dim(model: &Self::Model) -> usize;
+    /// The statistics of no rows under `model`.
+    fn stats_zero(&self, model: &Self::Model) -> Self::Stats;
+    /// Adds the statistics of the checked chunk `x` (n_c, D) under `model`.
+    fn stats_add(
+        model: &Self::Model,
+        stats: &mut Self::Stats,
+        x: ArrayView2<'_, F>,
+    ) -> Result<(), Self::Error>;
+    /// The M-step and stopping rule after the iterations of `state`, for
+    /// iteration `state.n_iter()` of restart `restart`.
+    fn em_step(
+        &self,
+        state: &EmState<Self::Model>,
+        stats: Self::Stats,
+        restart: usize,
+    ) -> Result<EmStep<Self::Model, Self::Report>, Self::Error>;
+}
+
+/// EM over data streamed by `pass`, for either model (see the public
+/// `fit_streaming` of [`crate::gmm::GmmParams`] and [`crate::mfa::MfaParams`]).
+///
+/// Without `resume`: one pass counts and checks the rows and keeps a seeded
+/// uniform sample of at most `init_sample` rows ([`Reservoir`]); each restart
+/// starts from [`StreamedEm::start_model`] on the sample and the state with
+/// the highest last mean log-likelihood is kept (first on ties). With
+/// `resume` (needs one restart) the saved state is continued. Each iteration
+/// is one pass summing the chunks' statistics in chunk order, then
+/// [`StreamedEm::em_step`], then `on_iter`.
+pub(crate) fn fit_streaming<F, P, E>(
+    p: &P,
+    pass: &mut DataPass<'_, F, E>,
+    init_sample: usize,
+    resume: Option<EmState<P::Model>>,
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
+where
+    F: Float,
+    P: StreamedEm<F>,
+    E: From<P::Error>,
+{
+    let sched = p.schedule();
+    let k = sched.n_components;
+    p.check_hyper()?;
+    if let Some(state) = resume {
+        if sched.n_init != 1 {
+            return Err(P::hyper_error("n_init", "resuming a fit needs n_init = 1".into()).into());
+        }
+        p.check_resumed(&state.model)?;
+        return stream_em(p, pass, state, 0, sched.max_iter, on_iter);
+    }
+    if init_sample < k {
+        return Err(P::hyper_error(
+            "init_sample",
+            format!("must be at least the number of components {k}, got {init_sample}"),
+        )
+        .into());
+    }
+    let mut sample = Reservoir::<F>::new(init_sample, sched.seed);
+    let mut dim = None;
+    pass(&mut |x| {
+        check_chunk(x, &mut dim).map_err(P::Error::from)?;
+        sample.push(x);
+        Ok(())
+    })?;
+    let n = sample.seen();
+    let sample = sample.into_matrix();
+    p.check_sample(n, sample.view())?;
+    let mut best: Option<EmState<P::Model>> = None;
+    for restart in 0..sched.n_init {
+        let state = EmState {
+            model: p.start_model(sample.view(), restart)?,
+            log_likelihood: Vec::new(),
+            converged: false,
+        };
+        let fit = stream_em(p, pass, state, restart, sched.max_iter, on_iter)?;
+        if best
+            .as_ref()
+            .is_none_or(|b| fit.log_likelihood.last() > b.log_likelihood.last())
+        {
+            best = Some(fit);
+        }
+    }
+    Ok(best.expect("n_init >= 1"))
+}
+
+/// The EM iterations of one restart, from `state` until convergence or
+/// `max_iter` completed iterations.
+fn stream_em<F, P, E>(
+    p: &P,
+    pass: &mut DataPass<'_, F, E>,
+    mut state: EmState<P::Model>,
+    restart: usize,
+    max_iter: usize,
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
+where
+    F: Float,
+    P: StreamedEm<F>,
+    E: From<P::Error>,
+{
+    while !state.converged && state.log_likelihood.len() < max_iter {
+        let model = &state.model;
+        let mut stats = p.stats_zero(model);
+        let mut dim = Some(P::model_dim(model));
+        pass(&mut |x| {
+            check_chunk(x, &mut dim).map_err(P::Error::from)?;
+            P::stats_add(model, &mut stats, x)?;
+            Ok(())
+        })?;
+        let step = p.em_step(&state, stats, restart)?;
+        state.model = step.model;
+        state.log_likelihood.push(step.log_likelihood);
+        state.converged = step.converged;
+        on_iter(&step.report, &state)?;
+    }
+    Ok(state)
+}
+
+/// Checks a chunk: width equal to the first chunk's, finite values (an empty
+/// chunk passes).
+fn check_chunk<F: Float>(x: ArrayView2<'_, F>, dim: &mut Option<usize>) -> Result<(), DataError> {
+    if x.nrows() == 0 {
+        return Ok(());
+    }
+    check_matrix(x, *dim, "training data")?;
+    *dim = Some(x.ncols());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,18 +2,20 @@
 
 use super::check_output;
 use super::streaming::{
-    announce_input, check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state,
-    interrupted, remove_checkpoint, resume_state, settings_string, FitFail, Input, Interrupt,
+    check_stream_args, run_fit, save_fit, settings_string, FitFail, FitRun, Input, Interrupt,
+    StreamedKind,
 };
 use crate::args::{GmmFitArgs, InitArg};
 use crate::error::CliError;
-use crate::progress::{EmBar, Ui};
-use fisherkit::gmm::{EmIteration, GmmEmState, GmmError, GmmInit, GmmParams, VarianceFloor};
-use fisherkit::stream::ChunkVisitor;
-use fisherkit_io::checkpoint::read_gmm_exact;
-use fisherkit_io::{write_gmm, Dtype, Element};
-use std::cell::Cell;
+use crate::progress::Ui;
+use fisherkit::gmm::{
+    DiagGmm, EmIteration, GmmEmState, GmmError, GmmInit, GmmParams, VarianceFloor,
+};
+use fisherkit::stream::{DataPass, OnIteration};
+use fisherkit_io::checkpoint::{read_gmm_exact, GmmArrays};
+use fisherkit_io::{write_gmm, Dtype, Element, IoError};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 pub fn fit(a: &GmmFitArgs, ui: &Ui) -> Result<(), CliError> {
     check_output(&a.output)?;
@@ -79,92 +81,69 @@ fn fit_typed<F: Element>(
         ("init_sample", sa.init_sample.to_string()),
         ("variance_floor", format!("{floor:?}")),
     ]);
-    let ckpt = checkpoint_path(&a.output);
-    let resume = resume_state(
-        sa.resume,
-        &ckpt,
+    let run = FitRun {
+        input,
+        stream: sa,
+        interrupt,
         ui,
-        || {
-            let ((w, m, v), meta) = read_gmm_exact::<F>(&ckpt)?;
-            let (history, converged) = checkpoint_state(&ckpt, &meta, &settings)?;
-            GmmEmState::from_parts(w, m, v, history, converged)
-                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
-        },
-        |s| s.n_iter(),
-    )?;
-    announce_input::<F>(ui, src, sa.chunk_rows);
-    let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
-    // the iteration held by the checkpoint on disk, if any
-    let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
-    let bar = EmBar::new(ui, a.max_iter, a.n_init, "EM");
-    let result = {
-        let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<GmmError>>| {
-            let mut done = 0;
-            input.pass(sa.chunk_rows, interrupt, &mut |b| {
-                v(b)?;
-                done += b.nrows();
-                bar.rows(done, n);
-                Ok(())
-            })
-        };
-        let mut on_iter = |it: &EmIteration, st: &GmmEmState<F>| -> Result<(), FitFail<GmmError>> {
-            bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change);
-            completed.set(st.n_iter());
-            if let Some(every) = sa.checkpoint {
-                if st.n_iter() % every == 0 {
-                    let meta = checkpoint_metadata(&settings, &st.log_likelihood, st.converged);
-                    write_gmm(&ckpt, &st.model, &meta)?;
-                    saved.set(Some(st.n_iter()));
-                }
-            }
-            match interrupt.caught() {
-                Some(s) => Err(FitFail::Interrupted(s)),
-                None => Ok(()),
-            }
-        };
-        params.fit_streaming(&mut pass, sa.init_sample, resume, &mut on_iter)
+        output: &a.output,
+        seed: a.seed,
+        max_iter: a.max_iter,
+        tol: a.tol,
+        n_init: a.n_init,
     };
-    bar.finish();
-    let fit = match result {
-        Ok(f) => f,
-        Err(FitFail::Lib(e)) => return Err(gmm_error(&input.label, e)),
-        Err(FitFail::Cli(e)) => return Err(e),
-        Err(FitFail::Interrupted(s)) => {
-            let kept = saved.get().filter(|_| ckpt.exists());
-            return Err(interrupted(
-                s,
-                completed.get(),
-                &a.output,
-                kept.map(|i| (ckpt.as_path(), i)),
-            ));
-        }
-    };
-    let final_ll = fit.log_likelihood.last().copied().unwrap_or(f64::NAN);
-    let mut extra = BTreeMap::new();
-    let mut put = |k: &str, v: String| {
-        extra.insert(k.to_string(), v);
-    };
-    put("seed", a.seed.to_string());
-    put("n_init", a.n_init.to_string());
-    put("max_iter", a.max_iter.to_string());
-    put("tol", a.tol.to_string());
-    put("init", init_name(a.init).to_string());
-    put("variance_floor", format!("{floor:?}"));
-    put("n_iter", fit.n_iter.to_string());
-    put("converged", fit.converged.to_string());
-    put("mean_log_likelihood", final_ll.to_string());
-    put("training_rows", n.to_string());
-    put("chunk_rows", sa.chunk_rows.to_string());
-    put("init_sample", sa.init_sample.to_string());
-    write_gmm(&a.output, &fit.model, &extra)?;
-    remove_checkpoint(&ckpt)?;
-    ui.info(format!(
-        "GMM K={} D={d} ({}) fitted on {n} rows: {} EM iterations, {}, mean log-likelihood {final_ll:.6} → {}",
-        a.components,
-        F::DTYPE,
-        fit.n_iter,
-        if fit.converged { "converged" } else { "not converged (raise --max-iter?)" },
-        a.output.display()
-    ));
-    Ok(())
+    let fit = run_fit(&params, &run, &settings, |e| gmm_error(&input.label, e))?;
+    let extra = BTreeMap::from([
+        ("init".to_string(), init_name(a.init).to_string()),
+        ("variance_floor".to_string(), format!("{floor:?}")),
+    ]);
+    let what = format!("GMM K={} D={d} ({})", a.components, F::DTYPE);
+    save_fit::<F, GmmParams<F>>(&run, &fit, extra, &what)
+}
+
+impl<F: Element> StreamedKind<F> for GmmParams<F> {
+    type Model = DiagGmm<F>;
+    type Report = EmIteration;
+    type Error = GmmError;
+    type Saved = GmmArrays<F>;
+    const BAR: &'static str = "EM";
+
+    fn read_exact(path: &Path) -> Result<(GmmArrays<F>, BTreeMap<String, String>), IoError> {
+        read_gmm_exact(path)
+    }
+
+    fn resume(
+        (w, m, v): GmmArrays<F>,
+        history: Vec<f64>,
+        converged: bool,
+    ) -> Result<GmmEmState<F>, GmmError> {
+        GmmEmState::from_parts(w, m, v, history, converged)
+    }
+
+    fn write(
+        path: &Path,
+        model: &DiagGmm<F>,
+        meta: &BTreeMap<String, String>,
+    ) -> Result<(), IoError> {
+        write_gmm(path, model, meta)
+    }
+
+    fn progress(it: &EmIteration) -> (usize, usize, f64, f64) {
+        (it.restart, it.iter, it.log_likelihood, it.rel_change)
+    }
+
+    fn fit(
+        &self,
+        pass: &mut DataPass<'_, F, FitFail<GmmError>>,
+        init_sample: usize,
+        resume: Option<GmmEmState<F>>,
+        on_iter: &mut OnIteration<'_, EmIteration, DiagGmm<F>, FitFail<GmmError>>,
+    ) -> Result<GmmEmState<F>, FitFail<GmmError>> {
+        let f = self.fit_streaming(pass, init_sample, resume, on_iter)?;
+        Ok(GmmEmState {
+            model: f.model,
+            log_likelihood: f.log_likelihood,
+            converged: f.converged,
+        })
+    }
 }

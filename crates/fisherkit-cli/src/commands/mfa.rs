@@ -2,18 +2,18 @@
 
 use super::check_output;
 use super::streaming::{
-    announce_input, check_stream_args, checkpoint_metadata, checkpoint_path, checkpoint_state,
-    interrupted, remove_checkpoint, resume_state, settings_string, FitFail, Input, Interrupt,
+    check_stream_args, run_fit, save_fit, settings_string, FitFail, FitRun, Input, Interrupt,
+    StreamedKind,
 };
 use crate::args::{MfaFitArgs, PsiArg};
 use crate::error::CliError;
-use crate::progress::{EmBar, Ui};
-use fisherkit::mfa::{MfaEmState, MfaError, MfaIteration, MfaParams, PsiMode};
-use fisherkit::stream::ChunkVisitor;
+use crate::progress::Ui;
+use fisherkit::mfa::{Mfa, MfaEmState, MfaError, MfaIteration, MfaParams, PsiMode};
+use fisherkit::stream::{DataPass, OnIteration};
 use fisherkit_io::checkpoint::read_mfa_exact;
-use fisherkit_io::{write_mfa_model, Dtype, Element};
-use std::cell::Cell;
+use fisherkit_io::{write_mfa_model, Dtype, Element, IoError, MfaArrays};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 pub fn fit(a: &MfaFitArgs, ui: &Ui) -> Result<(), CliError> {
     check_output(&a.output)?;
@@ -79,93 +79,67 @@ fn fit_typed<F: Element>(
         ("seed", a.seed.to_string()),
         ("init_sample", sa.init_sample.to_string()),
     ]);
-    let ckpt = checkpoint_path(&a.output);
-    let resume = resume_state(
-        sa.resume,
-        &ckpt,
+    let run = FitRun {
+        input,
+        stream: sa,
+        interrupt,
         ui,
-        || {
-            let (m, meta) = read_mfa_exact::<F>(&ckpt)?;
-            let (history, converged) = checkpoint_state(&ckpt, &meta, &settings)?;
-            MfaEmState::from_parts(m.weights, m.means, m.loadings, m.psi, history, converged)
-                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
-        },
-        |s| s.n_iter(),
-    )?;
-    announce_input::<F>(ui, src, sa.chunk_rows);
-    let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
-    // the iteration held by the checkpoint on disk, if any
-    let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
-    let bar = EmBar::new(ui, a.max_iter, a.n_init, "MFA EM");
-    let result = {
-        let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<MfaError>>| {
-            let mut done = 0;
-            input.pass(sa.chunk_rows, interrupt, &mut |b| {
-                v(b)?;
-                done += b.nrows();
-                bar.rows(done, n);
-                Ok(())
-            })
-        };
-        let mut on_iter =
-            |it: &MfaIteration, st: &MfaEmState<F>| -> Result<(), FitFail<MfaError>> {
-                bar.update(it.restart, it.iter, it.log_likelihood, it.rel_change);
-                completed.set(st.n_iter());
-                if let Some(every) = sa.checkpoint {
-                    if st.n_iter() % every == 0 {
-                        let meta = checkpoint_metadata(&settings, &st.log_likelihood, st.converged);
-                        write_mfa_model(&ckpt, &st.model, &meta)?;
-                        saved.set(Some(st.n_iter()));
-                    }
-                }
-                match interrupt.caught() {
-                    Some(s) => Err(FitFail::Interrupted(s)),
-                    None => Ok(()),
-                }
-            };
-        params.fit_streaming(&mut pass, sa.init_sample, resume, &mut on_iter)
+        output: &a.output,
+        seed: a.seed,
+        max_iter: a.max_iter,
+        tol: a.tol,
+        n_init: a.n_init,
     };
-    bar.finish();
-    let fit = match result {
-        Ok(f) => f,
-        Err(FitFail::Lib(e)) => return Err(mfa_error(&input.label, a, e)),
-        Err(FitFail::Cli(e)) => return Err(e),
-        Err(FitFail::Interrupted(s)) => {
-            let kept = saved.get().filter(|_| ckpt.exists());
-            return Err(interrupted(
-                s,
-                completed.get(),
-                &a.output,
-                kept.map(|i| (ckpt.as_path(), i)),
-            ));
-        }
-    };
-    let final_ll = fit.log_likelihood.last().copied().unwrap_or(f64::NAN);
-    let mut extra = BTreeMap::new();
-    let mut put = |k: &str, v: String| {
-        extra.insert(k.to_string(), v);
-    };
-    put("seed", a.seed.to_string());
-    put("n_init", a.n_init.to_string());
-    put("max_iter", a.max_iter.to_string());
-    put("tol", a.tol.to_string());
-    put("psi", psi_name(a.psi).to_string());
-    put("n_iter", fit.n_iter.to_string());
-    put("converged", fit.converged.to_string());
-    put("mean_log_likelihood", final_ll.to_string());
-    put("training_rows", n.to_string());
-    put("chunk_rows", sa.chunk_rows.to_string());
-    put("init_sample", sa.init_sample.to_string());
-    write_mfa_model(&a.output, &fit.model, &extra)?;
-    remove_checkpoint(&ckpt)?;
-    ui.info(format!(
-        "MFA K={} R={} D={d} ({}) fitted on {n} rows: {} EM iterations, {}, mean log-likelihood {final_ll:.6} → {}",
+    let fit = run_fit::<F, _>(&params, &run, &settings, |e| mfa_error(&input.label, a, e))?;
+    let extra = BTreeMap::from([("psi".to_string(), psi_name(a.psi).to_string())]);
+    let what = format!(
+        "MFA K={} R={} D={d} ({})",
         a.components,
         a.factors,
-        F::DTYPE,
-        fit.n_iter,
-        if fit.converged { "converged" } else { "not converged (raise --max-iter?)" },
-        a.output.display()
-    ));
-    Ok(())
+        F::DTYPE
+    );
+    save_fit::<F, MfaParams>(&run, &fit, extra, &what)
+}
+
+impl<F: Element> StreamedKind<F> for MfaParams {
+    type Model = Mfa<F>;
+    type Report = MfaIteration;
+    type Error = MfaError;
+    type Saved = MfaArrays<F>;
+    const BAR: &'static str = "MFA EM";
+
+    fn read_exact(path: &Path) -> Result<(MfaArrays<F>, BTreeMap<String, String>), IoError> {
+        read_mfa_exact(path)
+    }
+
+    fn resume(
+        m: MfaArrays<F>,
+        history: Vec<f64>,
+        converged: bool,
+    ) -> Result<MfaEmState<F>, MfaError> {
+        MfaEmState::from_parts(m.weights, m.means, m.loadings, m.psi, history, converged)
+    }
+
+    fn write(path: &Path, model: &Mfa<F>, meta: &BTreeMap<String, String>) -> Result<(), IoError> {
+        write_mfa_model(path, model, meta)
+    }
+
+    fn progress(it: &MfaIteration) -> (usize, usize, f64, f64) {
+        (it.restart, it.iter, it.log_likelihood, it.rel_change)
+    }
+
+    fn fit(
+        &self,
+        pass: &mut DataPass<'_, F, FitFail<MfaError>>,
+        init_sample: usize,
+        resume: Option<MfaEmState<F>>,
+        on_iter: &mut OnIteration<'_, MfaIteration, Mfa<F>, FitFail<MfaError>>,
+    ) -> Result<MfaEmState<F>, FitFail<MfaError>> {
+        let f = self.fit_streaming(pass, init_sample, resume, on_iter)?;
+        Ok(MfaEmState {
+            model: f.model,
+            log_likelihood: f.log_likelihood,
+            converged: f.converged,
+        })
+    }
 }

@@ -9,12 +9,14 @@
 //! interrupted run leaves the previous file (or none). A second signal of the
 //! same kind exits at once.
 
+use crate::args::StreamArgs;
 use crate::error::CliError;
-use crate::progress::Ui;
+use crate::progress::{EmBar, Ui};
 use fisherkit::gmm::GmmError;
 use fisherkit::mfa::MfaError;
-use fisherkit::stream::ChunkVisitor;
+use fisherkit::stream::{ChunkVisitor, DataPass, EmState, OnIteration};
 use fisherkit_io::{Element, IoError, NpySource};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,7 +157,7 @@ impl Input {
 }
 
 /// Checks the streaming flags against the rest (usage errors).
-pub fn check_stream_args(a: &crate::args::StreamArgs, n_init: usize) -> Result<(), CliError> {
+pub fn check_stream_args(a: &StreamArgs, n_init: usize) -> Result<(), CliError> {
     if a.chunk_rows == 0 {
         return Err(CliError::usage("--chunk-rows must be at least 1"));
     }
@@ -353,6 +355,177 @@ pub fn interrupted(
         ),
         code: sig.exit_code(),
     }
+}
+
+/// What `gmm fit` and `mfa fit` share of a run: the opened input, the
+/// streaming flags, the EM schedule and the output path.
+pub struct FitRun<'a> {
+    pub input: &'a Input,
+    pub stream: &'a StreamArgs,
+    pub interrupt: &'a Interrupt,
+    pub ui: &'a Ui,
+    pub output: &'a Path,
+    pub seed: u64,
+    pub max_iter: usize,
+    pub tol: f64,
+    pub n_init: usize,
+}
+
+/// A model kind fitted out of core by a `fit` command: how its checkpoints
+/// are read back bit for bit and written, and how the library fits it.
+pub trait StreamedKind<F: Element> {
+    /// The fitted model.
+    type Model;
+    /// The library's per-iteration report.
+    type Report;
+    /// The library's error.
+    type Error;
+    /// The arrays of a checkpoint, as read.
+    type Saved;
+    /// Prefix of the progress bar.
+    const BAR: &'static str;
+
+    fn read_exact(path: &Path) -> Result<(Self::Saved, BTreeMap<String, String>), IoError>;
+    /// The state to resume from: the saved arrays and EM history.
+    fn resume(
+        saved: Self::Saved,
+        history: Vec<f64>,
+        converged: bool,
+    ) -> Result<EmState<Self::Model>, Self::Error>;
+    fn write(
+        path: &Path,
+        model: &Self::Model,
+        meta: &BTreeMap<String, String>,
+    ) -> Result<(), IoError>;
+    /// Restart, iteration, mean log-likelihood and relative change of a report.
+    fn progress(it: &Self::Report) -> (usize, usize, f64, f64);
+    /// The library's streamed fit.
+    fn fit(
+        &self,
+        pass: &mut DataPass<'_, F, FitFail<Self::Error>>,
+        init_sample: usize,
+        resume: Option<EmState<Self::Model>>,
+        on_iter: &mut OnIteration<'_, Self::Report, Self::Model, FitFail<Self::Error>>,
+    ) -> Result<EmState<Self::Model>, FitFail<Self::Error>>;
+}
+
+/// Runs the streamed fit of `kind`: resumes from `<output>.ckpt` with
+/// `--resume` (checked against `settings`), reads the input once per pass
+/// with a progress bar, writes a checkpoint every `--checkpoint` iterations
+/// and stops at a signal with the report of [`interrupted`]. Library errors
+/// are reported by `lib_error`.
+pub fn run_fit<F: Element, K: StreamedKind<F>>(
+    kind: &K,
+    run: &FitRun<'_>,
+    settings: &str,
+    lib_error: impl FnOnce(K::Error) -> CliError,
+) -> Result<EmState<K::Model>, CliError>
+where
+    K::Error: std::fmt::Display,
+{
+    let (src, sa, ui) = (&run.input.source, run.stream, run.ui);
+    let n = src.n_rows();
+    let ckpt = checkpoint_path(run.output);
+    let resume = resume_state(
+        sa.resume,
+        &ckpt,
+        ui,
+        || {
+            let (saved, meta) = K::read_exact(&ckpt)?;
+            let (history, converged) = checkpoint_state(&ckpt, &meta, settings)?;
+            K::resume(saved, history, converged)
+                .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
+        },
+        |s| s.n_iter(),
+    )?;
+    announce_input::<F>(ui, src, sa.chunk_rows);
+    let completed = Cell::new(resume.as_ref().map_or(0, |s| s.n_iter()));
+    // the iteration held by the checkpoint on disk, if any
+    let saved: Cell<Option<usize>> = Cell::new(resume.as_ref().map(|s| s.n_iter()));
+    let bar = EmBar::new(ui, run.max_iter, run.n_init, K::BAR);
+    let result = {
+        let mut pass = |v: &mut ChunkVisitor<'_, F, FitFail<K::Error>>| {
+            let mut done = 0;
+            run.input.pass(sa.chunk_rows, run.interrupt, &mut |b| {
+                v(b)?;
+                done += b.nrows();
+                bar.rows(done, n);
+                Ok(())
+            })
+        };
+        let mut on_iter = |it: &K::Report, st: &EmState<K::Model>| {
+            let (restart, iter, ll, rel_change) = K::progress(it);
+            bar.update(restart, iter, ll, rel_change);
+            completed.set(st.n_iter());
+            if let Some(every) = sa.checkpoint {
+                if st.n_iter() % every == 0 {
+                    let meta = checkpoint_metadata(settings, &st.log_likelihood, st.converged);
+                    K::write(&ckpt, &st.model, &meta)?;
+                    saved.set(Some(st.n_iter()));
+                }
+            }
+            match run.interrupt.caught() {
+                Some(s) => Err(FitFail::Interrupted(s)),
+                None => Ok(()),
+            }
+        };
+        kind.fit(&mut pass, sa.init_sample, resume, &mut on_iter)
+    };
+    bar.finish();
+    match result {
+        Ok(f) => Ok(f),
+        Err(FitFail::Lib(e)) => Err(lib_error(e)),
+        Err(FitFail::Cli(e)) => Err(e),
+        Err(FitFail::Interrupted(s)) => {
+            let kept = saved.get().filter(|_| ckpt.exists());
+            Err(interrupted(
+                s,
+                completed.get(),
+                run.output,
+                kept.map(|i| (ckpt.as_path(), i)),
+            ))
+        }
+    }
+}
+
+/// Writes the fitted model to the output with `extra` and the metadata both
+/// commands record, removes the checkpoint and reports `what` (the model,
+/// e.g. `GMM K=5 D=8 (float32)`) fitted.
+pub fn save_fit<F: Element, K: StreamedKind<F>>(
+    run: &FitRun<'_>,
+    fit: &EmState<K::Model>,
+    mut extra: BTreeMap<String, String>,
+    what: &str,
+) -> Result<(), CliError> {
+    let sa = run.stream;
+    let n = run.input.source.n_rows();
+    let final_ll = fit.log_likelihood.last().copied().unwrap_or(f64::NAN);
+    let mut put = |k: &str, v: String| {
+        extra.insert(k.to_string(), v);
+    };
+    put("seed", run.seed.to_string());
+    put("n_init", run.n_init.to_string());
+    put("max_iter", run.max_iter.to_string());
+    put("tol", run.tol.to_string());
+    put("n_iter", fit.n_iter().to_string());
+    put("converged", fit.converged.to_string());
+    put("mean_log_likelihood", final_ll.to_string());
+    put("training_rows", n.to_string());
+    put("chunk_rows", sa.chunk_rows.to_string());
+    put("init_sample", sa.init_sample.to_string());
+    K::write(run.output, &fit.model, &extra)?;
+    remove_checkpoint(&checkpoint_path(run.output))?;
+    run.ui.info(format!(
+        "{what} fitted on {n} rows: {} EM iterations, {}, mean log-likelihood {final_ll:.6} → {}",
+        fit.n_iter(),
+        if fit.converged {
+            "converged"
+        } else {
+            "not converged (raise --max-iter?)"
+        },
+        run.output.display()
+    ));
+    Ok(())
 }
 
 #[cfg(test)]

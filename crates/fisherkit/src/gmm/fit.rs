@@ -6,6 +6,7 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kmeans::{kmeans_plus_plus, KMeansError, KMeansParams};
+use crate::stream::rel_change;
 use ndarray::{Array1, Array2, ArrayView2};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -208,9 +209,7 @@ impl<F: Float> GmmParams<F> {
         };
         let mut best: Option<GmmFit<F>> = None;
         for r in 0..n_init {
-            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-            rng.set_stream(r as u64);
-            let init = self.initial_model(x, &mut rng)?;
+            let init = self.initial_model(x, &mut self.restart_rng(r))?;
             let fit = self.run_em(x, init, r, on_iter)?;
             let last = |f: &GmmFit<F>| *f.log_likelihood.last().expect("max_iter >= 1");
             if best.as_ref().is_none_or(|b| last(&fit) > last(b)) {
@@ -218,6 +217,13 @@ impl<F: Float> GmmParams<F> {
             }
         }
         Ok(best.expect("n_init >= 1"))
+    }
+
+    /// The random stream of restart `r`: stream r of the seed.
+    pub(super) fn restart_rng(&self, r: usize) -> ChaCha8Rng {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(r as u64);
+        rng
     }
 
     /// The starting model of one restart.
@@ -268,10 +274,7 @@ impl<F: Float> GmmParams<F> {
             let ll = st.mean_log_likelihood();
             let m = m_step(&st, self.variance_floor)?;
             model = m.model;
-            let rel_change = match lls.last() {
-                Some(&prev) => (ll - prev).abs() / prev.abs().max(1.0),
-                None => f64::INFINITY,
-            };
+            let rel_change = rel_change(&lls, ll, 1.0);
             lls.push(ll);
             on_iter(&EmIteration {
                 restart,

@@ -1,34 +1,27 @@
 //! Out-of-core EM of a diagonal GMM over data streamed in chunks
-//! (see [`crate::stream`]).
+//! (see [`crate::stream`]): the GMM half of [`StreamedEm`].
 
 use super::fit::{EmIteration, GmmFit, GmmParams};
 use super::model::DiagGmm;
 use super::stats::{m_step, GmmStats};
 use super::GmmError;
-use crate::data::{check_matrix, DataError};
 use crate::float::Float;
-use crate::stream::{DataPass, Reservoir};
-use ndarray::{Array1, Array2};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use crate::stream::{
+    fit_streaming, no_rows, rel_change, DataPass, EmSchedule, EmState, EmStep, OnIteration,
+    StreamedEm,
+};
+use ndarray::{Array1, Array2, ArrayView2};
 
 /// Called after every iteration of [`GmmParams::fit_streaming`] with the
 /// report and the new state; an error stops the fit.
-pub type OnGmmIteration<'a, F, E> = dyn FnMut(&EmIteration, &GmmEmState<F>) -> Result<(), E> + 'a;
+pub type OnGmmIteration<'a, F, E> = OnIteration<'a, EmIteration, DiagGmm<F>, E>;
 
-/// Where a (streamed) EM run stands after some iterations: what a checkpoint
-/// holds, and all that [`GmmParams::fit_streaming`] needs to resume.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GmmEmState<F: Float> {
-    /// The model after the last completed M-step.
-    pub model: DiagGmm<F>,
-    /// Mean log-likelihood per row of each completed iteration (see [`GmmFit`]).
-    pub log_likelihood: Vec<f64>,
-    /// Whether the stopping rule was met at the last completed iteration.
-    pub converged: bool,
-}
+/// Where a (streamed) EM run of a diagonal GMM stands after some iterations:
+/// what a checkpoint holds, and all that [`GmmParams::fit_streaming`] needs
+/// to resume (see [`EmState`]; the history is as in [`GmmFit`]).
+pub type GmmEmState<F> = EmState<DiagGmm<F>>;
 
-impl<F: Float> GmmEmState<F> {
+impl<F: Float> EmState<DiagGmm<F>> {
     /// Rebuilds a state from saved parameters — weights (K), means (K, D),
     /// variances (K, D), validated as by [`DiagGmm::new`] — but keeps the
     /// weights bit for bit (no renormalisation), so that a resumed fit
@@ -42,7 +35,7 @@ impl<F: Float> GmmEmState<F> {
         converged: bool,
     ) -> Result<Self, GmmError> {
         DiagGmm::new(weights.clone(), means.clone(), variances.clone())?;
-        if log_likelihood.is_empty() || log_likelihood.iter().any(|v| !v.is_finite()) {
+        if !Self::valid_history(&log_likelihood) {
             return Err(GmmError::InvalidHyperParameter {
                 name: "resume",
                 reason: "the log-likelihood history must be non-empty and finite".into(),
@@ -53,11 +46,6 @@ impl<F: Float> GmmEmState<F> {
             log_likelihood,
             converged,
         })
-    }
-
-    /// Number of completed EM iterations.
-    pub fn n_iter(&self) -> usize {
-        self.log_likelihood.len()
     }
 }
 
@@ -93,116 +81,7 @@ impl<F: Float> GmmParams<F> {
         resume: Option<GmmEmState<F>>,
         on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
-        let k = self.n_components();
-        self.validate_hyper()?;
-        if let Some(state) = resume {
-            if self.n_init != 1 {
-                return Err(GmmError::InvalidHyperParameter {
-                    name: "n_init",
-                    reason: "resuming a fit needs n_init = 1".into(),
-                }
-                .into());
-            }
-            if state.model.n_components() != k {
-                return Err(GmmError::InvalidHyperParameter {
-                    name: "resume",
-                    reason: format!(
-                        "the saved model has {} components, expected {k}",
-                        state.model.n_components()
-                    ),
-                }
-                .into());
-            }
-            return self.stream_em(pass, state, 0, on_iter);
-        }
-        if init_sample < k {
-            return Err(GmmError::InvalidHyperParameter {
-                name: "init_sample",
-                reason: format!("must be at least the number of components {k}, got {init_sample}"),
-            }
-            .into());
-        }
-        let mut sample = Reservoir::<F>::new(init_sample, self.seed);
-        let mut dim = None;
-        pass(&mut |x| {
-            check_chunk(x, &mut dim).map_err(GmmError::from)?;
-            sample.push(x);
-            Ok(())
-        })?;
-        let n = sample.seen();
-        if n < k {
-            return Err(GmmError::TooFewRows {
-                n_rows: n,
-                n_components: k,
-            }
-            .into());
-        }
-        let sample = sample.into_matrix();
-        self.validate(sample.view())?;
-        let mut best: Option<GmmFit<F>> = None;
-        for r in 0..self.n_init {
-            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-            rng.set_stream(r as u64);
-            let init = self.initial_model(sample.view(), &mut rng)?;
-            let state = GmmEmState {
-                model: init,
-                log_likelihood: Vec::new(),
-                converged: false,
-            };
-            let fit = self.stream_em(pass, state, r, on_iter)?;
-            let last = |f: &GmmFit<F>| *f.log_likelihood.last().expect("max_iter >= 1");
-            if best.as_ref().is_none_or(|b| last(&fit) > last(b)) {
-                best = Some(fit);
-            }
-        }
-        Ok(best.expect("n_init >= 1"))
-    }
-
-    fn stream_em<E: From<GmmError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        mut state: GmmEmState<F>,
-        restart: usize,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
-    ) -> Result<GmmFit<F>, E> {
-        let (k, d) = (state.model.n_components(), state.model.dim());
-        while !state.converged && state.log_likelihood.len() < self.max_iter {
-            let iter = state.log_likelihood.len();
-            let model = &state.model;
-            let center = model.center().mapv(|v| v.as_f64());
-            let mut st = GmmStats::zeros(k, center);
-            let mut dim = Some(d);
-            pass(&mut |x| {
-                check_chunk(x, &mut dim).map_err(GmmError::from)?;
-                st.merge(&model.statistics_unchecked(x))?;
-                Ok(())
-            })?;
-            if st.n_rows() == 0.0 {
-                return Err(GmmError::Data(DataError::Empty {
-                    what: "training data",
-                })
-                .into());
-            }
-            let ll = st.mean_log_likelihood();
-            let m = m_step(&st, self.variance_floor)?;
-            let rel_change = match state.log_likelihood.last() {
-                Some(&prev) => (ll - prev).abs() / prev.abs().max(1.0),
-                None => f64::INFINITY,
-            };
-            state.model = m.model;
-            state.log_likelihood.push(ll);
-            state.converged = rel_change < self.tol && m.reseeded == 0;
-            on_iter(
-                &EmIteration {
-                    restart,
-                    iter,
-                    log_likelihood: ll,
-                    rel_change,
-                    reseeded: m.reseeded,
-                },
-                &state,
-            )?;
-        }
+        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
         Ok(GmmFit {
             model: state.model,
             n_iter: state.log_likelihood.len(),
@@ -212,17 +91,107 @@ impl<F: Float> GmmParams<F> {
     }
 }
 
-/// Checks a chunk: non-empty width equal to the first chunk's, finite values.
-fn check_chunk<F: Float>(
-    x: ndarray::ArrayView2<'_, F>,
-    dim: &mut Option<usize>,
-) -> Result<(), DataError> {
-    if x.nrows() == 0 {
-        return Ok(());
+impl<F: Float> StreamedEm<F> for GmmParams<F> {
+    type Model = DiagGmm<F>;
+    type Stats = GmmStats;
+    type Report = EmIteration;
+    type Error = GmmError;
+
+    fn schedule(&self) -> EmSchedule {
+        EmSchedule {
+            n_components: self.n_components(),
+            n_init: self.n_init,
+            max_iter: self.max_iter,
+            seed: self.seed,
+        }
     }
-    check_matrix(x, *dim, "training data")?;
-    *dim = Some(x.ncols());
-    Ok(())
+
+    fn check_hyper(&self) -> Result<(), GmmError> {
+        self.validate_hyper()
+    }
+
+    fn hyper_error(name: &'static str, reason: String) -> GmmError {
+        GmmError::InvalidHyperParameter { name, reason }
+    }
+
+    fn check_resumed(&self, model: &DiagGmm<F>) -> Result<(), GmmError> {
+        let k = self.n_components();
+        if model.n_components() != k {
+            return Err(GmmError::InvalidHyperParameter {
+                name: "resume",
+                reason: format!(
+                    "the saved model has {} components, expected {k}",
+                    model.n_components()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_sample(&self, n_rows: usize, sample: ArrayView2<'_, F>) -> Result<(), GmmError> {
+        let k = self.n_components();
+        if n_rows < k {
+            return Err(GmmError::TooFewRows {
+                n_rows,
+                n_components: k,
+            });
+        }
+        self.validate(sample)
+    }
+
+    /// As [`GmmParams::fit`]: restart r draws from stream r of the seed.
+    fn start_model(
+        &self,
+        sample: ArrayView2<'_, F>,
+        restart: usize,
+    ) -> Result<DiagGmm<F>, GmmError> {
+        self.initial_model(sample, &mut self.restart_rng(restart))
+    }
+
+    fn model_dim(model: &DiagGmm<F>) -> usize {
+        model.dim()
+    }
+
+    /// Statistics centred on the model's mixture mean, as in [`GmmParams::fit`].
+    fn stats_zero(&self, model: &DiagGmm<F>) -> GmmStats {
+        GmmStats::zeros(model.n_components(), model.center().mapv(|v| v.as_f64()))
+    }
+
+    fn stats_add(
+        model: &DiagGmm<F>,
+        stats: &mut GmmStats,
+        x: ArrayView2<'_, F>,
+    ) -> Result<(), GmmError> {
+        stats.merge(&model.statistics_unchecked(x))
+    }
+
+    /// The M-step with the variance floor; converged when the relative change
+    /// (denominator at least 1) is below `tol` and no component was re-seeded.
+    fn em_step(
+        &self,
+        state: &GmmEmState<F>,
+        stats: GmmStats,
+        restart: usize,
+    ) -> Result<EmStep<DiagGmm<F>, EmIteration>, GmmError> {
+        if stats.n_rows() == 0.0 {
+            return Err(no_rows().into());
+        }
+        let ll = stats.mean_log_likelihood();
+        let m = m_step(&stats, self.variance_floor)?;
+        let rel_change = rel_change(&state.log_likelihood, ll, 1.0);
+        Ok(EmStep {
+            model: m.model,
+            log_likelihood: ll,
+            converged: rel_change < self.tol && m.reseeded == 0,
+            report: EmIteration {
+                restart,
+                iter: state.n_iter(),
+                log_likelihood: ll,
+                rel_change,
+                reseeded: m.reseeded,
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -230,7 +199,8 @@ mod tests {
     use super::*;
     use crate::gmm::GmmInit;
     use ndarray::{s, Axis};
-    use rand::Rng;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn data(n: usize, d: usize, seed: u64) -> Array2<f64> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

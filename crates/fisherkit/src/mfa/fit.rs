@@ -5,6 +5,7 @@ use super::model::{Mfa, PsiMode};
 use super::MfaError;
 use crate::data::check_matrix;
 use crate::float::Float;
+use crate::stream::rel_change;
 use ndarray::ArrayView2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -173,27 +174,13 @@ impl MfaParams {
         self.validate(n, d)?;
         let mut best: Option<MfaFit<F>> = None;
         for restart in 0..self.n_init {
-            let mut rng = ChaCha8Rng::seed_from_u64(
-                self.seed
-                    .wrapping_add((restart as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            );
-            let mut model = init_mfa(
-                x,
-                self.n_components,
-                self.n_factors,
-                self.psi_mode,
-                self.psi_floor,
-                &mut rng,
-            )?;
+            let mut model = self.initial_model(x, restart)?;
             let mut lls: Vec<f64> = Vec::new();
             let mut converged = false;
             for iter in 0..self.max_iter {
                 let st = model.sufficient_statistics(x)?;
                 let ll = st.log_likelihood() / n as f64;
-                let rel = match lls.last() {
-                    None => f64::INFINITY,
-                    Some(prev) => (ll - prev).abs() / prev.abs().max(f64::MIN_POSITIVE),
-                };
+                let rel = rel_change(&lls, ll, f64::MIN_POSITIVE);
                 lls.push(ll);
                 on_iter(&MfaIteration {
                     restart,
@@ -222,5 +209,26 @@ impl MfaParams {
             }
         }
         Ok(best.expect("n_init >= 1"))
+    }
+
+    /// The starting model of restart `restart` on `x` (n, D): k-means + PPCA,
+    /// seeded with `seed + restart · 0x9E3779B97F4A7C15` (wrapping).
+    pub(super) fn initial_model<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        restart: usize,
+    ) -> Result<Mfa<F>, MfaError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            self.seed
+                .wrapping_add((restart as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        );
+        init_mfa(
+            x,
+            self.n_components,
+            self.n_factors,
+            self.psi_mode,
+            self.psi_floor,
+            &mut rng,
+        )
     }
 }

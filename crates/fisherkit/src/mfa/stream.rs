@@ -1,35 +1,27 @@
 //! Out-of-core EM of a mixture of factor analysers over data streamed in
-//! chunks (see [`crate::stream`]).
+//! chunks (see [`crate::stream`]): the MFA half of [`StreamedEm`].
 
 use super::fit::{MfaFit, MfaIteration, MfaParams};
-use super::init::init_mfa;
 use super::model::Mfa;
 use super::stats::MfaStats;
 use super::MfaError;
-use crate::data::{check_matrix, DataError};
 use crate::float::Float;
-use crate::stream::{DataPass, Reservoir};
-use ndarray::{Array1, Array2, Array3};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use crate::stream::{
+    fit_streaming, no_rows, rel_change, DataPass, EmSchedule, EmState, EmStep, OnIteration,
+    StreamedEm,
+};
+use ndarray::{Array1, Array2, Array3, ArrayView2};
 
 /// Called after every iteration of [`MfaParams::fit_streaming`] with the
 /// report and the new state; an error stops the fit.
-pub type OnMfaIteration<'a, F, E> = dyn FnMut(&MfaIteration, &MfaEmState<F>) -> Result<(), E> + 'a;
+pub type OnMfaIteration<'a, F, E> = OnIteration<'a, MfaIteration, Mfa<F>, E>;
 
 /// Where a (streamed) MFA EM run stands after some iterations: what a
-/// checkpoint holds, and all that [`MfaParams::fit_streaming`] needs to resume.
-#[derive(Debug, Clone)]
-pub struct MfaEmState<F: Float> {
-    /// The model after the last completed M-step.
-    pub model: Mfa<F>,
-    /// Mean log-likelihood per row of each completed iteration (see [`MfaFit`]).
-    pub log_likelihood: Vec<f64>,
-    /// Whether the stopping rule was met at the last completed iteration.
-    pub converged: bool,
-}
+/// checkpoint holds, and all that [`MfaParams::fit_streaming`] needs to
+/// resume (see [`EmState`]; the history is as in [`MfaFit`]).
+pub type MfaEmState<F> = EmState<Mfa<F>>;
 
-impl<F: Float> MfaEmState<F> {
+impl<F: Float> EmState<Mfa<F>> {
     /// Rebuilds a state from saved parameters — weights (K), means (K, D),
     /// loadings (K, D, R), psi (1, D) or (K, D), validated as by [`Mfa::new`]
     /// — keeping the weights bit for bit (no renormalisation) so that a
@@ -48,7 +40,7 @@ impl<F: Float> MfaEmState<F> {
             loadings.clone(),
             psi.clone(),
         )?;
-        if log_likelihood.is_empty() || log_likelihood.iter().any(|v| !v.is_finite()) {
+        if !Self::valid_history(&log_likelihood) {
             return Err(MfaError::InvalidHyperParameter {
                 name: "resume",
                 reason: "the log-likelihood history must be non-empty and finite".into(),
@@ -59,11 +51,6 @@ impl<F: Float> MfaEmState<F> {
             log_likelihood,
             converged,
         })
-    }
-
-    /// Number of completed EM iterations.
-    pub fn n_iter(&self) -> usize {
-        self.log_likelihood.len()
     }
 }
 
@@ -86,139 +73,7 @@ impl MfaParams {
         resume: Option<MfaEmState<F>>,
         on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
-        let k = self.n_components;
-        self.validate_hyper()?;
-        if let Some(state) = resume {
-            if self.n_init != 1 {
-                return Err(MfaError::InvalidHyperParameter {
-                    name: "n_init",
-                    reason: "resuming a fit needs n_init = 1".into(),
-                }
-                .into());
-            }
-            let m = &state.model;
-            if m.n_components() != k
-                || m.n_factors() != self.n_factors
-                || m.psi_mode() != self.psi_mode
-            {
-                return Err(MfaError::InvalidHyperParameter {
-                    name: "resume",
-                    reason: format!(
-                        "the saved model has K = {}, R = {}, {:?} psi; expected K = {k}, R = {}, {:?} psi",
-                        m.n_components(),
-                        m.n_factors(),
-                        m.psi_mode(),
-                        self.n_factors,
-                        self.psi_mode
-                    ),
-                }
-                .into());
-            }
-            return self.stream_em(pass, state, 0, on_iter);
-        }
-        if init_sample < k {
-            return Err(MfaError::InvalidHyperParameter {
-                name: "init_sample",
-                reason: format!("must be at least the number of components {k}, got {init_sample}"),
-            }
-            .into());
-        }
-        let mut sample = Reservoir::<F>::new(init_sample, self.seed);
-        let mut dim = None;
-        pass(&mut |x| {
-            check_chunk(x, &mut dim).map_err(MfaError::from)?;
-            sample.push(x);
-            Ok(())
-        })?;
-        let n = sample.seen();
-        let sample = sample.into_matrix();
-        if n == 0 {
-            return Err(MfaError::Data(DataError::Empty {
-                what: "training data",
-            })
-            .into());
-        }
-        self.validate(n, sample.ncols())?;
-        let mut best: Option<MfaFit<F>> = None;
-        for restart in 0..self.n_init {
-            let mut rng = ChaCha8Rng::seed_from_u64(
-                self.seed
-                    .wrapping_add((restart as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            );
-            let model = init_mfa(
-                sample.view(),
-                self.n_components,
-                self.n_factors,
-                self.psi_mode,
-                self.psi_floor,
-                &mut rng,
-            )?;
-            let state = MfaEmState {
-                model,
-                log_likelihood: Vec::new(),
-                converged: false,
-            };
-            let fit = self.stream_em(pass, state, restart, on_iter)?;
-            let better = match &best {
-                None => true,
-                Some(b) => fit.log_likelihood.last() > b.log_likelihood.last(),
-            };
-            if better {
-                best = Some(fit);
-            }
-        }
-        Ok(best.expect("n_init >= 1"))
-    }
-
-    fn stream_em<F: Float, E: From<MfaError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        mut state: MfaEmState<F>,
-        restart: usize,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
-    ) -> Result<MfaFit<F>, E> {
-        let d = state.model.dim();
-        while !state.converged && state.log_likelihood.len() < self.max_iter {
-            let iter = state.log_likelihood.len();
-            let model = &state.model;
-            let mut total: Option<MfaStats> = None;
-            let mut dim = Some(d);
-            pass(&mut |x| {
-                check_chunk(x, &mut dim).map_err(MfaError::from)?;
-                if x.nrows() == 0 {
-                    return Ok(());
-                }
-                let st = model.sufficient_statistics(x)?;
-                match &mut total {
-                    None => total = Some(st),
-                    Some(t) => t.merge(&st)?,
-                }
-                Ok(())
-            })?;
-            let Some(st) = total else {
-                return Err(MfaError::Data(DataError::Empty {
-                    what: "training data",
-                })
-                .into());
-            };
-            let ll = st.log_likelihood() / st.n_rows() as f64;
-            let rel = match state.log_likelihood.last() {
-                None => f64::INFINITY,
-                Some(prev) => (ll - prev).abs() / prev.abs().max(f64::MIN_POSITIVE),
-            };
-            state.model = state.model.update_from_statistics(&st, self.psi_floor)?;
-            state.log_likelihood.push(ll);
-            state.converged = rel <= self.tol;
-            on_iter(
-                &MfaIteration {
-                    restart,
-                    iter,
-                    log_likelihood: ll,
-                    rel_change: rel,
-                },
-                &state,
-            )?;
-        }
+        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
         Ok(MfaFit {
             model: state.model,
             n_iter: state.log_likelihood.len(),
@@ -228,17 +83,111 @@ impl MfaParams {
     }
 }
 
-/// Checks a chunk: width equal to the first chunk's, finite values.
-fn check_chunk<F: Float>(
-    x: ndarray::ArrayView2<'_, F>,
-    dim: &mut Option<usize>,
-) -> Result<(), DataError> {
-    if x.nrows() == 0 {
-        return Ok(());
+impl<F: Float> StreamedEm<F> for MfaParams {
+    type Model = Mfa<F>;
+    /// `None` until a non-empty chunk was seen.
+    type Stats = Option<MfaStats>;
+    type Report = MfaIteration;
+    type Error = MfaError;
+
+    fn schedule(&self) -> EmSchedule {
+        EmSchedule {
+            n_components: self.n_components,
+            n_init: self.n_init,
+            max_iter: self.max_iter,
+            seed: self.seed,
+        }
     }
-    check_matrix(x, *dim, "training data")?;
-    *dim = Some(x.ncols());
-    Ok(())
+
+    fn check_hyper(&self) -> Result<(), MfaError> {
+        self.validate_hyper()
+    }
+
+    fn hyper_error(name: &'static str, reason: String) -> MfaError {
+        MfaError::InvalidHyperParameter { name, reason }
+    }
+
+    fn check_resumed(&self, m: &Mfa<F>) -> Result<(), MfaError> {
+        if m.n_components() != self.n_components
+            || m.n_factors() != self.n_factors
+            || m.psi_mode() != self.psi_mode
+        {
+            return Err(MfaError::InvalidHyperParameter {
+                name: "resume",
+                reason: format!(
+                    "the saved model has K = {}, R = {}, {:?} psi; expected K = {}, R = {}, {:?} psi",
+                    m.n_components(),
+                    m.n_factors(),
+                    m.psi_mode(),
+                    self.n_components,
+                    self.n_factors,
+                    self.psi_mode
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_sample(&self, n_rows: usize, sample: ArrayView2<'_, F>) -> Result<(), MfaError> {
+        if n_rows == 0 {
+            return Err(no_rows().into());
+        }
+        self.validate(n_rows, sample.ncols())
+    }
+
+    fn start_model(&self, sample: ArrayView2<'_, F>, restart: usize) -> Result<Mfa<F>, MfaError> {
+        self.initial_model(sample, restart)
+    }
+
+    fn model_dim(model: &Mfa<F>) -> usize {
+        model.dim()
+    }
+
+    fn stats_zero(&self, _: &Mfa<F>) -> Option<MfaStats> {
+        None
+    }
+
+    fn stats_add(
+        model: &Mfa<F>,
+        stats: &mut Option<MfaStats>,
+        x: ArrayView2<'_, F>,
+    ) -> Result<(), MfaError> {
+        if x.nrows() == 0 {
+            return Ok(());
+        }
+        let st = model.sufficient_statistics(x)?;
+        match stats {
+            None => *stats = Some(st),
+            Some(t) => t.merge(&st)?,
+        }
+        Ok(())
+    }
+
+    /// [`Mfa::update_from_statistics`] with the psi floor; converged when the
+    /// relative change is at most `tol`.
+    fn em_step(
+        &self,
+        state: &MfaEmState<F>,
+        stats: Option<MfaStats>,
+        restart: usize,
+    ) -> Result<EmStep<Mfa<F>, MfaIteration>, MfaError> {
+        let Some(st) = stats else {
+            return Err(no_rows().into());
+        };
+        let ll = st.log_likelihood() / st.n_rows() as f64;
+        let rel = rel_change(&state.log_likelihood, ll, f64::MIN_POSITIVE);
+        Ok(EmStep {
+            model: state.model.update_from_statistics(&st, self.psi_floor)?,
+            log_likelihood: ll,
+            converged: rel <= self.tol,
+            report: MfaIteration {
+                restart,
+                iter: state.n_iter(),
+                log_likelihood: ll,
+                rel_change: rel,
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -246,7 +195,8 @@ mod tests {
     use super::*;
     use crate::mfa::PsiMode;
     use ndarray::Axis;
-    use rand::Rng;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn data(n: usize, d: usize, seed: u64) -> Array2<f64> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
