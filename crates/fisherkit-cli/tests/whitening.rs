@@ -469,3 +469,66 @@ fn encode_refuses_a_broken_stored_whitening() {
         &out,
     );
 }
+
+#[test]
+fn float32_bags_estimate_in_float32_and_store_in_the_models_dtype() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model = dir.join("mfa.safetensors");
+    write_mfa(&model, &arrays(), &BTreeMap::new()).unwrap();
+    let b32: Vec<Array2<f32>> = bags(6, D, 9).iter().map(|b| b.mapv(|v| v as f32)).collect();
+    let names: Vec<String> = (0..b32.len()).map(|i| format!("b{i}")).collect();
+    let v: Vec<(&str, ArrayView2<'_, f32>)> = names
+        .iter()
+        .zip(&b32)
+        .map(|(n, b)| (n.as_str(), b.view()))
+        .collect();
+    let input = dir.join("bags32.npz");
+    write_npz(&input, &v, false).unwrap();
+    let whitened = dir.join("w.safetensors");
+    let o = fk()
+        .args([
+            "-q",
+            "mfa",
+            "whiten",
+            "-m",
+            s(&model),
+            "-i",
+            s(&input),
+            "-o",
+            s(&whitened),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // the library in f32 on the same bags, default part (loading)
+    let params = MfaFisherScoreParams::<f32>::default();
+    let mut lib = MfaFisherScore::new(arrays().to_mfa::<f32>().unwrap(), params).unwrap();
+    let views: Vec<_> = b32.iter().map(|b| b.view()).collect();
+    let fim = lib.fit_whitening(&views).unwrap();
+    let (stored, parts) = raw_block(&whitened); // F64 tensor: the model's dtype
+    assert_eq!(parts, "loading");
+    let widened: Vec<f64> = fim.iter().map(|&x| x as f64).collect();
+    assert_eq!(stored, widened, "f32 estimate widened exactly");
+    lib.set_whitening(fim).unwrap();
+    let want = lib.encode_batch(&views).unwrap();
+    let out = dir.join("fs.npy");
+    let o = fk()
+        .args([
+            "-q",
+            "encode",
+            "-m",
+            s(&whitened),
+            "-i",
+            s(&input),
+            "-o",
+            s(&out),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let Matrix::F32(got) = read_npy(&out).unwrap() else {
+        panic!("float32 bags give a float32 encoding")
+    };
+    assert_eq!(got, want);
+}
