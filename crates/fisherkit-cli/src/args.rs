@@ -11,6 +11,7 @@ Examples:
   fisherkit encode --encoder vlad --model centroids.npy --input bags.npz --output vlad.npy
   fisherkit mfa fit --input descriptors.npy --components 50 --factors 10 --output mfa.safetensors
   fisherkit encode --model mfa.safetensors --input bags.npz --parts mean,loading --output mfa_fs.npy
+  fisherkit mfa whiten --model mfa.safetensors --input train_bags.npz --output mfa-w.safetensors
 
 Arrays are .npy files of shape (N, D), float32 or float64 (numpy's np.save);
 a set of bags is an .npz archive with one (N_i, D) array per bag (np.savez).
@@ -103,6 +104,19 @@ Examples:
   fisherkit mfa fit -i a.npy b.npy -k 50 -r 10 --checkpoint 2 [--resume] -o mfa.safetensors"
     )]
     Fit(MfaFitArgs),
+    /// Estimate the diagonal Fisher information of the MFA Fisher score on training bags
+    /// and store it in a copy of the model, for `encode` to whiten with.
+    #[command(after_help = "\
+Examples:
+  fisherkit mfa whiten --model mfa.safetensors --input train_bags.npz --parts mean,loading \\
+      --output mfa-w.safetensors
+  fisherkit encode --model mfa-w.safetensors --input bags.npz --output fs.npy   # whitened
+
+F_jj is the variance over the bags of the raw score's entry j; encode divides
+the raw score by sqrt(max(F_jj, 1e-12 mean F)) before the power and L2 steps.
+The estimate is computed in the bags' dtype and stored in the model's, with
+metadata whitening_parts naming the parts (encode applies it to those parts only).")]
+    Whiten(MfaWhitenArgs),
 }
 
 /// EM initialisation.
@@ -234,6 +248,22 @@ pub struct MfaFitArgs {
     pub stream: StreamArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct MfaWhitenArgs {
+    /// The MFA model (safetensors, kind = mfa); a whitening it already holds is replaced.
+    #[arg(long, short, value_name = "mfa.safetensors")]
+    pub model: PathBuf,
+    /// Training bags: an .npz archive of (N_i, D) arrays, at least 2 bags.
+    #[arg(long, short, value_name = "BAGS.npz")]
+    pub input: PathBuf,
+    /// MFA Fisher score parts, comma-separated, among mean, loading [default: loading].
+    #[arg(long, value_name = "LIST")]
+    pub parts: Option<String>,
+    /// Where to write the model with its whitening block (may be --model itself).
+    #[arg(long, short, value_name = "mfa-w.safetensors")]
+    pub output: PathBuf,
+}
+
 /// Which encoding to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EncoderArg {
@@ -259,6 +289,9 @@ The Fisher vector blocks come in the order prior, mean, var, each
 component-major (VLFeat's layout); --power 1 --no-l2 gives the raw gradient.
 With an MFA model the parts are mean and loading (default loading), in that
 order; the loading block is component-major, then dimension, then factor.
+An MFA model that carries a whitening (`fisherkit mfa whiten`) whitens the
+score for the parts it was estimated for (also the default --parts then);
+other --parts are an error unless --no-whitening is given.
 Rows of the output follow the order of the arrays in the .npz archive.
 The computation runs in the dtype of the bags; the model is converted to it."
 )]
@@ -290,6 +323,9 @@ pub struct EncodeArgs {
     /// Skip components with prior < 1e-6 and posteriors < 1e-6 exactly as VLFeat does.
     #[arg(long)]
     pub vlfeat_skips: bool,
+    /// Ignore the whitening stored in an MFA model (see `fisherkit mfa whiten`).
+    #[arg(long)]
+    pub no_whitening: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -52,6 +52,9 @@ fn run(cli: args::Cli) -> Result<(), CliError> {
         args::Command::Mfa {
             command: args::MfaCommand::Fit(a),
         } => commands::mfa::fit(&a, &ui),
+        args::Command::Mfa {
+            command: args::MfaCommand::Whiten(a),
+        } => commands::whiten::run(&a, &ui),
         args::Command::Encode(a) => commands::encode::run(&a, &ui),
         args::Command::Run(a) => commands::pipeline::run_cmd(&a, &ui),
         args::Command::Demo(a) => commands::pipeline::demo_cmd(&a, &ui),

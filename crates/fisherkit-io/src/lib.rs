@@ -41,8 +41,10 @@ pub use linear_models::{
     ClassLabels, LabelledSvm, LinearSvmModel, PcaModel, PCA_ORTHONORMAL_TOL,
 };
 pub use model::{
-    read_gmm, read_mfa, read_model, read_model_bytes, read_model_with_metadata, write_gmm,
-    write_mfa, write_mfa_model, write_model, GmmModel, MfaArrays, MfaModel, Model, FORMAT_VERSION,
+    mfa_parts_len, mfa_parts_string, read_gmm, read_mfa, read_mfa_with_whitening, read_model,
+    read_model_bytes, read_model_with_metadata, read_model_with_whitening, write_gmm, write_mfa,
+    write_mfa_model, write_mfa_with_whitening, write_model, GmmModel, MfaArrays, MfaModel,
+    MfaWhitening, Model, FORMAT_VERSION, WHITENING_PARTS_KEY, WHITENING_TENSOR,
 };
 pub use npy::{
     read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,

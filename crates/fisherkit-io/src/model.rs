@@ -13,6 +13,16 @@
 //! | mfa | `means` | (K, D) |
 //! | mfa | `loadings` | (K, D, R), $\Lambda_k$ |
 //! | mfa | `psi` | (D) shared, or (K, D) per component |
+//! | mfa, optional | `fisher_information` | (P), see below |
+//!
+//! An MFA file may carry a whitening block: the tensor `fisher_information`,
+//! a diagonal Fisher-information estimate $\hat F$ of the MFA Fisher score
+//! (what `fisherkit::encode::MfaFisherScore::fit_whitening` returns), in the
+//! model's dtype, plus the metadata key `whitening_parts` naming the score
+//! parts it was estimated for: `mean`, `loading` or `mean,loading` (canonical
+//! order), so that P = K·D for `mean`, K·D·R for `loading`, their sum for
+//! both. Values are finite and ≥ 0; the tensor and the key come together or
+//! not at all. See [`MfaWhitening`].
 //!
 //! Metadata written: `kind`, `format_version` (= [`FORMAT_VERSION`]),
 //! `fisherkit_version`, `dtype`, plus any extra keys the caller passes (for
@@ -23,6 +33,7 @@
 use crate::atomic::write_atomically;
 use crate::error::{IoError, Result};
 use crate::npy::{py_shape, Dtype, Element, NPY_MAGIC, ZIP_MAGIC};
+use fisherkit::encode::MfaPart;
 use fisherkit::gmm::{DiagGmm, GmmError};
 use fisherkit::mfa::{Mfa, MfaError};
 use fisherkit::Float;
@@ -199,6 +210,129 @@ pub(crate) fn check_finite<'a, F: Float>(
         }
     }
     Ok(())
+}
+
+/// Name of the optional whitening tensor of an MFA file.
+pub const WHITENING_TENSOR: &str = "fisher_information";
+/// Metadata key naming the parts the whitening tensor was estimated for.
+pub const WHITENING_PARTS_KEY: &str = "whitening_parts";
+
+/// The optional whitening block of an MFA file: a diagonal estimate
+/// $\hat F$ of the Fisher information of the MFA Fisher score restricted to
+/// `parts`.
+///
+/// * `parts`: the score parts, canonical order (mean, then loading), not empty;
+/// * `fisher_information`: (P) with P = K·D (mean) + K·D·R (loading) for the
+///   parts present, finite, ≥ 0. Held as `f64`: a file's `F32` values widen
+///   exactly, so writing an `f32` model back gives the same bits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MfaWhitening {
+    /// The MFA Fisher score parts, in canonical order.
+    pub parts: Vec<MfaPart>,
+    /// The diagonal Fisher-information estimate (P).
+    pub fisher_information: Array1<f64>,
+}
+
+impl MfaWhitening {
+    /// A whitening block from the estimate `fisher_information` (any float
+    /// type, stored exactly as `f64`) for `parts` (sorted to canonical order,
+    /// duplicates dropped). Not validated: see [`MfaWhitening::validate`].
+    pub fn new<F: Float>(parts: &[MfaPart], fisher_information: &Array1<F>) -> Self {
+        let mut p = Vec::new();
+        for want in [MfaPart::Mean, MfaPart::Loading] {
+            if parts.contains(&want) {
+                p.push(want);
+            }
+        }
+        MfaWhitening {
+            parts: p,
+            fisher_information: fisher_information.mapv(|v| v.as_f64()),
+        }
+    }
+
+    /// The `whitening_parts` metadata value, e.g. `"mean,loading"`.
+    pub fn parts_string(&self) -> String {
+        mfa_parts_string(&self.parts)
+    }
+
+    /// The estimate in element type `F` (rounded to nearest).
+    pub fn fisher_information_as<F: Float>(&self) -> Array1<F> {
+        self.fisher_information.mapv(F::from_f64_lossy)
+    }
+
+    /// Checks the block against a model of K components, dimension D and R
+    /// factors: parts non-empty and in canonical order, length
+    /// `expected_len(k, d, r)`, values finite and ≥ 0. The message names the
+    /// tensor or key.
+    pub fn validate(&self, k: usize, d: usize, r: usize) -> Result<(), String> {
+        let canonical = [
+            &[MfaPart::Mean][..],
+            &[MfaPart::Loading],
+            &[MfaPart::Mean, MfaPart::Loading],
+        ];
+        if !canonical.contains(&self.parts.as_slice()) {
+            return Err(format!(
+                "metadata `{WHITENING_PARTS_KEY}` must name the parts mean and/or loading, in that order, once each"
+            ));
+        }
+        let want = mfa_parts_len(&self.parts, k, d, r);
+        let n = self.fisher_information.len();
+        if n != want {
+            return Err(format!(
+                "tensor `{WHITENING_TENSOR}` has shape ({n},) but the parts \"{}\" of an MFA with \
+                 (K, D, R) = ({k}, {d}, {r}) have {want} values",
+                self.parts_string()
+            ));
+        }
+        check_finite(WHITENING_TENSOR, self.fisher_information.iter(), &[n])?;
+        if let Some((i, v)) = self
+            .fisher_information
+            .iter()
+            .enumerate()
+            .find(|(_, v)| **v < 0.0)
+        {
+            return Err(format!(
+                "tensor `{WHITENING_TENSOR}` [{i}] is {v}; a Fisher-information estimate must be >= 0"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Number of MFA Fisher score values of `parts`: K·D for mean, K·D·R for loading.
+pub fn mfa_parts_len(parts: &[MfaPart], k: usize, d: usize, r: usize) -> usize {
+    parts
+        .iter()
+        .map(|p| match p {
+            MfaPart::Mean => k * d,
+            MfaPart::Loading => k * d * r,
+        })
+        .sum()
+}
+
+/// The canonical spelling of a list of parts (`"mean"`, `"loading"`, `"mean,loading"`).
+pub fn mfa_parts_string(parts: &[MfaPart]) -> String {
+    parts
+        .iter()
+        .map(|p| match p {
+            MfaPart::Mean => "mean",
+            MfaPart::Loading => "loading",
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses a `whitening_parts` metadata value: exactly `mean`, `loading` or
+/// `mean,loading` (the canonical spellings the writer uses).
+fn parse_whitening_parts(s: &str) -> Result<Vec<MfaPart>, String> {
+    match s {
+        "mean" => Ok(vec![MfaPart::Mean]),
+        "loading" => Ok(vec![MfaPart::Loading]),
+        "mean,loading" => Ok(vec![MfaPart::Mean, MfaPart::Loading]),
+        other => Err(format!(
+            "metadata `{WHITENING_PARTS_KEY}` is \"{other}\"; expected \"mean\", \"loading\" or \"mean,loading\""
+        )),
+    }
 }
 
 /// A diagonal GMM in the element type of its file.
@@ -425,37 +559,69 @@ pub fn write_gmm<F: Element>(
 
 /// Writes MFA parameters as a `kind = mfa` safetensors file, atomically,
 /// after [`MfaArrays::validate`]. A shared `psi` (1, D) is stored as a (D)
-/// tensor, a per-component one as (K, D).
+/// tensor, a per-component one as (K, D). No whitening block (a
+/// `whitening_parts` key in `extra` is dropped): see
+/// [`write_mfa_with_whitening`].
 pub fn write_mfa<F: Element>(
     path: impl AsRef<Path>,
     mfa: &MfaArrays<F>,
+    extra: &BTreeMap<String, String>,
+) -> Result<()> {
+    write_mfa_with_whitening(path, mfa, None, extra)
+}
+
+/// [`write_mfa`] plus, if given, the whitening block (tensor
+/// `fisher_information` in the model's dtype `F`, metadata `whitening_parts`),
+/// after [`MfaWhitening::validate`] against the model's (K, D, R) — also
+/// after rounding to `F`, so an `f32` file never holds an infinity. Without a
+/// block, a `whitening_parts` key in `extra` is dropped (the file would
+/// otherwise be refused on load).
+pub fn write_mfa_with_whitening<F: Element>(
+    path: impl AsRef<Path>,
+    mfa: &MfaArrays<F>,
+    whitening: Option<&MfaWhitening>,
     extra: &BTreeMap<String, String>,
 ) -> Result<()> {
     let path = path.as_ref();
     mfa.validate()
         .map_err(|e| IoError::model(path, format!("refusing to write an invalid MFA: {e}")))?;
     let (k, d, r) = (mfa.n_components(), mfa.dim(), mfa.n_factors());
+    let mut extra = extra.clone();
+    extra.remove(WHITENING_PARTS_KEY);
+    let mut block = None;
+    if let Some(w) = whitening {
+        let cast = MfaWhitening {
+            parts: w.parts.clone(),
+            fisher_information: w.fisher_information_as::<F>().mapv(|v| v.as_f64()),
+        };
+        w.validate(k, d, r)
+            .and_then(|_| cast.validate(k, d, r))
+            .map_err(|e| {
+                IoError::model(path, format!("refusing to write an invalid whitening: {e}"))
+            })?;
+        extra.insert(WHITENING_PARTS_KEY.into(), w.parts_string());
+        block = Some(w.fisher_information_as::<F>());
+    }
     let psi_shape = if mfa.shared_psi() {
         vec![d]
     } else {
         vec![k, d]
     };
     let std = |a: &Array3<F>| a.as_standard_layout().to_owned();
-    write_safetensors::<F>(
-        path,
-        "mfa",
-        vec![
-            ("weights", vec![k], to_le_bytes(mfa.weights.iter())),
-            ("means", vec![k, d], to_le_bytes(mfa.means.iter())),
-            (
-                "loadings",
-                vec![k, d, r],
-                to_le_bytes(std(&mfa.loadings).iter()),
-            ),
-            ("psi", psi_shape, to_le_bytes(mfa.psi.iter())),
-        ],
-        extra,
-    )
+    let mut tensors = vec![
+        ("weights", vec![k], to_le_bytes(mfa.weights.iter())),
+        ("means", vec![k, d], to_le_bytes(mfa.means.iter())),
+        (
+            "loadings",
+            vec![k, d, r],
+            to_le_bytes(std(&mfa.loadings).iter()),
+        ),
+        ("psi", psi_shape, to_le_bytes(mfa.psi.iter())),
+    ];
+    if let Some(f) = &block {
+        tensors.push((WHITENING_TENSOR, vec![f.len()], to_le_bytes(f.iter())));
+    }
+    write_safetensors::<F>(path, "mfa", tensors, &extra)
 }
 
 /// Writes a fitted library MFA with [`write_mfa`].
@@ -694,6 +860,17 @@ fn read_mfa_tensors<F: Element>(
 pub fn read_model_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(Model, BTreeMap<String, String>)> {
+    read_model_with_whitening(path).map(|(m, _, meta)| (m, meta))
+}
+
+/// [`read_model_with_metadata`] plus the optional whitening block of an MFA
+/// file (always `None` for a GMM). The block is checked on every read of an
+/// MFA file, by every reader: `fisher_information` and `whitening_parts`
+/// both present or both absent, the parts a canonical list, the tensor (P)
+/// in the model's dtype with P the parts' score length, finite, ≥ 0.
+pub fn read_model_with_whitening(
+    path: impl AsRef<Path>,
+) -> Result<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
     let path = path.as_ref();
     let buf = read_file_checked(path)?;
     parse_model(&buf, path)
@@ -708,7 +885,7 @@ pub fn read_model_bytes(
 ) -> Result<(Model, BTreeMap<String, String>)> {
     let path = name.as_ref();
     check_head(path, &bytes[..bytes.len().min(8)], bytes.len() as u64)?;
-    parse_model(bytes, path)
+    parse_model(bytes, path).map(|(m, _, meta)| (m, meta))
 }
 
 /// The kinds of model file fisherkit reads, as the error messages list them.
@@ -798,9 +975,59 @@ pub(crate) fn wrong_kind(path: &Path, got: &str, expected: &str) -> IoError {
     )
 }
 
-fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, String>)> {
+/// The optional whitening block of an MFA file (see [`MfaWhitening`]),
+/// validated against (K, D, R); `dtype` is the model tensors' dtype.
+fn read_whitening(
+    path: &Path,
+    st: &SafeTensors<'_>,
+    meta: &BTreeMap<String, String>,
+    dtype: &mut Option<(Dtype, &'static str)>,
+    (k, d, r): (usize, usize, usize),
+) -> Result<Option<MfaWhitening>> {
+    let has_tensor = st.tensor(WHITENING_TENSOR).is_ok();
+    let parts = match (has_tensor, meta.get(WHITENING_PARTS_KEY)) {
+        (false, None) => return Ok(None),
+        (true, None) => {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "tensor `{WHITENING_TENSOR}` without metadata key `{WHITENING_PARTS_KEY}` \
+                     (the MFA Fisher score parts it was estimated for)"
+                ),
+            ))
+        }
+        (false, Some(p)) => {
+            return Err(IoError::model(
+                path,
+                format!(
+                    "metadata key `{WHITENING_PARTS_KEY}` (\"{p}\") without tensor \
+                     `{WHITENING_TENSOR}`"
+                ),
+            ))
+        }
+        (true, Some(p)) => parse_whitening_parts(p).map_err(|e| IoError::model(path, e))?,
+    };
+    let t = get_tensor(path, st, "mfa", WHITENING_TENSOR, "", dtype)?;
+    t.expect_rank(path, 1, "(P)")?;
+    let values: Array1<f64> = match dtype.map(|x| x.0) {
+        Some(Dtype::F32) => dims::<1, f32>(t.to_array(path)?).mapv(f64::from),
+        _ => dims(t.to_array(path)?),
+    };
+    let w = MfaWhitening {
+        parts,
+        fisher_information: values,
+    };
+    w.validate(k, d, r).map_err(|e| IoError::model(path, e))?;
+    Ok(Some(w))
+}
+
+fn parse_model(
+    buf: &[u8],
+    path: &Path,
+) -> Result<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
     let (st, meta, kind) = open_model(buf, path)?;
     let mut dtype = None;
+    let mut whitening = None;
     let model = match kind.as_str() {
         "gmm" => {
             let req = "weights, means, variances";
@@ -853,12 +1080,15 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
                     ),
                 ));
             }
-            match dtype.map(|d| d.0) {
+            let model = match dtype.map(|d| d.0) {
                 Some(Dtype::F32) => {
                     Model::Mfa(MfaModel::F32(read_mfa_tensors(path, &w, &m, &l, &p)?))
                 }
                 _ => Model::Mfa(MfaModel::F64(read_mfa_tensors(path, &w, &m, &l, &p)?)),
-            }
+            };
+            let (k, d, r) = (l.shape()[0], l.shape()[1], l.shape()[2]);
+            whitening = read_whitening(path, &st, &meta, &mut dtype, (k, d, r))?;
+            model
         }
         "pca" | "linear-svm" => {
             let what = if kind == "pca" {
@@ -882,7 +1112,7 @@ fn parse_model(buf: &[u8], path: &Path) -> Result<(Model, BTreeMap<String, Strin
         }
     };
     check_dtype_metadata(path, &meta, model.dtype())?;
-    Ok((model, meta))
+    Ok((model, whitening, meta))
 }
 
 /// Reads a model file (see [`read_model_with_metadata`]).
@@ -899,6 +1129,16 @@ pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
             path,
             "is an MFA model (kind \"mfa\"); a GMM (kind \"gmm\") was expected",
         )),
+    }
+}
+
+/// [`read_mfa`] plus the file's optional whitening block (see
+/// [`read_model_with_whitening`]).
+pub fn read_mfa_with_whitening(path: impl AsRef<Path>) -> Result<(MfaModel, Option<MfaWhitening>)> {
+    let path = path.as_ref();
+    match read_model_with_whitening(path)? {
+        (Model::Mfa(m), w, _) => Ok((m, w)),
+        (Model::Gmm(_), _, _) => Err(wrong_kind(path, "gmm", "mfa")),
     }
 }
 

@@ -6,13 +6,13 @@ use crate::error::CliError;
 use crate::progress::Ui;
 use fisherkit::data::check_matrix;
 use fisherkit::encode::{
-    parse_fv_parts, parse_mfa_parts, FisherVector, FisherVectorParams, MfaFisherScore,
-    MfaFisherScoreParams, Vlad, VladParams,
+    parse_fv_parts, FisherVector, FisherVectorParams, MfaFisherScore, MfaFisherScoreParams, Vlad,
+    VladParams,
 };
 use fisherkit::{EncodeError, Encoder, Normalization};
 use fisherkit_io::{
-    file_kind, read_bags, read_model, read_npy, write_npy, Bags, Element, FileKind, GmmModel,
-    Matrix, Model, NamedBags,
+    file_kind, mfa_parts_string, read_bags, read_model_with_whitening, read_npy, write_npy, Bags,
+    Element, FileKind, GmmModel, Matrix, MfaWhitening, Model, NamedBags,
 };
 use ndarray::{s, Array2, ArrayView2};
 use std::path::Path;
@@ -28,6 +28,7 @@ struct Options {
     l2: bool,
     fast: bool,
     vlfeat_skips: bool,
+    no_whitening: bool,
 }
 
 impl Options {
@@ -67,14 +68,15 @@ impl Options {
             l2: !a.no_l2,
             fast: a.fast,
             vlfeat_skips: a.vlfeat_skips,
+            no_whitening: a.no_whitening,
         })
     }
 }
 
 /// What `--model` holds.
 enum Loaded {
-    /// A safetensors model file.
-    Model(Box<Model>),
+    /// A safetensors model file, with the whitening block of an MFA file.
+    Model(Box<Model>, Option<MfaWhitening>),
     /// k-means centroids (K, D) from an `.npy` file (VLAD only).
     Centroids(Matrix),
 }
@@ -82,7 +84,7 @@ enum Loaded {
 impl Loaded {
     fn dim(&self) -> usize {
         match self {
-            Loaded::Model(m) => m.dim(),
+            Loaded::Model(m, _) => m.dim(),
             Loaded::Centroids(c) => c.dim().1,
         }
     }
@@ -104,7 +106,8 @@ fn load_model(path: &Path, encoder: EncoderArg) -> Result<Loaded, CliError> {
         }
         return Ok(Loaded::Centroids(c));
     }
-    Ok(Loaded::Model(Box::new(read_model(path)?)))
+    let (model, whitening, _) = read_model_with_whitening(path)?;
+    Ok(Loaded::Model(Box::new(model), whitening))
 }
 
 fn check_centroids<F: fisherkit::Float>(path: &Path, c: ArrayView2<'_, F>) -> Result<(), CliError> {
@@ -200,6 +203,9 @@ fn build_encoder<F: Element>(
         ..VladParams::default()
     };
     match model {
+        Loaded::Centroids(_) if opts.no_whitening => Err(CliError::usage(
+            "--no-whitening applies to MFA models, not to k-means centroids",
+        )),
         Loaded::Centroids(c) => {
             let means: Array2<F> = match c {
                 Matrix::F32(a) => a.mapv(|v| F::from_f64_lossy(v as f64)),
@@ -207,8 +213,14 @@ fn build_encoder<F: Element>(
             };
             Ok(Box::new(Vlad::new(means, vlad_params()).map_err(invalid)?))
         }
-        Loaded::Model(m) => match &**m {
+        Loaded::Model(m, whitening) => match &**m {
             Model::Gmm(g) => {
+                if opts.no_whitening {
+                    return Err(CliError::usage(format!(
+                        "--no-whitening applies to MFA models, not to the GMM {}",
+                        model_path.display()
+                    )));
+                }
                 let gmm = gmm_as::<F>(model_path, g)?;
                 match opts.encoder {
                     EncoderArg::Fv => {
@@ -257,18 +269,26 @@ fn build_encoder<F: Element>(
                         F::DTYPE
                     ))
                 })?;
-                let parts = match &opts.parts {
-                    Some(list) => {
-                        let p = parse_mfa_parts(list)
-                            .map_err(|e| CliError::usage(format!("--parts: {e}")))?;
-                        if p.is_empty() {
-                            return Err(CliError::usage(
-                                "--parts: no MFA Fisher score part selected; choose among mean, loading",
-                            ));
-                        }
-                        p
+                let whitening = whitening.as_ref().filter(|_| !opts.no_whitening);
+                let parts = match (&opts.parts, whitening) {
+                    (Some(list), _) => super::whiten::mfa_parts_arg(Some(list))?,
+                    // the parts the stored whitening was estimated for
+                    (None, Some(w)) => w.parts.clone(),
+                    (None, None) => MfaFisherScoreParams::<F>::default().parts,
+                };
+                let whitening = match whitening {
+                    Some(w) if w.parts != parts => {
+                        return Err(CliError::usage(format!(
+                            "--parts {} differs from the parts the whitening stored in {} was \
+                             estimated for ({}); use --parts {} or --no-whitening",
+                            mfa_parts_string(&parts),
+                            model_path.display(),
+                            w.parts_string(),
+                            w.parts_string()
+                        )))
                     }
-                    None => MfaFisherScoreParams::<F>::default().parts,
+                    Some(w) => Some(w.fisher_information_as::<F>()),
+                    None => None,
                 };
                 let params = MfaFisherScoreParams {
                     parts,
@@ -276,7 +296,7 @@ fn build_encoder<F: Element>(
                         power: opts.power,
                         l2: opts.l2,
                     },
-                    whitening: None,
+                    whitening,
                 };
                 Ok(Box::new(MfaFisherScore::new(mfa, params).map_err(invalid)?))
             }

@@ -6,6 +6,7 @@ pub mod kmeans;
 pub mod mfa;
 pub mod pipeline;
 pub mod streaming;
+pub mod whiten;
 
 use crate::error::CliError;
 use fisherkit::data::check_matrix;

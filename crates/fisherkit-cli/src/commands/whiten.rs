@@ -1,0 +1,144 @@
+//! `fisherkit mfa whiten`: estimate the diagonal Fisher information of the
+//! MFA Fisher score on training bags and store it with the model.
+
+use super::check_output;
+use crate::args::MfaWhitenArgs;
+use crate::error::CliError;
+use crate::progress::Ui;
+use fisherkit::data::check_matrix;
+use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
+use fisherkit::Normalization;
+use fisherkit_io::{
+    file_kind, read_bags, read_model_with_whitening, write_mfa_with_whitening, Bags, Element,
+    FileKind, MfaArrays, MfaModel, MfaWhitening, Model, NamedBags,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `--parts` of an MFA command: a non-empty list among mean, loading, or
+/// the default (loading).
+pub(crate) fn mfa_parts_arg(list: Option<&str>) -> Result<Vec<MfaPart>, CliError> {
+    match list {
+        Some(list) => {
+            let p = parse_mfa_parts(list).map_err(|e| CliError::usage(format!("--parts: {e}")))?;
+            if p.is_empty() {
+                return Err(CliError::usage(
+                    "--parts: no MFA Fisher score part selected; choose among mean, loading",
+                ));
+            }
+            Ok(p)
+        }
+        None => Ok(MfaFisherScoreParams::<f64>::default().parts),
+    }
+}
+
+pub fn run(a: &MfaWhitenArgs, ui: &Ui) -> Result<(), CliError> {
+    let parts = mfa_parts_arg(a.parts.as_deref())?;
+    check_output(&a.output)?;
+    let (model, _, meta) = read_model_with_whitening(&a.model)?;
+    let Model::Mfa(model) = model else {
+        return Err(CliError::other(format!(
+            "{}: is a GMM model (kind \"gmm\"); `mfa whiten` needs an MFA model (kind \"mfa\")",
+            a.model.display()
+        )));
+    };
+    match read_bags(&a.input)? {
+        Bags::F32(b) => whiten_typed(a, &parts, &model, meta, b, ui),
+        Bags::F64(b) => whiten_typed(a, &parts, &model, meta, b, ui),
+    }
+}
+
+/// Names a bag in messages: the array of an `.npz`, or the `.npy` file itself.
+fn bag_label(input: &Path, is_npz: bool, name: &str) -> String {
+    if is_npz {
+        format!("{}: array `{name}`", input.display())
+    } else {
+        input.display().to_string()
+    }
+}
+
+fn whiten_typed<F: Element>(
+    a: &MfaWhitenArgs,
+    parts: &[MfaPart],
+    model: &MfaModel,
+    meta: BTreeMap<String, String>,
+    bags: NamedBags<F>,
+    ui: &Ui,
+) -> Result<(), CliError> {
+    let is_npz = file_kind(&a.input)? == FileKind::Npz;
+    if bags.len() < 2 {
+        return Err(CliError::other(format!(
+            "{}: has {} bag{}; the whitening is a variance over bags and needs at least 2 \
+             (an .npz archive of (N_i, D) arrays)",
+            a.input.display(),
+            bags.len(),
+            if bags.len() == 1 { "" } else { "s" }
+        )));
+    }
+    let d = model.dim();
+    for (name, bag) in bags.names.iter().zip(&bags.bags) {
+        if bag.ncols() != d {
+            return Err(CliError::other(format!(
+                "{}: bag has {} columns but the model {} has dimension {d}",
+                bag_label(&a.input, is_npz, name),
+                bag.ncols(),
+                a.model.display()
+            )));
+        }
+        check_matrix(bag.view(), Some(d), "bag")
+            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(&a.input, is_npz, name))))?;
+    }
+    let mfa = model.to_dtype::<F>().map_err(|e| {
+        CliError::other(format!(
+            "{}: cannot use the {} model as {}: {e}",
+            a.model.display(),
+            model.dtype(),
+            F::DTYPE
+        ))
+    })?;
+    let params = MfaFisherScoreParams {
+        parts: parts.to_vec(),
+        normalization: Normalization {
+            power: 1.0,
+            l2: false,
+        },
+        whitening: None,
+    };
+    let enc = MfaFisherScore::new(mfa, params).map_err(CliError::usage)?;
+    let fim = enc
+        .fit_whitening(&bags.views())
+        .map_err(|e| CliError::other(format!("{}: {e}", a.input.display())))?;
+    if let Some((j, v)) = fim.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(CliError::other(format!(
+            "{}: the Fisher-information estimate has a non-finite value ({v}) at {j}; nothing \
+             was written",
+            a.input.display()
+        )));
+    }
+    let w = MfaWhitening::new(parts, &fim);
+    let mut extra = meta;
+    extra.insert("whitening_bags".into(), bags.len().to_string());
+    extra.insert("whitening_dtype".into(), F::DTYPE.to_string());
+    match model {
+        MfaModel::F32(m) => write(&a.output, m, &w, &extra)?,
+        MfaModel::F64(m) => write(&a.output, m, &w, &extra)?,
+    }
+    ui.info(format!(
+        "whitening for parts {} ({} values) estimated on {} bags ({}) → {}",
+        w.parts_string(),
+        fim.len(),
+        bags.len(),
+        F::DTYPE,
+        a.output.display()
+    ));
+    Ok(())
+}
+
+fn write<G: Element>(
+    path: &Path,
+    m: &MfaArrays<G>,
+    w: &MfaWhitening,
+    extra: &BTreeMap<String, String>,
+) -> Result<(), CliError> {
+    Ok(write_mfa_with_whitening(path, m, Some(w), extra)?)
+}
