@@ -416,7 +416,9 @@ fn exact_mode_stride_sets_the_patch_grid() {
 
 #[test]
 fn output_dir_holds_models_that_reproduce_the_run() {
-    use fisherkit::encode::{FisherVector, FisherVectorParams, FvPart};
+    use fisherkit::encode::{
+        FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams,
+    };
     use fisherkit::Encoder;
     use fisherkit_io::{ClassLabels, GmmModel, LinearSvmModel, PcaModel};
     let t = tempfile::tempdir().unwrap();
@@ -444,6 +446,7 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         "images.test.txt",
         "images.train.txt",
         "mfa-K2-R1-file.safetensors",
+        "mfa-K2-R1-file-whitened-loading.safetensors",
         "pca-file.safetensors",
     ]
     .map(String::from)
@@ -483,6 +486,32 @@ fn output_dir_holds_models_that_reproduce_the_run() {
             .encode(pca.transform(bag.view()).unwrap().view())
             .unwrap();
         for (a, b) in v.iter().zip(saved.row(i)) {
+            assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
+        }
+    }
+    // The whitened MFA file carries the whitening its encodings were made with.
+    let (fisherkit_io::MfaModel::F32(arrays), Some(w)) = fisherkit_io::read_mfa_with_whitening(
+        out.join("mfa-K2-R1-file-whitened-loading.safetensors"),
+    )
+    .unwrap() else {
+        panic!("an f32 MFA with its whitening")
+    };
+    let fs = MfaFisherScore::new(
+        arrays.to_mfa::<f32>().unwrap(),
+        MfaFisherScoreParams {
+            parts: w.parts.clone(),
+            normalization: Default::default(),
+            whitening: Some(w.fisher_information_as::<f32>()),
+        },
+    )
+    .unwrap();
+    let saved_w =
+        fisherkit_io::read_npy_as::<f32>(out.join("mfa-fs_loading-whitened.test.npy")).unwrap();
+    for (i, bag) in test.bags.iter().enumerate() {
+        let v = fs
+            .encode(pca.transform(bag.view()).unwrap().view())
+            .unwrap();
+        for (a, b) in v.iter().zip(saved_w.row(i)) {
             assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
         }
     }

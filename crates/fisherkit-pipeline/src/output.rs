@@ -7,6 +7,7 @@
 //! | `pca-<scale>.safetensors` | kind `pca`: the per-scale PCA |
 //! | `gmm-K<K>-<scale>.safetensors` | kind `gmm`: a background GMM |
 //! | `mfa-K<K>-R<R>-<scale>.safetensors` | kind `mfa`: a background MFA |
+//! | `mfa-K<K>-R<R>-<scale>-whitened-<parts>.safetensors` | the same MFA with the whitening (diagonal Fisher information) estimated for MFA-FS parts `<parts>` (`mean`, `loading`, `mean+loading`) |
 //! | `svm-<encoder>.safetensors` | kind `linear-svm`: the one-vs-rest SVM, classes = folder names |
 //! | `<encoder>.train.npy`, `<encoder>.test.npy` | (images, dim) f32 encodings (with `--save-encodings`) |
 //! | `images.train.txt`, `images.test.txt` | one line per encoding row: `<image name>\t<class>` |
@@ -18,12 +19,13 @@
 //! (temporary file, then rename).
 
 use crate::PipelineError;
+use fisherkit::encode::MfaPart;
 use fisherkit::gmm::DiagGmm;
 use fisherkit::mfa::Mfa;
 use fisherkit::pca::Pca;
 use fisherkit::svm::LinearSvc;
-use fisherkit_io::{ClassLabels, LabelledSvm};
-use ndarray::Array2;
+use fisherkit_io::{ClassLabels, LabelledSvm, MfaArrays, MfaWhitening};
+use ndarray::{Array1, Array2};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -98,6 +100,32 @@ impl OutputDir {
         ));
         fisherkit_io::write_mfa_model(&p, mfa, &Self::meta(&[("scale", scale.into())]))
             .map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes a background MFA of scale `scale` with the whitening `fim`
+    /// (the diagonal Fisher-information estimate) of the MFA-FS `parts`, so
+    /// that `fisherkit encode` applies it.
+    pub fn mfa_whitened(
+        &self,
+        scale: &str,
+        mfa: &Mfa<f32>,
+        parts: &[MfaPart],
+        fim: &Array1<f32>,
+    ) -> Result<(), PipelineError> {
+        let w = MfaWhitening::new(parts, fim);
+        let p = self.dir.join(format!(
+            "mfa-K{}-R{}-{scale}-whitened-{}.safetensors",
+            mfa.n_components(),
+            mfa.n_factors(),
+            w.parts_string().replace(',', "+")
+        ));
+        fisherkit_io::write_mfa_with_whitening(
+            &p,
+            &MfaArrays::from_mfa(mfa),
+            Some(&w),
+            &Self::meta(&[("scale", scale.into())]),
+        )
+        .map_err(|e| io_err(&p, e))
     }
 
     /// Writes the SVM trained on encoder `name` (the report's encoder name),

@@ -415,9 +415,9 @@ fn encode_term(
             }
             Term::MfaFs(parts) => {
                 let (k, r) = kr_mfa;
-                let mfa = models.mfa(scale, k, r, progress, timings)?.clone();
+                let mfa_model = models.mfa(scale, k, r, progress, timings)?.clone();
                 let mut enc = MfaFisherScore::new(
-                    mfa,
+                    mfa_model.clone(),
                     MfaFisherScoreParams {
                         parts: parts.clone(),
                         normalization: norm,
@@ -436,6 +436,9 @@ fn encode_term(
                         let w = enc
                             .fit_whitening(&bags)
                             .map_err(|e| PipelineError::at(STAGE, e))?;
+                        if let Some(out) = models.out {
+                            out.mfa_whitened(&models.scale_names[scale], &mfa_model, parts, &w)?;
+                        }
                         models.whitening.insert(key.clone(), w);
                     }
                     enc.set_whitening(models.whitening[&key].clone())
