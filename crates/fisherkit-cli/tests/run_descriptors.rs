@@ -2,7 +2,6 @@
 //! `--save-descriptors`, and the bad inputs of image runs: each error path exits
 //! with one `error:` line naming the file, array, row or class, and no panic.
 
-use assert_cmd::Command;
 use fisherkit_pipeline::descriptor_file::{
     bag_arrays, read_descriptor_file, write_npz_arrays, NpyRef,
 };
@@ -10,12 +9,10 @@ use ndarray::Array2;
 use std::path::{Path, PathBuf};
 
 #[path = "../../fisherkit-pipeline/tests/common/mod.rs"]
+mod images;
+use images::{first_files, small_set};
 mod common;
-use common::{first_files, small_set};
-
-fn fk() -> Command {
-    Command::cargo_bin("fisherkit").unwrap()
-}
+use common::fk;
 
 /// Bag `i` of a set: (n, d) values that depend on the image and its class
 /// `i % 2`, so two classes are easy to tell apart.
