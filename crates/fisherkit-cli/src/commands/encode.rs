@@ -135,6 +135,30 @@ fn bag_label(input: &Path, is_npz: bool, name: &str) -> String {
     }
 }
 
+/// Checks that every bag of `bags` (read from `input`) is finite with the
+/// dimension `d` of the model in `model_path`; the error names the bag.
+pub(crate) fn check_bags<F: Element>(
+    input: &Path,
+    model_path: &Path,
+    d: usize,
+    bags: &NamedBags<F>,
+) -> Result<(), CliError> {
+    let is_npz = file_kind(input)? == FileKind::Npz;
+    for (name, bag) in bags.names.iter().zip(&bags.bags) {
+        if bag.ncols() != d {
+            return Err(CliError::other(format!(
+                "{}: bag has {} columns but the model {} has dimension {d}",
+                bag_label(input, is_npz, name),
+                bag.ncols(),
+                model_path.display()
+            )));
+        }
+        check_matrix(bag.view(), Some(d), "bag")
+            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(input, is_npz, name))))?;
+    }
+    Ok(())
+}
+
 fn encode_typed<F: Element>(
     a: &EncodeArgs,
     opts: &Options,
@@ -142,20 +166,7 @@ fn encode_typed<F: Element>(
     bags: NamedBags<F>,
     ui: &Ui,
 ) -> Result<(), CliError> {
-    let is_npz = file_kind(&a.input)? == FileKind::Npz;
-    let d = model.dim();
-    for (name, bag) in bags.names.iter().zip(&bags.bags) {
-        if bag.ncols() != d {
-            return Err(CliError::other(format!(
-                "{}: bag has {} columns but the model {} has dimension {d}",
-                bag_label(&a.input, is_npz, name),
-                bag.ncols(),
-                a.model.display()
-            )));
-        }
-        check_matrix(bag.view(), Some(d), "bag")
-            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(&a.input, is_npz, name))))?;
-    }
+    check_bags(&a.input, &a.model, model.dim(), &bags)?;
     let encoder = build_encoder::<F>(&a.model, model, opts)?;
     let n = bags.len();
     let mut out = Array2::<F>::zeros((n, encoder.output_dim()));

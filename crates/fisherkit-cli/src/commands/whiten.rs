@@ -5,12 +5,11 @@ use super::check_output;
 use crate::args::MfaWhitenArgs;
 use crate::error::CliError;
 use crate::progress::Ui;
-use fisherkit::data::check_matrix;
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
 use fisherkit::Normalization;
 use fisherkit_io::{
-    file_kind, read_bags, read_model_with_whitening, write_mfa_with_whitening, Bags, Element,
-    FileKind, MfaArrays, MfaModel, MfaWhitening, Model, NamedBags,
+    read_bags, read_model_with_whitening, write_mfa_with_whitening, Bags, Element, MfaArrays,
+    MfaModel, MfaWhitening, Model, NamedBags,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,15 +47,6 @@ pub fn run(a: &MfaWhitenArgs, ui: &Ui) -> Result<(), CliError> {
     }
 }
 
-/// Names a bag in messages: the array of an `.npz`, or the `.npy` file itself.
-fn bag_label(input: &Path, is_npz: bool, name: &str) -> String {
-    if is_npz {
-        format!("{}: array `{name}`", input.display())
-    } else {
-        input.display().to_string()
-    }
-}
-
 fn whiten_typed<F: Element>(
     a: &MfaWhitenArgs,
     parts: &[MfaPart],
@@ -65,7 +55,6 @@ fn whiten_typed<F: Element>(
     bags: NamedBags<F>,
     ui: &Ui,
 ) -> Result<(), CliError> {
-    let is_npz = file_kind(&a.input)? == FileKind::Npz;
     if bags.len() < 2 {
         return Err(CliError::other(format!(
             "{}: has {} bag{}; the whitening is a variance over bags and needs at least 2 \
@@ -75,19 +64,7 @@ fn whiten_typed<F: Element>(
             if bags.len() == 1 { "" } else { "s" }
         )));
     }
-    let d = model.dim();
-    for (name, bag) in bags.names.iter().zip(&bags.bags) {
-        if bag.ncols() != d {
-            return Err(CliError::other(format!(
-                "{}: bag has {} columns but the model {} has dimension {d}",
-                bag_label(&a.input, is_npz, name),
-                bag.ncols(),
-                a.model.display()
-            )));
-        }
-        check_matrix(bag.view(), Some(d), "bag")
-            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(&a.input, is_npz, name))))?;
-    }
+    super::encode::check_bags(&a.input, &a.model, model.dim(), &bags)?;
     let mfa = model.to_dtype::<F>().map_err(|e| {
         CliError::other(format!(
             "{}: cannot use the {} model as {}: {e}",
