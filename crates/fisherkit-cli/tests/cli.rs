@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{fk, Rng};
+use common::{fk, read64, s, Rng};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -42,17 +42,6 @@ fn write64(dir: &Path, name: &str, a: &Array2<f64>) -> PathBuf {
     let p = dir.join(name);
     write_npy(&p, a.view()).unwrap();
     p
-}
-
-fn read64(p: &Path) -> Array2<f64> {
-    match read_npy(p).unwrap() {
-        Matrix::F64(a) => a,
-        Matrix::F32(a) => a.mapv(|v| v as f64),
-    }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Runs `cmd` expecting failure with `code`: exactly one stderr line starting

@@ -16,14 +16,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::Rng;
+use common::{s, Rng};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fisherkit"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// `n` rows in D dims around `k` random centres (unit noise, centres ~ N(0, 9)).

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{fk, Rng};
+use common::{fk, read64, s, Rng};
 
 const K: usize = 2;
 const D: usize = 4;
@@ -62,17 +62,6 @@ fn write_bags(path: &Path, bags: &[Array2<f64>]) {
         .map(|(n, b)| (n.as_str(), b.view()))
         .collect();
     write_npz(path, &v, false).unwrap();
-}
-
-fn read64(p: &Path) -> Array2<f64> {
-    match read_npy(p).unwrap() {
-        Matrix::F64(a) => a,
-        Matrix::F32(a) => a.mapv(|v| v as f64),
-    }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A model file, training bags and a whitened model for `parts` in `dir`.

@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
+use fisherkit_io::{read_npy, Matrix};
+use ndarray::Array2;
+use std::path::Path;
 
 /// The `fisherkit` binary of this build.
 pub fn fk() -> Command {
@@ -31,4 +34,17 @@ impl Rng {
         let (u, v) = (self.uniform(), self.uniform());
         (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
     }
+}
+
+/// An .npy file read as f64, whatever its float type.
+pub fn read64(p: &Path) -> Array2<f64> {
+    match read_npy(p).unwrap() {
+        Matrix::F64(a) => a,
+        Matrix::F32(a) => a.mapv(|v| v as f64),
+    }
+}
+
+/// A path as the `&str` a command line takes.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
