@@ -151,6 +151,19 @@ impl PcaParams {
         let denom = if self.center { n - 1 } else { n } as f64;
         cov.mapv_inplace(|v| v / denom);
 
+        self.from_covariance(mean, cov, k)
+    }
+
+    /// The PCA of the covariance `cov` (D, D, lower triangle read) about
+    /// `mean` (D), keeping `k` components: the eigen step shared by
+    /// [`PcaParams::fit`] and [`PcaParams::fit_moments`].
+    fn from_covariance<F: Float>(
+        &self,
+        mean: Array1<f64>,
+        cov: Array2<f64>,
+        k: usize,
+    ) -> Result<Pca<F>, PcaError> {
+        let d = mean.len();
         let cov_ref =
             faer::MatRef::from_row_major_slice(cov.as_slice().expect("standard layout"), d, d);
         let evd = cov_ref
@@ -193,6 +206,130 @@ impl PcaParams {
             total_variance: total_variance.max(pca.explained_variance.sum()),
             ..pca
         })
+    }
+}
+
+impl PcaParams {
+    /// Fits the PCA from streamed sums ([`PcaMoments`]) instead of a data
+    /// matrix: the same covariance $S = \sum_i (x_i-\bar x)(x_i-\bar x)^\top/(N-1)$
+    /// (or about 0 without centring, divided by N), the same eigen step and
+    /// sign rule as [`PcaParams::fit`]; equal to it up to the grouping of the sums.
+    ///
+    /// # Errors
+    /// As [`PcaParams::fit`] (no sample, too few samples, too many components).
+    pub fn fit_moments<F: Float>(&self, m: &PcaMoments) -> Result<Pca<F>, PcaError> {
+        let (n, d) = (m.n, m.shift.len());
+        if n == 0 {
+            return Err(PcaError::Data(DataError::Empty {
+                what: "PCA training data",
+            }));
+        }
+        if self.n_components == 0 {
+            return Err(PcaError::NoComponents);
+        }
+        let max = n.min(d);
+        if self.n_components > max && !self.clamp_components {
+            return Err(PcaError::TooManyComponents {
+                requested: self.n_components,
+                max,
+            });
+        }
+        if self.center && n < 2 {
+            return Err(PcaError::TooFewSamples(n));
+        }
+        let k = self.n_components_clamped(n, d);
+        // About the mean: Σ(x−x̄)(x−x̄)ᵀ = S_y − n δδᵀ with δ = ȳ = Σy/n;
+        // about 0: Σxxᵀ = S_y + s(Σy)ᵀ + (Σy)sᵀ + n s sᵀ (s = shift).
+        let nf = n as f64;
+        let delta = &m.sum / nf;
+        let (sh, sy) = (&m.shift, &m.sum);
+        let mut cov = m.scatter.clone();
+        for ((i, j), c) in cov.indexed_iter_mut() {
+            *c += if self.center {
+                -nf * delta[i] * delta[j]
+            } else {
+                sh[i] * sy[j] + sy[i] * sh[j] + nf * sh[i] * sh[j]
+            };
+        }
+        let mean = if self.center {
+            sh + &delta
+        } else {
+            Array1::zeros(d)
+        };
+        let denom = if self.center { n - 1 } else { n } as f64;
+        cov.mapv_inplace(|v| v / denom);
+        self.from_covariance(mean, cov, k)
+    }
+}
+
+/// Mergeable sums of a data set seen in blocks, for [`PcaParams::fit_moments`]:
+/// the count N, $\sum_i y_i$ and $\sum_i y_i y_i^\top$ (D, D) of the rows
+/// shifted by a fixed reference, $y_i = x_i - s$, in `f64` (a reference near
+/// the data's mean, e.g. the first block's, avoids the cancellation of the raw
+/// second moment). Memory $O(D^2)$ whatever N: the PCA of descriptors that
+/// never fit in memory together (docs/pipeline.md §2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcaMoments {
+    shift: Array1<f64>,
+    n: usize,
+    sum: Array1<f64>,
+    scatter: Array2<f64>,
+}
+
+impl PcaMoments {
+    /// Empty sums about the reference `shift` (D).
+    pub fn new(shift: Array1<f64>) -> Self {
+        let d = shift.len();
+        Self {
+            shift,
+            n: 0,
+            sum: Array1::zeros(d),
+            scatter: Array2::zeros((d, d)),
+        }
+    }
+
+    /// Adds the rows of `x` (N, D).
+    ///
+    /// # Errors
+    /// `x` not D wide, or not finite.
+    pub fn add<F: Float>(&mut self, x: ArrayView2<'_, F>) -> Result<(), PcaError> {
+        if x.nrows() == 0 {
+            return Ok(());
+        }
+        check_matrix(x, Some(self.shift.len()), "PCA training data")?;
+        self.scatter += &scatter_matrix(x, &self.shift);
+        let n = x.nrows() as f64;
+        self.sum += &(column_mean(x) * n - &self.shift * n);
+        self.n += x.nrows();
+        Ok(())
+    }
+
+    /// Adds the sums of `other`, taken about the same reference.
+    ///
+    /// # Errors
+    /// A different reference.
+    pub fn merge(&mut self, other: &PcaMoments) -> Result<(), PcaError> {
+        if other.shift != self.shift {
+            return Err(PcaError::Data(DataError::DimensionMismatch {
+                what: "PCA moments (merged sums need the same reference)",
+                got: other.shift.len(),
+                expected: self.shift.len(),
+            }));
+        }
+        self.n += other.n;
+        self.sum += &other.sum;
+        self.scatter += &other.scatter;
+        Ok(())
+    }
+
+    /// Rows added so far.
+    pub fn n_samples(&self) -> usize {
+        self.n
+    }
+
+    /// The dimension D.
+    pub fn dim(&self) -> usize {
+        self.shift.len()
     }
 }
 
