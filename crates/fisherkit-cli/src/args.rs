@@ -434,12 +434,19 @@ pub struct RunArgs {
     /// Descriptor dimension after PCA (at most the data's).
     #[arg(long, value_name = "D", default_value_t = 500)]
     pub pca_dim: usize,
-    /// Training descriptors sampled to learn the PCA.
+    /// Training images (a seeded subset) the PCA and the background models learn from.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    pub sample_images: usize,
+    /// Descriptors per scale for the PCA, drawn evenly over the sample images.
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub pca_sample: usize,
-    /// Training descriptors sampled to learn the background GMM and MFA.
+    /// Descriptors per scale to learn the background GMM and MFA, drawn the same way.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub model_sample: usize,
+    /// Also evaluate each MFA-FS encoder reduced to D dimensions by a PCA of the
+    /// training encodings (the paper's Table 3: 5000).
+    #[arg(long, value_name = "D")]
+    pub compact_pca: Option<usize>,
     /// GMM components.
     #[arg(long, value_name = "K", default_value_t = 50)]
     pub gmm_components: usize,
@@ -470,10 +477,12 @@ pub struct RunArgs {
     /// Seed of every random choice.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
-    /// Descriptor cache folder.
+    /// Work folder of resumable runs: models, samples and the per-image encodings
+    /// (DIR/runs/<key>/, keyed by the data and settings). A killed run started
+    /// again with the same command continues from what it finished.
     #[arg(long, value_name = "DIR", default_value = ".fisherkit-cache")]
     pub cache: PathBuf,
-    /// Do not read or write the descriptor cache.
+    /// Keep the run's work files in a temporary folder, removed at the end.
     #[arg(long)]
     pub no_cache: bool,
     /// GMM sizes K for the gmm-fv:var accuracy-against-dimension sweep, comma-separated.
@@ -505,8 +514,10 @@ impl RunArgs {
             stride: None,
             max_image_side: 512,
             pca_dim: 100,
+            sample_images: 1_000,
             pca_sample: 50_000,
             model_sample: 30_000,
+            compact_pca: None,
             gmm_components: 50,
             gmm_max_iter: 50,
             mfa_components: 50,

@@ -48,6 +48,7 @@ pub use model::{
 };
 pub use npy::{
     read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,
+    NpyBlockWriter,
 };
 pub use npz::{
     file_kind, read_bags, read_npz, read_npz_bytes, write_npz, Bags, FileKind, NamedBags,

@@ -26,7 +26,7 @@ use crate::PipelineError;
 use ndarray::{Array2, ArrayView2, ShapeBuilder};
 use ndarray_npy::npy::header::Header;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Name of the labels array.
 pub const LABELS: &str = "labels";
@@ -468,6 +468,85 @@ pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<()
         let _ = std::fs::remove_file(&tmp);
     }
     res.map_err(|m| io_err(path, m))
+}
+
+/// Writes a descriptor file in the one-array-per-image layout one image at a
+/// time (for `--save-descriptors` on a streamed run): entries go to a
+/// temporary archive beside the target, [`DescriptorFileWriter::finish`] adds
+/// the labels and renames it into place; dropped unfinished, nothing is left.
+pub struct DescriptorFileWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    zip: Option<zip::ZipWriter<std::io::BufWriter<std::fs::File>>>,
+    labels: Vec<String>,
+}
+
+impl DescriptorFileWriter {
+    /// Starts the file `path`.
+    ///
+    /// # Errors
+    /// The temporary file cannot be created.
+    pub fn create(path: &Path) -> Result<Self, PipelineError> {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let file = std::fs::File::create(&tmp).map_err(|e| io_err(path, e.to_string()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            zip: Some(zip::ZipWriter::new(std::io::BufWriter::new(file))),
+            labels: Vec::new(),
+        })
+    }
+
+    fn opts() -> zip::write::SimpleFileOptions {
+        zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true)
+    }
+
+    /// Adds image `name`'s bag (n, D) with its class `label`.
+    ///
+    /// # Errors
+    /// A reserved name, a failed write.
+    pub fn push(&mut self, name: &str, bag: ArrayView2<'_, f32>, label: &str) -> Result<(), PipelineError> {
+        if [LABELS, DESCRIPTORS, IMAGE_INDEX].contains(&name) {
+            return Err(io_err(&self.path, format!("image name `{name}` is reserved")));
+        }
+        let zip = self.zip.as_mut().expect("open until finished");
+        zip.start_file(format!("{name}.npy"), Self::opts())
+            .map_err(|e| io_err(&self.path, e.to_string()))?;
+        zip.write_all(&npy_bytes(&NpyRef::Float(bag)))
+            .map_err(|e| io_err(&self.path, e.to_string()))?;
+        self.labels.push(label.to_string());
+        Ok(())
+    }
+
+    /// Adds the labels and moves the file into place.
+    ///
+    /// # Errors
+    /// A failed write or rename.
+    pub fn finish(mut self) -> Result<(), PipelineError> {
+        let mut zip = self.zip.take().expect("open until finished");
+        let res = (|| -> Result<(), String> {
+            zip.start_file(format!("{LABELS}.npy"), Self::opts())
+                .map_err(|e| e.to_string())?;
+            zip.write_all(&npy_bytes(&NpyRef::Str(&self.labels)))
+                .map_err(|e| e.to_string())?;
+            let mut w = zip.finish().map_err(|e| e.to_string())?;
+            w.flush().map_err(|e| e.to_string())?;
+            w.get_ref().sync_all().map_err(|e| e.to_string())?;
+            drop(w);
+            std::fs::rename(&self.tmp, &self.path).map_err(|e| e.to_string())
+        })();
+        res.map_err(|m| io_err(&self.path, m))
+    }
+}
+
+impl Drop for DescriptorFileWriter {
+    fn drop(&mut self) {
+        if self.zip.is_some() || !self.path.exists() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Writes a descriptor file in the one-array-per-image layout: each bag under

@@ -1,12 +1,11 @@
-//! Per-image CNN descriptors with an on-disk cache.
+//! Per-image CNN descriptors, computed in parallel batches.
 //!
 //! For each image: one (n_patches, 1000) array of natural parameters per patch
-//! scale and, when asked, the image-level descriptor (1000). Cache entries are
-//! keyed by a 64-bit FNV-1a hash of the image file's bytes and of the descriptor
-//! parameters, so a second run with other encoders skips the CNN, and an edited
-//! image is recomputed.
+//! scale and, when asked, the image-level descriptor (1000). Nothing is kept:
+//! the streamed run projects and encodes each batch as it comes
+//! (docs/pipeline.md §1).
 
-use crate::{PipelineError, Progress};
+use crate::PipelineError;
 use fisherkit_cnn::descriptors::{
     check_geometry, dense_input_size, extract_batch, global_descriptor, working_size,
     DescriptorParams, PatchMode,
@@ -15,7 +14,7 @@ use fisherkit_cnn::image::decode_image;
 use fisherkit_cnn::SqueezeNet;
 use ndarray::{Array1, Array2, Array3};
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Descriptors of one image.
 #[derive(Debug, Clone)]
@@ -36,180 +35,63 @@ pub fn fnv1a64(bytes: &[u8], seed: u64) -> u64 {
     h
 }
 
-fn params_key(p: &DescriptorParams) -> String {
-    format!(
-        "squeezenet1_1-v1;{};stride{};max{:?}",
-        match p.mode {
-            PatchMode::Dense => "dense",
-            PatchMode::Exact => "exact",
-        },
-        p.stride,
-        p.max_image_side
-    )
-}
-
-/// An image read for [`compute_all`]: found in the cache, or decoded (with its
-/// cache entry, if caching) and waiting for the CNN.
-enum Loaded {
-    Hit(ImageDescriptors),
-    Miss(Array3<f32>, Option<Entry>),
-}
-
-/// Where the cache files of one image live.
-struct Entry {
-    files: Vec<PathBuf>,
-    global: PathBuf,
-}
-
-fn entry(dir: &Path, hash: u64, p: &DescriptorParams) -> Entry {
-    let key = params_key(p);
-    let k = fnv1a64(key.as_bytes(), hash);
-    let mode = match p.mode {
-        PatchMode::Dense => "d",
-        PatchMode::Exact => "e",
-    };
-    Entry {
-        files: p
-            .scales
-            .iter()
-            .map(|s| dir.join(format!("{hash:016x}-{k:016x}-{mode}{s}.npy")))
-            .collect(),
-        global: dir.join(format!("{hash:016x}-global.npy")),
-    }
-}
-
-fn write_atomic_npy<A: ndarray_npy::WritableElement, D: ndarray::Dimension>(
-    path: &Path,
-    a: &ndarray::Array<A, D>,
-) -> Result<(), String> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let res = ndarray_npy::write_npy(&tmp, a)
-        .map_err(|e| e.to_string())
-        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| e.to_string()));
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
-
-/// Computes (or loads from `cache_dir`) the descriptors of every image of `paths`.
+/// Computes the descriptors of the images `paths` (one parallel batch: files
+/// read and decoded in parallel, then run through the network by
+/// [`extract_batch`]).
 ///
 /// Returns one entry per path: `Ok` with the descriptors, or `Err` with the
-/// reason the image was skipped (unreadable or corrupt file); skipped images are
-/// also reported through `progress.warn`. Images are decoded and run through the
-/// network in parallel batches.
-pub fn compute_all(
+/// reason the image is skipped (unreadable, corrupt, or too elongated for the
+/// patch geometry). `with_global` adds the image-level log-probabilities.
+///
+/// # Errors
+/// Invalid parameters, a failure of the network itself.
+pub fn compute_batch(
     net: &SqueezeNet,
-    paths: &[PathBuf],
+    paths: &[&Path],
     params: &DescriptorParams,
     with_global: bool,
-    cache_dir: Option<&Path>,
-    progress: &dyn Progress,
 ) -> Result<Vec<Result<ImageDescriptors, String>>, PipelineError> {
     params
         .validate()
         .map_err(|e| PipelineError::Config(e.to_string()))?;
-    if let Some(d) = cache_dir {
-        std::fs::create_dir_all(d).map_err(|e| PipelineError::Io {
-            path: d.display().to_string(),
-            message: format!("cannot create the descriptor cache folder: {e}"),
-        })?;
-    }
-    progress.start("descriptors", paths.len() as u64);
-    let mut out: Vec<Result<ImageDescriptors, String>> = Vec::with_capacity(paths.len());
-    let batch = 4 * rayon::current_num_threads().max(1);
-    let mut n_cached = 0usize;
-    for chunk in paths.chunks(batch) {
-        // Read, hash, try the cache; decode the misses.
-        let loaded: Vec<Result<Loaded, String>> = chunk
+    let decoded: Vec<Result<Array3<f32>, String>> = paths
+        .par_iter()
+        .map(|path| {
+            let name = path.display().to_string();
+            let bytes =
+                std::fs::read(path).map_err(|e| format!("cannot read image {name}: {e}"))?;
+            let img = decode_image(&bytes, &name).map_err(|e| e.to_string())?;
+            // A valid but extremely elongated image is skipped like a corrupt one.
+            check_geometry(img.dim().0, img.dim().1, params).map_err(|e| format!("{name}: {e}"))?;
+            Ok(img)
+        })
+        .collect();
+    let images: Vec<_> = decoded.iter().flatten().map(|img| img.view()).collect();
+    let computed =
+        extract_batch(net, &images, params).map_err(PipelineError::stage("descriptors"))?;
+    let globals: Vec<Option<Array1<f32>>> = if with_global {
+        images
             .par_iter()
-            .map(|path| {
-                let name = path.display().to_string();
-                let bytes =
-                    std::fs::read(path).map_err(|e| format!("cannot read image {name}: {e}"))?;
-                let ent = cache_dir.map(|d| entry(d, fnv1a64(&bytes, 0), params));
-                if let Some(ent) = &ent {
-                    if let Some(hit) = try_load(ent, with_global) {
-                        return Ok(Loaded::Hit(hit));
-                    }
-                }
-                let img = decode_image(&bytes, &name).map_err(|e| e.to_string())?;
-                // A valid but extremely elongated image is skipped like a corrupt one.
-                check_geometry(img.dim().0, img.dim().1, params)
-                    .map_err(|e| format!("{name}: {e}"))?;
-                Ok(Loaded::Miss(img, ent))
+            .zip(&computed)
+            .map(|(img, desc)| match global_from_dense(img.dim(), params) {
+                Some(s) => Ok(Some(mean_log_softmax(&desc[s]))),
+                None => global_descriptor(net, img.view()).map(Some),
             })
-            .collect();
-        let misses: Vec<usize> = loaded
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| matches!(r, Ok(Loaded::Miss(..))))
-            .map(|(i, _)| i)
-            .collect();
-        let images: Vec<_> = misses
-            .iter()
-            .map(|&i| match &loaded[i] {
-                Ok(Loaded::Miss(img, _)) => img.view(),
-                _ => unreachable!("misses hold decoded images"),
+            .collect::<Result<_, _>>()
+            .map_err(PipelineError::stage("descriptors"))?
+    } else {
+        vec![None; images.len()]
+    };
+    let mut computed = computed.into_iter().zip(globals);
+    Ok(decoded
+        .into_iter()
+        .map(|d| {
+            d.map(|_| {
+                let (scales, global) = computed.next().expect("one result per decoded image");
+                ImageDescriptors { scales, global }
             })
-            .collect();
-        let computed =
-            extract_batch(net, &images, params).map_err(PipelineError::stage("descriptors"))?;
-        let globals: Vec<Option<Array1<f32>>> = if with_global {
-            images
-                .par_iter()
-                .zip(&computed)
-                .map(|(img, desc)| match global_from_dense(img.dim(), params) {
-                    Some(s) => Ok(Some(mean_log_softmax(&desc[s]))),
-                    None => global_descriptor(net, img.view()).map(Some),
-                })
-                .collect::<Result<_, _>>()
-                .map_err(PipelineError::stage("descriptors"))?
-        } else {
-            vec![None; images.len()]
-        };
-        let mut computed = computed.into_iter().zip(globals);
-        for r in loaded {
-            let r = match r {
-                Err(e) => {
-                    progress.warn(&format!("skipped: {e}"));
-                    Err(e)
-                }
-                Ok(Loaded::Hit(hit)) => {
-                    n_cached += 1;
-                    Ok(hit)
-                }
-                Ok(Loaded::Miss(_, ent)) => {
-                    let (scales, global) = computed.next().expect("one result per miss");
-                    if let Some(ent) = ent {
-                        for (f, a) in ent.files.iter().zip(&scales) {
-                            write_atomic_npy(f, a).map_err(|m| PipelineError::Io {
-                                path: f.display().to_string(),
-                                message: m,
-                            })?;
-                        }
-                        if let Some(g) = &global {
-                            write_atomic_npy(&ent.global, g).map_err(|m| PipelineError::Io {
-                                path: ent.global.display().to_string(),
-                                message: m,
-                            })?;
-                        }
-                    }
-                    Ok(ImageDescriptors { scales, global })
-                }
-            };
-            out.push(r);
-        }
-        progress.inc(chunk.len() as u64);
-    }
-    let skipped = out.iter().filter(|r| r.is_err()).count();
-    progress.finish(&format!(
-        "{} images ({} from cache, {} skipped)",
-        paths.len(),
-        n_cached,
-        skipped
-    ));
-    Ok(out)
+        })
+        .collect())
 }
 
 /// The scale whose dense pass saw exactly the global descriptor's input (the
@@ -233,30 +115,6 @@ fn global_from_dense((h, w, _): (usize, usize, usize), p: &DescriptorParams) -> 
 fn mean_log_softmax(d: &Array2<f32>) -> Array1<f32> {
     let mean = d.mean_axis(ndarray::Axis(0)).expect("at least one cell");
     fisherkit_cnn::net::log_softmax(mean.view())
-}
-
-fn try_load(ent: &Entry, with_global: bool) -> Option<ImageDescriptors> {
-    let mut scales = Vec::with_capacity(ent.files.len());
-    for f in &ent.files {
-        let a: Array2<f32> = ndarray_npy::read_npy(f).ok()?;
-        if a.ncols() != fisherkit_cnn::net::NUM_CLASSES
-            || a.nrows() == 0
-            || a.iter().any(|v| !v.is_finite())
-        {
-            return None;
-        }
-        scales.push(a);
-    }
-    let global = if with_global {
-        let g: Array1<f32> = ndarray_npy::read_npy(&ent.global).ok()?;
-        if g.len() != fisherkit_cnn::net::NUM_CLASSES {
-            return None;
-        }
-        Some(g)
-    } else {
-        None
-    };
-    Some(ImageDescriptors { scales, global })
 }
 
 #[cfg(test)]

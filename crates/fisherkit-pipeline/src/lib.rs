@@ -16,11 +16,14 @@
 pub mod dataset;
 pub mod descriptor_file;
 pub mod descriptors;
+mod kernel;
 pub mod output;
 pub mod plot;
 pub mod report;
 pub mod run;
 pub mod spec;
+mod stages;
+pub mod store;
 
 pub use run::{run, run_descriptors, RunConfig, Whitening};
 

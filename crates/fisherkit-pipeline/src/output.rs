@@ -166,6 +166,19 @@ impl OutputDir {
         Ok(())
     }
 
+    /// A block writer for `<encoder>.<split>.npy` (rows × dim f32), filled
+    /// column block by column block and renamed into place when finished.
+    pub fn encoding_writer(
+        &self,
+        name: &str,
+        split: &str,
+        rows: usize,
+        dim: usize,
+    ) -> Result<fisherkit_io::NpyBlockWriter, PipelineError> {
+        let p = self.dir.join(format!("{}.{split}.npy", file_stem(name)));
+        fisherkit_io::NpyBlockWriter::create(&p, rows, dim).map_err(|e| io_err(&p, e))
+    }
+
     /// Writes `images.<split>.txt`: one `<name>\t<class>` line per encoding row.
     pub fn image_list(
         &self,

@@ -15,6 +15,8 @@ pub struct Report {
     pub timings: Vec<(String, f64)>,
     /// The configuration, as text, for reproduction.
     pub config: Vec<(String, String)>,
+    /// Peak resident memory of the process at the end of the run, MB (Linux).
+    pub peak_rss_mb: Option<f64>,
     /// fisherkit's version.
     pub fisherkit_version: String,
 }
@@ -44,10 +46,15 @@ pub struct ResultRow {
     pub c: f64,
     /// (C, cross-validated mean per-class accuracy) for each C tried.
     pub cv: Vec<(f64, f64)>,
-    /// Seconds spent encoding train + test images.
+    /// Seconds spent forming this encoder's kernels from the stored encodings.
     pub encode_seconds: f64,
     /// Seconds spent on cross-validation and the final SVM.
     pub svm_seconds: f64,
+    /// The patch scale of a per-scale row (the paper's Table 2); `None`: all scales.
+    pub scale: Option<String>,
+    /// The compact variant (the paper's Table 3): the encodings reduced by a
+    /// PCA of the training encodings to this many dimensions before the SVM.
+    pub compact: Option<usize>,
 }
 
 /// One point of the accuracy-against-dimension sweep.

@@ -2,26 +2,26 @@
 //! descriptor files; both share the stages from PCA onwards.
 
 use crate::dataset::{train_label, ImageSet};
-use crate::descriptor_file::{read_descriptor_file, write_descriptor_file, DescriptorSet};
-use crate::descriptors::{compute_all, ImageDescriptors};
+use crate::descriptor_file::{read_descriptor_file, DescriptorSet};
+use crate::descriptors::ImageDescriptors;
+use crate::kernel::{kernel_pca, TermColumns, TermKernel};
 use crate::output::OutputDir;
 use crate::report::{DatasetInfo, Report, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
-use crate::{PipelineError, Progress};
-use fisherkit::encode::{
-    FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams, MfaPart,
+use crate::stages::{
+    self, encode_all, fit_pca, key, project_sample, sample_images, FitSettings, Fitted, ImageLog,
+    ModelKind, ModelSpec, RunFolder, SampleSettings, Source, Target,
 };
-use fisherkit::gmm::{DiagGmm, GmmParams};
+use crate::store::Store;
+use crate::{PipelineError, Progress};
+use fisherkit::encode::{FvPart, MfaPart};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
-use fisherkit::mfa::{Mfa, MfaParams};
-use fisherkit::pca::{Pca, PcaParams};
-use fisherkit::svm::{LinearSvc, LinearSvcParams};
-use fisherkit::{Encoder, Normalization};
+use fisherkit::pca::Pca;
+use fisherkit::svm::{GramSvc, LinearSvc, LinearSvcParams};
+use fisherkit::Normalization;
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
 use fisherkit_cnn::SqueezeNet;
-use ndarray::{concatenate, s, Array1, Array2, ArrayView2, Axis};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use ndarray::{concatenate, s, Array2, Axis};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -58,10 +58,17 @@ pub struct RunConfig {
     pub descriptors: DescriptorParams,
     /// Descriptor dimension after PCA (clamped to what the data allow). Default 500.
     pub pca_dim: usize,
-    /// Descriptors sampled (seeded) from the training images to learn the PCA. Default 200 000.
+    /// Training images (a seeded subset) the PCA and the background models
+    /// learn from; the CNN runs on them once more. Default 1 000.
+    pub sample_images: usize,
+    /// Descriptors per scale, drawn evenly over the sample images (seeded),
+    /// whose covariance gives the PCA. Default 200 000.
     pub pca_sample: usize,
-    /// Descriptors sampled to learn the background models. Default 100 000.
+    /// Descriptors per scale, drawn the same way, to learn the background models. Default 100 000.
     pub model_sample: usize,
+    /// Also evaluate each MFA-FS encoder compressed by a PCA of the training
+    /// encodings to this many dimensions (the paper's Table 3, 5 000). Default `None`.
+    pub compact_dim: Option<usize>,
     /// GMM components K. Default 50.
     pub gmm_components: usize,
     /// GMM EM iterations at most. Default 100.
@@ -107,8 +114,10 @@ impl RunConfig {
             save_descriptors: None,
             descriptors: DescriptorParams::default(),
             pca_dim: 500,
+            sample_images: 1_000,
             pca_sample: 200_000,
             model_sample: 100_000,
+            compact_dim: None,
             gmm_components: 50,
             gmm_max_iter: 100,
             mfa_components: 50,
@@ -140,6 +149,7 @@ impl RunConfig {
         }
         for (name, v) in [
             ("pca dimension", self.pca_dim),
+            ("sample images", self.sample_images),
             ("PCA sample size", self.pca_sample),
             ("model sample size", self.model_sample),
             ("GMM components", self.gmm_components),
@@ -166,6 +176,9 @@ impl RunConfig {
         }
         if let Some(k) = self.sweep_gmm_components.iter().find(|k| **k == 0) {
             return bad(format!("sweep GMM size {k} must be at least 1"));
+        }
+        if self.compact_dim == Some(0) {
+            return bad("the compact PCA dimension must be at least 1".into());
         }
         if let Some(r) = self.sweep_mfa_factors.iter().find(|r| **r == 0) {
             return bad(format!("sweep MFA factor count {r} must be at least 1"));
@@ -202,6 +215,7 @@ impl RunConfig {
         }
         v.extend([
             ("pca_dim".into(), self.pca_dim.to_string()),
+            ("sample_images".into(), self.sample_images.to_string()),
             ("pca_sample".into(), self.pca_sample.to_string()),
             ("model_sample".into(), self.model_sample.to_string()),
             (
@@ -227,6 +241,9 @@ impl RunConfig {
             ("cv_folds".into(), self.cv_folds.to_string()),
             ("seed".into(), self.seed.to_string()),
         ]);
+        if let Some(d) = self.compact_dim {
+            v.push(("compact_dim".into(), d.to_string()));
+        }
         if let Some(dir) = &self.save_descriptors {
             v.push(("save_descriptors".into(), dir.display().to_string()));
         }
@@ -234,35 +251,23 @@ impl RunConfig {
     }
 }
 
-/// Per-scale state: the PCA and the projected bags of every image.
-struct Scale {
-    train: Vec<Array2<f32>>,
-    test: Vec<Array2<f32>>,
-    sample: Array2<f32>,
-}
-
-/// Samples `n` rows (without replacement, seeded, in ascending order) from the
-/// concatenation of `bags`; all rows if there are no more than `n`.
-fn sample_rows(bags: &[&Array2<f32>], n: usize, seed: u64) -> Array2<f32> {
-    let total: usize = bags.iter().map(|b| b.nrows()).sum();
-    let d = bags[0].ncols();
-    let mut idx: Vec<usize> = if total <= n {
-        (0..total).collect()
-    } else {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rand::seq::index::sample(&mut rng, total, n).into_vec()
-    };
-    idx.sort_unstable();
-    let mut out = Array2::<f32>::zeros((idx.len(), d));
-    let (mut bag, mut start) = (0usize, 0usize);
-    for (o, &i) in idx.iter().enumerate() {
-        while i >= start + bags[bag].nrows() {
-            start += bags[bag].nrows();
-            bag += 1;
-        }
-        out.row_mut(o).assign(&bags[bag].row(i - start));
-    }
-    out
+/// The data of a run: names, labels and where the descriptors come from.
+struct Inputs<'a> {
+    /// Class names; labels index into them.
+    classes: Vec<String>,
+    /// `<class>/<file>` (images) or the descriptor file's names, train then test.
+    names: Vec<String>,
+    /// Label of every image, train then test.
+    labels: Vec<usize>,
+    /// Images `0..n_train` are the training images.
+    n_train: usize,
+    source: Source<'a>,
+    /// One name per descriptor scale, for messages, timings and file names.
+    scale_names: Vec<String>,
+    /// What identifies the data (file names, sizes and times) in the run folder's key.
+    data_key: Vec<String>,
+    /// The data came from image folders.
+    images: bool,
 }
 
 fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> T) -> T {
@@ -270,253 +275,6 @@ fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> 
     let r = f();
     timings.push((name, t.elapsed().as_secs_f64()));
     r
-}
-
-/// The one-line summary of an EM fit shown when its stage ends.
-fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String {
-    let ll = log_likelihood
-        .last()
-        .map(|v| format!(", log-likelihood {v:.4}"))
-        .unwrap_or_default();
-    let tail = if converged { "" } else { " (not converged)" };
-    format!("{n_iter} iterations{ll}{tail}")
-}
-
-/// Background models per scale, fitted on demand and kept.
-struct Models<'a> {
-    cfg: &'a RunConfig,
-    scales: &'a [Scale],
-    scale_names: &'a [String],
-    gmm: BTreeMap<(usize, usize), DiagGmm<f32>>,
-    mfa: BTreeMap<(usize, usize, usize), Mfa<f32>>,
-    whitening: BTreeMap<(usize, usize, usize, String), Array1<f32>>,
-    out: Option<&'a OutputDir>,
-}
-
-impl Models<'_> {
-    fn gmm(
-        &mut self,
-        scale: usize,
-        k: usize,
-        progress: &dyn Progress,
-        timings: &mut Vec<(String, f64)>,
-    ) -> Result<&DiagGmm<f32>, PipelineError> {
-        if !self.gmm.contains_key(&(scale, k)) {
-            let x = self.scales[scale].sample.view();
-            let k_eff = k.min(x.nrows());
-            let cfg = self.cfg;
-            progress.start(
-                &format!("GMM K={k_eff} (scale {})", self.scale_names[scale]),
-                cfg.gmm_max_iter as u64,
-            );
-            let fit = timed(
-                timings,
-                format!("gmm K={k_eff} scale {}", self.scale_names[scale]),
-                || {
-                    GmmParams::<f32>::new(k_eff)
-                        .max_iter(cfg.gmm_max_iter)
-                        .seed(cfg.seed)
-                        .fit_with_progress(x, &mut |_| progress.inc(1))
-                },
-            )
-            .map_err(PipelineError::stage("GMM training"))?;
-            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            if let Some(out) = self.out {
-                out.gmm(&self.scale_names[scale], &fit.model)?;
-            }
-            self.gmm.insert((scale, k), fit.model);
-        }
-        Ok(&self.gmm[&(scale, k)])
-    }
-
-    fn mfa(
-        &mut self,
-        scale: usize,
-        k: usize,
-        r: usize,
-        progress: &dyn Progress,
-        timings: &mut Vec<(String, f64)>,
-    ) -> Result<&Mfa<f32>, PipelineError> {
-        if !self.mfa.contains_key(&(scale, k, r)) {
-            let x = self.scales[scale].sample.view();
-            let cfg = self.cfg;
-            let d = x.ncols();
-            if r >= d {
-                return Err(PipelineError::Config(format!(
-                    "MFA factors R = {r} must be below the descriptor dimension {d} after PCA"
-                )));
-            }
-            let k_eff = k.min(x.nrows());
-            progress.start(
-                &format!("MFA K={k_eff} R={r} (scale {})", self.scale_names[scale]),
-                cfg.mfa_max_iter as u64,
-            );
-            let fit = timed(
-                timings,
-                format!("mfa K={k_eff} R={r} scale {}", self.scale_names[scale]),
-                || {
-                    MfaParams::new(k_eff, r)
-                        .max_iter(cfg.mfa_max_iter)
-                        .seed(cfg.seed)
-                        .fit_with_progress(x, &mut |_| progress.inc(1))
-                },
-            )
-            .map_err(PipelineError::stage("MFA training"))?;
-            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            if let Some(out) = self.out {
-                out.mfa(&self.scale_names[scale], &fit.model)?;
-            }
-            self.mfa.insert((scale, k, r), fit.model);
-        }
-        Ok(&self.mfa[&(scale, k, r)])
-    }
-}
-
-/// Encodes the train and test bags of every scale with one term and concatenates
-/// the scales: returns (train (n_train, dim), test (n_test, dim)).
-#[allow(clippy::too_many_arguments)]
-fn encode_term(
-    term: &Term,
-    k_gmm: usize,
-    kr_mfa: (usize, usize),
-    whiten: bool,
-    models: &mut Models<'_>,
-    globals: (&Array2<f32>, &Array2<f32>),
-    progress: &dyn Progress,
-    timings: &mut Vec<(String, f64)>,
-) -> Result<(Array2<f32>, Array2<f32>), PipelineError> {
-    const STAGE: &str = "encoding";
-    let norm = models.cfg.normalization;
-    if let Term::CnnGlobal = term {
-        let f = |a: &Array2<f32>| {
-            let mut a = a.clone();
-            a.rows_mut().into_iter().for_each(|r| norm.apply(r));
-            a
-        };
-        return Ok((f(globals.0), f(globals.1)));
-    }
-    let mut tr = Vec::new();
-    let mut te = Vec::new();
-    for scale in 0..models.scales.len() {
-        let encoder: Box<dyn Encoder<f32>> = match term {
-            Term::GmmFv(parts) => {
-                let gmm = models.gmm(scale, k_gmm, progress, timings)?;
-                Box::new(
-                    FisherVector::new(
-                        gmm,
-                        FisherVectorParams {
-                            parts: parts.clone(),
-                            normalization: norm,
-                            ..Default::default()
-                        },
-                    )
-                    .map_err(|e| PipelineError::at(STAGE, e))?,
-                )
-            }
-            Term::MfaFs(parts) => {
-                let (k, r) = kr_mfa;
-                let mfa_model = models.mfa(scale, k, r, progress, timings)?.clone();
-                let mut enc = MfaFisherScore::new(
-                    mfa_model.clone(),
-                    MfaFisherScoreParams {
-                        parts: parts.clone(),
-                        normalization: norm,
-                        whitening: None,
-                    },
-                )
-                .map_err(|e| PipelineError::at(STAGE, e))?;
-                if whiten {
-                    let key = (scale, k, r, format!("{parts:?}"));
-                    if !models.whitening.contains_key(&key) {
-                        let bags: Vec<ArrayView2<f32>> = models.scales[scale]
-                            .train
-                            .iter()
-                            .map(|b| b.view())
-                            .collect();
-                        let w = enc
-                            .fit_whitening(&bags)
-                            .map_err(|e| PipelineError::at(STAGE, e))?;
-                        if let Some(out) = models.out {
-                            out.mfa_whitened(&models.scale_names[scale], &mfa_model, parts, &w)?;
-                        }
-                        models.whitening.insert(key.clone(), w);
-                    }
-                    enc.set_whitening(models.whitening[&key].clone())
-                        .map_err(|e| PipelineError::at(STAGE, e))?;
-                }
-                Box::new(enc)
-            }
-            Term::CnnGlobal => unreachable!("handled above"),
-        };
-        let sc = &models.scales[scale];
-        tr.push(
-            encoder
-                .encode_batch(&views(&sc.train))
-                .map_err(|e| PipelineError::at(STAGE, e))?,
-        );
-        te.push(
-            encoder
-                .encode_batch(&views(&sc.test))
-                .map_err(|e| PipelineError::at(STAGE, e))?,
-        );
-    }
-    let cat = |v: &[Array2<f32>]| {
-        concatenate(Axis(1), &v.iter().map(|a| a.view()).collect::<Vec<_>>()).expect("same rows")
-    };
-    Ok((cat(&tr), cat(&te)))
-}
-
-fn views(b: &[Array2<f32>]) -> Vec<ArrayView2<'_, f32>> {
-    b.iter().map(|x| x.view()).collect()
-}
-
-/// The outcome of [`classify`]: the SVM, chosen C, the cross-validation table, test predictions.
-type Classified = (LinearSvc<f32>, f64, Vec<(f64, f64)>, Vec<usize>);
-
-/// Cross-validates C on the training encodings, trains, and scores the test set.
-fn classify(
-    cfg: &RunConfig,
-    n_classes: usize,
-    (xtr, ytr): (&Array2<f32>, &[usize]),
-    (xte, yte): (&Array2<f32>, &[usize]),
-) -> Result<Classified, PipelineError> {
-    const STAGE: &str = "SVM";
-    // fit_with_cv shares one Gram matrix between the folds, the C grid and the final fit.
-    let (svm, c, cv) = LinearSvcParams {
-        seed: cfg.seed,
-        ..Default::default()
-    }
-    .fit_with_cv(xtr.view(), ytr, &cfg.c_grid, cfg.cv_folds, cfg.seed)
-    .map_err(|e| PipelineError::at(STAGE, e))?;
-    if svm.n_classes() != n_classes {
-        return Err(PipelineError::at(
-            STAGE,
-            format!("trained {} classes, expected {n_classes}", svm.n_classes()),
-        ));
-    }
-    let pred = svm
-        .predict(xte.view())
-        .map_err(|e| PipelineError::at(STAGE, e))?;
-    debug_assert_eq!(pred.len(), yte.len());
-    Ok((svm, c, cv, pred))
-}
-
-/// Labelled bags of descriptors: what the shared stages (PCA onwards) start from.
-struct Labelled {
-    /// Class names; labels index into it.
-    classes: Vec<String>,
-    /// (descriptors, label) of each training image.
-    train: Vec<(ImageDescriptors, usize)>,
-    /// (descriptors, label) of each test image.
-    test: Vec<(ImageDescriptors, usize)>,
-    /// Images that could not be read, with the reason.
-    skipped: Vec<(String, String)>,
-    /// One name per descriptor scale, for messages, timings and file names.
-    scale_names: Vec<String>,
-    /// The (training, test) image names, in the order of `train` and `test`.
-    names: (Vec<String>, Vec<String>),
-    /// Where the trained models go, if anywhere.
-    out: Option<OutputDir>,
 }
 
 /// Creates the output folder of `cfg`, if any, before any work is done.
@@ -539,138 +297,75 @@ fn check_class_count(classes: &[String], source: &Path) -> Result<(), PipelineEr
     Ok(())
 }
 
+/// `path`'s size and modification time, for the run folder's key.
+fn file_stamp(path: &Path) -> String {
+    let m = std::fs::metadata(path).ok();
+    let size = m.as_ref().map_or(0, |m| m.len());
+    let mtime = m
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    format!("{}|{size}|{mtime}", path.display())
+}
+
 /// Runs the whole pipeline (see the crate docs) on the image folders
-/// `cfg.train` and `cfg.test` and returns the report.
+/// `cfg.train` and `cfg.test` and returns the report. Streamed: memory is
+/// bounded by the batch, the samples, the models and the N × N kernels, not
+/// by the number of images × dimension (docs/pipeline.md).
 /// `net` is the ImageNet CNN (normally [`SqueezeNet::builtin`]).
+///
+/// ```no_run
+/// use fisherkit_pipeline::{run, NoProgress, RunConfig};
+/// let cfg = RunConfig::new("scenes/train".into(), "scenes/test".into());
+/// let net = fisherkit_cnn::SqueezeNet::builtin()?;
+/// let report = run(&cfg, &net, &NoProgress)?;
+/// for row in &report.results {
+///     println!("{} {:.1} %", row.spec, 100.0 * row.accuracy);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run(
     cfg: &RunConfig,
     net: &SqueezeNet,
     progress: &dyn Progress,
 ) -> Result<Report, PipelineError> {
     cfg.validate()?;
-    let mut timings = Vec::new();
     let train_set = ImageSet::scan(&cfg.train)?;
     let test_set = ImageSet::scan(&cfg.test)?.align_to(&train_set)?;
     check_class_count(&train_set.classes, &cfg.train)?;
-    let out = output_dir(cfg)?;
-    if let Some(dir) = &cfg.save_descriptors {
-        std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
-            path: dir.display().to_string(),
-            message: format!("cannot create the descriptor output folder: {e}"),
-        })?;
-    }
-    let with_global = cfg
-        .encoders
+    let classes = train_set.classes.clone();
+    let items: Vec<&(PathBuf, usize)> = train_set.items.iter().chain(&test_set.items).collect();
+    let names = items
         .iter()
-        .any(|s| s.terms.contains(&Term::CnnGlobal));
-
-    // 1. CNN descriptors (cached).
-    let paths: Vec<PathBuf> = train_set
-        .items
-        .iter()
-        .chain(&test_set.items)
-        .map(|(p, _)| p.clone())
+        .map(|(p, y)| {
+            let file = p.file_name().unwrap_or_default().to_string_lossy();
+            format!("{}/{file}", classes[*y])
+        })
         .collect();
-    let mut descs = timed(&mut timings, "descriptors".into(), || {
-        compute_all(
+    let inputs = Inputs {
+        names,
+        labels: items.iter().map(|(_, y)| *y).collect(),
+        n_train: train_set.items.len(),
+        data_key: items.iter().map(|(p, _)| file_stamp(p)).collect(),
+        source: Source::Images {
             net,
-            &paths,
-            &cfg.descriptors,
-            with_global,
-            cfg.cache_dir.as_deref(),
-            progress,
-        )
-    })?;
-    let classes = &train_set.classes;
-    let mut skipped = Vec::new();
-    // The readable images, with their names `<class>/<file>`.
-    let mut keep = |items: &[(PathBuf, usize)], descs: Vec<Result<ImageDescriptors, String>>| {
-        let mut kept = Vec::new();
-        let mut names = Vec::new();
-        for ((p, y), d) in items.iter().zip(descs) {
-            match d {
-                Ok(d) => {
-                    let file = p.file_name().unwrap_or_default().to_string_lossy();
-                    names.push(format!("{}/{file}", classes[*y]));
-                    kept.push((d, *y));
-                }
-                Err(e) => skipped.push((p.display().to_string(), e)),
-            }
-        }
-        (kept, names)
-    };
-    let test_descs = descs.split_off(train_set.items.len());
-    let (train, train_names) = keep(&train_set.items, descs);
-    let (test, test_names) = keep(&test_set.items, test_descs);
-    for (c, name) in classes.iter().enumerate() {
-        if !train.iter().any(|(_, y)| *y == c) {
-            return Err(PipelineError::Dataset(format!(
-                "training class `{name}` has no readable image"
-            )));
-        }
-    }
-    if test.is_empty() {
-        return Err(PipelineError::Dataset(format!(
-            "{} has no readable image",
-            cfg.test.display()
-        )));
-    }
-    if let Some(dir) = &cfg.save_descriptors {
-        progress.start("save descriptors", 2);
-        timed(&mut timings, "save descriptors".into(), || {
-            for (split, names, items) in [
-                ("train", &train_names, &train),
-                ("test", &test_names, &test),
-            ] {
-                save_split(&dir.join(format!("{split}.npz")), names, items, classes)?;
-                progress.inc(1);
-            }
-            Ok::<_, PipelineError>(())
-        })?;
-        progress.finish(&format!(
-            "{}/train.npz, {}/test.npz",
-            dir.display(),
-            dir.display()
-        ));
-    }
-    let data = Labelled {
-        classes: train_set.classes.clone(),
-        train,
-        test,
-        skipped,
+            paths: items.iter().map(|(p, _)| p.clone()).collect(),
+            params: &cfg.descriptors,
+            with_global: cfg.encoders.iter().any(|s| s.terms.contains(&Term::CnnGlobal)),
+        },
         scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),
-        names: (train_names, test_names),
-        out,
+        classes,
+        images: true,
     };
-    classify_all(cfg, data, true, progress, timings)
-}
-
-/// Writes one split's descriptors as a descriptor file (one array per image,
-/// the rows of all scales stacked).
-fn save_split(
-    path: &Path,
-    names: &[String],
-    items: &[(ImageDescriptors, usize)],
-    classes: &[String],
-) -> Result<(), PipelineError> {
-    let stacked: Vec<Array2<f32>> = items
-        .iter()
-        .filter(|(d, _)| d.scales.len() > 1)
-        .map(|(d, _)| concatenate(Axis(0), &views(&d.scales)).expect("same width"))
-        .collect();
-    let bags: Vec<ArrayView2<f32>> = if stacked.is_empty() {
-        items.iter().map(|(d, _)| d.scales[0].view()).collect()
-    } else {
-        views(&stacked)
-    };
-    let labels: Vec<String> = items.iter().map(|(_, y)| classes[*y].clone()).collect();
-    write_descriptor_file(path, names, &bags, &labels)
+    streamed(cfg, inputs, progress)
 }
 
 /// Runs the pipeline from PCA onwards on precomputed descriptors: `cfg.train`
 /// and `cfg.test` are descriptor files (see [`crate::descriptor_file`]); each
 /// file's bags are one scale, and the CNN settings of `cfg.descriptors` are not
 /// used. `cnn-global` is not available (the files hold no image-level scores).
+/// The files are read whole (they are the user's own arrays); everything
+/// after is streamed as for [`run`].
 pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Report, PipelineError> {
     cfg.validate()?;
     if let Some(s) = cfg
@@ -688,16 +383,11 @@ pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Repor
             "saving descriptors needs image folders as input, not descriptor files".into(),
         ));
     }
-    let out = output_dir(cfg)?;
-    let mut timings = Vec::new();
     progress.start("read descriptors", 2);
-    let (train, test) = timed(&mut timings, "read descriptors".into(), || {
-        let train = read_descriptor_file(&cfg.train)?;
-        progress.inc(1);
-        let test = read_descriptor_file(&cfg.test)?;
-        progress.inc(1);
-        Ok::<_, PipelineError>((train, test))
-    })?;
+    let train = read_descriptor_file(&cfg.train)?;
+    progress.inc(1);
+    let test = read_descriptor_file(&cfg.test)?;
+    progress.inc(1);
     if test.dim() != train.dim() {
         return Err(PipelineError::Dataset(format!(
             "{} has descriptors of dimension {} but {} has {}; train and test must have the same D",
@@ -709,151 +399,512 @@ pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Repor
     }
     let classes = train.classes();
     check_class_count(&classes, &cfg.train)?;
-    let label = |set: DescriptorSet| -> Result<Vec<(ImageDescriptors, usize)>, PipelineError> {
-        set.bags
-            .into_iter()
-            .zip(&set.labels)
-            .map(|(bag, name)| {
-                let d = ImageDescriptors {
-                    scales: vec![bag],
-                    global: None,
-                };
-                Ok((d, train_label(name, &classes)?))
-            })
-            .collect()
-    };
-    let names = (train.names.clone(), test.names.clone());
-    let (train, test) = (label(train)?, label(test)?);
+    let labels = train
+        .labels
+        .iter()
+        .chain(&test.labels)
+        .map(|name| train_label(name, &classes))
+        .collect::<Result<Vec<_>, _>>()?;
     progress.finish(&format!(
         "{} training and {} test images, {} classes, D = {}",
-        train.len(),
-        test.len(),
+        train.bags.len(),
+        test.bags.len(),
         classes.len(),
-        train[0].0.scales[0].ncols()
+        train.dim()
     ));
-    let data = Labelled {
+    let n_train = train.bags.len();
+    let DescriptorSet { names, bags, .. } = train;
+    let (names, bags) = (
+        names.into_iter().chain(test.names).collect(),
+        bags.into_iter().chain(test.bags).collect(),
+    );
+    let inputs = Inputs {
         classes,
-        train,
-        test,
-        skipped: vec![],
-        scale_names: vec!["file".into()],
         names,
-        out,
+        labels,
+        n_train,
+        source: Source::Bags(bags),
+        scale_names: vec!["file".into()],
+        data_key: vec![file_stamp(&cfg.train), file_stamp(&cfg.test)],
+        images: false,
     };
-    classify_all(cfg, data, false, progress, timings)
+    streamed(cfg, inputs, progress)
 }
 
-/// The shared stages: PCA per scale, background models, encoders, SVMs, the
-/// sweep, and the report. `images` tells whether the data came from image
-/// folders (for the report's configuration).
-fn classify_all(
-    cfg: &RunConfig,
-    data: Labelled,
-    images: bool,
-    progress: &dyn Progress,
-    mut timings: Vec<(String, f64)>,
-) -> Result<Report, PipelineError> {
-    let Labelled {
-        classes,
-        mut train,
-        mut test,
-        skipped,
-        scale_names,
-        names,
-        out,
-    } = data;
-    let out = out.as_ref();
-    let n_classes = classes.len();
-    let with_global = cfg
-        .encoders
-        .iter()
-        .any(|s| s.terms.contains(&Term::CnnGlobal));
-    let with_local = !cfg.sweep_gmm_components.is_empty()
-        || !cfg.sweep_mfa_factors.is_empty()
-        || cfg
-            .encoders
-            .iter()
-            .any(|s| s.terms.iter().any(|t| *t != Term::CnnGlobal));
-    let ytr: Vec<usize> = train.iter().map(|(_, y)| *y).collect();
-    let yte: Vec<usize> = test.iter().map(|(_, y)| *y).collect();
-
-    // 2. PCA per scale, then the background-model training sample.
-    let n_scales = scale_names.len();
-    let mut scales = Vec::new();
-    let mut pca_dims = Vec::new();
-    let mut per_image = Vec::new();
-    if with_local {
-        progress.start("PCA", n_scales as u64);
-        for (s, scale_name) in scale_names.iter().enumerate() {
-            let tr_bags: Vec<&Array2<f32>> = train.iter().map(|(d, _)| &d.scales[s]).collect();
-            per_image.push(
-                tr_bags.iter().map(|b| b.nrows()).sum::<usize>() as f64 / tr_bags.len() as f64,
-            );
-            let x = sample_rows(&tr_bags, cfg.pca_sample, cfg.seed ^ (s as u64 + 1));
-            let pca: Pca<f32> = timed(&mut timings, format!("pca scale {scale_name}"), || {
-                PcaParams::new(cfg.pca_dim)
-                    .clamp_components(true)
-                    .fit(x.view())
-            })
-            .map_err(PipelineError::stage("PCA"))?;
-            if let Some(out) = out {
-                out.pca(scale_name, &pca)?;
-            }
-            // Each image's raw descriptors are dropped once projected.
-            let proj =
-                |v: &mut [(ImageDescriptors, usize)]| -> Result<Vec<Array2<f32>>, PipelineError> {
-                    v.iter_mut()
-                        .map(|(d, _)| {
-                            let raw = std::mem::take(&mut d.scales[s]);
-                            pca.transform(raw.view())
-                                .map_err(PipelineError::stage("PCA"))
-                        })
-                        .collect()
-                };
-            let ptr = proj(&mut train)?;
-            let pte = proj(&mut test)?;
-            let refs: Vec<&Array2<f32>> = ptr.iter().collect();
-            let sample = sample_rows(&refs, cfg.model_sample, cfg.seed ^ (0x5eed_0000 + s as u64));
-            pca_dims.push(pca.n_components());
-            scales.push(Scale {
-                train: ptr,
-                test: pte,
-                sample,
-            });
-            progress.inc(1);
+/// The run folder of `cfg` and `inputs`: under the cache folder, keyed by the
+/// data and every setting the PCA and the sample depend on; a temporary
+/// folder (removed at the end) without a cache.
+fn run_folder(cfg: &RunConfig, inputs: &Inputs<'_>) -> Result<RunFolder, PipelineError> {
+    let d = &cfg.descriptors;
+    let mut parts = inputs.data_key.clone();
+    parts.extend([
+        format!("fisherkit-run-v1 images={}", inputs.images),
+        format!(
+            "cnn=squeezenet1_1 scales={:?} mode={:?} stride={} max={:?}",
+            d.scales, d.mode, d.stride, d.max_image_side
+        ),
+        format!(
+            "pca={} sample_images={} pca_sample={} seed={}",
+            cfg.pca_dim, cfg.sample_images, cfg.pca_sample, cfg.seed
+        ),
+    ]);
+    let (dir, temporary) = match &cfg.cache_dir {
+        Some(c) => (c.join("runs").join(key(&parts)), false),
+        None => {
+            let t = std::env::temp_dir().join(format!(
+                "fisherkit-run-{}-{}",
+                std::process::id(),
+                key(&parts)
+            ));
+            (t, true)
         }
-        progress.finish(&format!("{pca_dims:?} dimensions"));
-    }
-    let globals = if with_global {
-        let g = |v: &[(ImageDescriptors, usize)]| {
-            let rows: Vec<_> = v
-                .iter()
-                .map(|(d, _)| d.global.as_ref().expect("computed").view())
-                .collect();
-            ndarray::stack(Axis(0), &rows).expect("same length")
-        };
-        (g(&train), g(&test))
-    } else {
-        (Array2::zeros((0, 0)), Array2::zeros((0, 0)))
     };
-    let (n_train, n_test) = (train.len(), test.len());
-    drop((train, test));
-    if let Some(out) = out {
-        out.image_list("train", &names.0, &ytr, &classes)?;
-        out.image_list("test", &names.1, &yte, &classes)?;
+    std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Io {
+        path: dir.display().to_string(),
+        message: format!("cannot create the run folder: {e}"),
+    })?;
+    Ok(RunFolder { dir, temporary })
+}
+
+/// The explicit list of background models the encoders and the sweep need.
+fn model_plan(cfg: &RunConfig, n_scales: usize) -> Vec<ModelSpec> {
+    let mut kinds = std::collections::BTreeSet::new();
+    for spec in &cfg.encoders {
+        for t in &spec.terms {
+            match t {
+                Term::GmmFv(_) => kinds.insert(ModelKind::Gmm {
+                    k: cfg.gmm_components,
+                }),
+                Term::MfaFs(_) => kinds.insert(ModelKind::Mfa {
+                    k: cfg.mfa_components,
+                    r: cfg.mfa_factors,
+                }),
+                Term::CnnGlobal => false,
+            };
+        }
+    }
+    for &k in &cfg.sweep_gmm_components {
+        kinds.insert(ModelKind::Gmm { k });
+    }
+    for &r in &cfg.sweep_mfa_factors {
+        kinds.insert(ModelKind::Mfa {
+            k: cfg.mfa_components,
+            r,
+        });
+    }
+    (0..n_scales)
+        .flat_map(|scale| kinds.iter().map(move |&kind| ModelSpec { scale, kind }))
+        .collect()
+}
+
+/// The PCA of every scale and every planned model: read from the run folder,
+/// or learned (sample pass, PCA, EM) and written there.
+struct Learned {
+    pcas: Vec<Pca<f32>>,
+    models: BTreeMap<ModelSpec, Fitted>,
+}
+
+fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
+    fisherkit_io::read_pca(p).ok()?.to_dtype::<f32>().ok()
+}
+
+fn read_fitted(p: &Path, kind: ModelKind) -> Option<Fitted> {
+    match kind {
+        ModelKind::Gmm { .. } => Some(Fitted::Gmm(
+            fisherkit_io::read_gmm(p).ok()?.to_dtype::<f32>().ok()?,
+        )),
+        ModelKind::Mfa { .. } => Some(Fitted::Mfa(
+            fisherkit_io::read_mfa(p).ok()?.to_dtype::<f32>().ok()?,
+        )),
+    }
+}
+
+fn write_fitted(p: &Path, f: &Fitted) -> Result<(), PipelineError> {
+    let meta = BTreeMap::new();
+    match f {
+        Fitted::Gmm(g) => fisherkit_io::write_gmm(p, g, &meta),
+        Fitted::Mfa(m) => fisherkit_io::write_mfa_model(p, m, &meta),
+    }
+    .map_err(|e| PipelineError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Stage 1–3: sample → PCA → models, each reused from the run folder when a
+/// killed or earlier run finished it.
+fn learn(
+    cfg: &RunConfig,
+    inputs: &Inputs<'_>,
+    folder: &RunFolder,
+    plan: &[ModelSpec],
+    log: &mut ImageLog,
+    progress: &dyn Progress,
+    timings: &mut Vec<(String, f64)>,
+) -> Result<Learned, PipelineError> {
+    let fit = FitSettings {
+        gmm_max_iter: cfg.gmm_max_iter,
+        mfa_max_iter: cfg.mfa_max_iter,
+        model_sample: cfg.model_sample,
+        seed: cfg.seed,
+    };
+    let names = &inputs.scale_names;
+    let pca_path = |s: usize| folder.path(&format!("pca-{}.safetensors", names[s]));
+    let model_path = |m: &ModelSpec| folder.path(&format!("{}.safetensors", m.stem(&names[m.scale], &fit)));
+    let mut pcas: Vec<Option<Pca<f32>>> = (0..names.len()).map(|s| read_pca_file(&pca_path(s))).collect();
+    let mut models: BTreeMap<ModelSpec, Fitted> = plan
+        .iter()
+        .filter_map(|m| read_fitted(&model_path(m), m.kind).map(|f| (*m, f)))
+        .collect();
+    let need_sample = pcas.iter().any(Option::is_none) || models.len() < plan.len();
+    if need_sample {
+        let settings = SampleSettings {
+            images: cfg.sample_images,
+            pca_rows: cfg.pca_sample,
+            model_rows: cfg.model_sample,
+            seed: cfg.seed,
+        };
+        let images = sample_images(inputs.n_train, &settings);
+        let t = Instant::now();
+        let sample = stages::sample(
+            &inputs.source,
+            &images,
+            names.len(),
+            &settings,
+            &inputs.names,
+            log,
+            &folder.path("images.tsv"),
+            progress,
+        )?;
+        timings.push(("sample pass (CNN)".into(), t.elapsed().as_secs_f64()));
+        let fresh = timed(timings, "pca".into(), || fit_pca(&sample, cfg.pca_dim))?;
+        for (s, p) in fresh.into_iter().enumerate() {
+            if pcas[s].is_none() {
+                fisherkit_io::write_pca(&pca_path(s), &p, &BTreeMap::new()).map_err(|e| {
+                    PipelineError::Io {
+                        path: pca_path(s).display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?;
+                pcas[s] = Some(p);
+            }
+        }
+        let pcas: Vec<Pca<f32>> = pcas.iter().map(|p| p.clone().expect("set")).collect();
+        let xs = project_sample(&sample, &pcas)?;
+        drop(sample);
+        for m in plan {
+            if models.contains_key(m) {
+                continue;
+            }
+            let (f, secs) = stages::fit_model(m, &xs[m.scale], &fit, &names[m.scale], progress)?;
+            timings.push((format!("em {}", m.stem(&names[m.scale], &fit)), secs));
+            write_fitted(&model_path(m), &f)?;
+            models.insert(*m, f);
+        }
+    }
+    Ok(Learned {
+        pcas: pcas.into_iter().map(|p| p.expect("learned")).collect(),
+        models,
+    })
+}
+
+/// The stores of the planned models (and of the global vectors), opened in the run folder.
+fn open_stores(
+    cfg: &RunConfig,
+    inputs: &Inputs<'_>,
+    folder: &RunFolder,
+    learned: &Learned,
+    with_global: bool,
+) -> Result<(BTreeMap<ModelSpec, Store>, Option<Store>), PipelineError> {
+    let fit = FitSettings {
+        gmm_max_iter: cfg.gmm_max_iter,
+        mfa_max_iter: cfg.mfa_max_iter,
+        model_sample: cfg.model_sample,
+        seed: cfg.seed,
+    };
+    let n = inputs.names.len();
+    let mut stores = BTreeMap::new();
+    for (m, f) in &learned.models {
+        let dim = f.raw_encoder()?.output_dim();
+        let dir = folder.path(&format!("{}.store", m.stem(&inputs.scale_names[m.scale], &fit)));
+        stores.insert(*m, Store::open(&dir, n, dim)?);
+    }
+    let global = if with_global {
+        Some(Store::open(
+            &folder.path("global.store"),
+            n,
+            fisherkit_cnn::net::NUM_CLASSES,
+        )?)
+    } else {
+        None
+    };
+    Ok((stores, global))
+}
+
+/// Streams `--save-descriptors` into two descriptor files as images pass.
+struct DescriptorSink {
+    train: crate::descriptor_file::DescriptorFileWriter,
+    test: crate::descriptor_file::DescriptorFileWriter,
+    n_train: usize,
+}
+
+/// Stage 4: every image missing from a store once through the CNN and the encoders.
+#[allow(clippy::too_many_arguments)]
+fn encode_stage(
+    cfg: &RunConfig,
+    inputs: &Inputs<'_>,
+    folder: &RunFolder,
+    learned: &Learned,
+    stores: &mut BTreeMap<ModelSpec, Store>,
+    global: &mut Option<Store>,
+    log: &mut ImageLog,
+    progress: &dyn Progress,
+    timings: &mut Vec<(String, f64)>,
+) -> Result<(), PipelineError> {
+    let n = inputs.names.len();
+    let mut sink = match &cfg.save_descriptors {
+        Some(dir) => Some(DescriptorSink {
+            train: crate::descriptor_file::DescriptorFileWriter::create(&dir.join("train.npz"))?,
+            test: crate::descriptor_file::DescriptorFileWriter::create(&dir.join("test.npz"))?,
+            n_train: inputs.n_train,
+        }),
+        None => None,
+    };
+    let todo: Vec<usize> = (0..n)
+        .filter(|i| !log.skipped.contains_key(i))
+        .filter(|&i| {
+            sink.is_some()
+                || stores.values().any(|s| !s.has(i))
+                || global.as_ref().is_some_and(|g| !g.has(i))
+        })
+        .collect();
+    let mut targets: Vec<Target<'_>> = Vec::new();
+    for (m, store) in stores.iter_mut() {
+        targets.push(Target {
+            scale: m.scale,
+            encoder: Some(learned.models[m].raw_encoder()?),
+            store,
+        });
+    }
+    if let Some(g) = global.as_mut() {
+        targets.push(Target {
+            scale: 0,
+            encoder: None,
+            store: g,
+        });
+    }
+    let names = &inputs.names;
+    let labels = &inputs.labels;
+    let classes = &inputs.classes;
+    let mut hook = |i: usize, d: &ImageDescriptors| -> Result<(), PipelineError> {
+        let s = sink.as_mut().expect("hook only with a sink");
+        let stacked = concatenate(Axis(0), &d.scales.iter().map(|a| a.view()).collect::<Vec<_>>())
+            .expect("same width");
+        let w = if i < s.n_train { &mut s.train } else { &mut s.test };
+        w.push(&names[i], stacked.view(), &classes[labels[i]])
+    };
+    let with_sink = cfg.save_descriptors.is_some();
+    let times = encode_all(
+        &inputs.source,
+        &todo,
+        &learned.pcas,
+        &mut targets,
+        log,
+        &folder.path("images.tsv"),
+        names,
+        if with_sink { Some(&mut hook) } else { None },
+        progress,
+    )?;
+    timings.push((format!("cnn ({} images)", times.images), times.cnn));
+    timings.push(("encoding".into(), times.encode));
+    drop(hook);
+    if let Some(s) = sink {
+        s.train.finish()?;
+        s.test.finish()?;
+    }
+    Ok(())
+}
+
+/// The images every needed store holds, train rows first: (rows, train count).
+fn usable_rows(
+    inputs: &Inputs<'_>,
+    log: &ImageLog,
+    stores: &BTreeMap<ModelSpec, Store>,
+    global: &Option<Store>,
+) -> Result<(Vec<usize>, usize), PipelineError> {
+    let ok = |i: &usize| {
+        !log.skipped.contains_key(i)
+            && stores.values().all(|s| s.has(*i))
+            && global.as_ref().is_none_or(|g| g.has(*i))
+    };
+    let train: Vec<usize> = (0..inputs.n_train).filter(ok).collect();
+    let test: Vec<usize> = (inputs.n_train..inputs.names.len()).filter(ok).collect();
+    for (c, name) in inputs.classes.iter().enumerate() {
+        if !train.iter().any(|&i| inputs.labels[i] == c) {
+            return Err(PipelineError::Dataset(format!(
+                "training class `{name}` has no readable image"
+            )));
+        }
+    }
+    if test.is_empty() {
+        return Err(PipelineError::Dataset("the test set has no readable image".into()));
+    }
+    let n_train = train.len();
+    Ok((train.into_iter().chain(test).collect(), n_train))
+}
+
+/// The store columns of `term` at `scale`: (store, column ranges).
+fn term_columns<'a>(
+    term: &Term,
+    scale: usize,
+    kind_gmm: ModelKind,
+    kind_mfa: ModelKind,
+    learned: &Learned,
+    stores: &'a BTreeMap<ModelSpec, Store>,
+    global: &'a Option<Store>,
+) -> (&'a Store, Vec<std::ops::Range<usize>>) {
+    match term {
+        Term::CnnGlobal => {
+            let g = global.as_ref().expect("opened when a term needs it");
+            (g, vec![0..g.dim()])
+        }
+        Term::GmmFv(parts) => {
+            let spec = ModelSpec { scale, kind: kind_gmm };
+            let Fitted::Gmm(g) = &learned.models[&spec] else {
+                unreachable!("a GMM spec holds a GMM")
+            };
+            let (k, d) = (g.n_components(), g.dim());
+            let mut cols = Vec::new();
+            for (p, r) in [
+                (FvPart::Prior, 0..k),
+                (FvPart::Mean, k..k + k * d),
+                (FvPart::Var, k + k * d..k + 2 * k * d),
+            ] {
+                if parts.contains(&p) {
+                    cols.push(r);
+                }
+            }
+            (&stores[&spec], cols)
+        }
+        Term::MfaFs(parts) => {
+            let spec = ModelSpec { scale, kind: kind_mfa };
+            let Fitted::Mfa(m) = &learned.models[&spec] else {
+                unreachable!("an MFA spec holds an MFA")
+            };
+            let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
+            let mut cols = Vec::new();
+            if parts.contains(&MfaPart::Mean) {
+                cols.push(0..k * d);
+            }
+            if parts.contains(&MfaPart::Loading) {
+                cols.push(k * d..k * d + k * d * r);
+            }
+            (&stores[&spec], cols)
+        }
+    }
+}
+
+/// What the classification stage needs from the earlier ones.
+struct Classes<'a> {
+    cfg: &'a RunConfig,
+    inputs: &'a Inputs<'a>,
+    learned: &'a Learned,
+    stores: &'a BTreeMap<ModelSpec, Store>,
+    global: &'a Option<Store>,
+    rows: &'a [usize],
+    n_train: usize,
+    out: Option<&'a OutputDir>,
+}
+
+/// One evaluated encoder: its kernel per scale and what the outputs need.
+struct SpecKernels {
+    /// Σ over terms of the term kernels, per scale.
+    per_scale: Vec<Array2<f64>>,
+    /// (term index, scale, kernel without the Gram) in output order, for weights and encodings.
+    parts: Vec<(usize, usize, TermKernel)>,
+}
+
+impl Classes<'_> {
+    fn columns(&self, term: &Term, scale: usize, kinds: (ModelKind, ModelKind), whiten: bool) -> TermColumns<'_> {
+        let (store, cols) = term_columns(term, scale, kinds.0, kinds.1, self.learned, self.stores, self.global);
+        TermColumns {
+            store,
+            cols,
+            whiten: whiten && matches!(term, Term::MfaFs(_)),
+            norm: self.cfg.normalization,
+        }
     }
 
-    // 3. Encoders and SVMs.
-    let mut models = Models {
-        cfg,
-        scales: &scales,
-        scale_names: &scale_names,
-        gmm: BTreeMap::new(),
-        mfa: BTreeMap::new(),
-        whitening: BTreeMap::new(),
-        out,
-    };
-    let mut results = Vec::new();
+    /// The kernels of `spec` at every scale (cnn-global counted once, with the first scale).
+    fn kernels(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<SpecKernels, PipelineError> {
+        let n_scales = self.inputs.scale_names.len();
+        let n = self.rows.len();
+        let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
+        let mut parts = Vec::new();
+        for (ti, term) in spec.terms.iter().enumerate() {
+            let scales: Vec<usize> = if *term == Term::CnnGlobal { vec![0] } else { (0..n_scales).collect() };
+            for s in scales {
+                let cols = self.columns(term, s, kinds, whiten);
+                let mut k = timed(
+                    timings,
+                    format!("kernel {} scale {}", term.name(), self.inputs.scale_names[s]),
+                    || cols.kernel(self.rows, self.n_train),
+                )?;
+                per_scale[s] += &k.gram;
+                k.gram = Array2::zeros((0, 0));
+                parts.push((ti, s, k));
+            }
+        }
+        Ok(SpecKernels { per_scale, parts })
+    }
+
+    /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
+    fn classify(&self, gram: &Array2<f64>) -> Result<(GramSvc, f64, Vec<(f64, f64)>, Vec<usize>), PipelineError> {
+        let nt = self.n_train;
+        let ytr: Vec<usize> = self.rows[..nt].iter().map(|&i| self.inputs.labels[i]).collect();
+        let (svm, c, cv) = LinearSvcParams {
+            seed: self.cfg.seed,
+            ..Default::default()
+        }
+        .fit_gram_with_cv(
+            gram.slice(s![..nt, ..nt]).to_owned(),
+            &ytr,
+            &self.cfg.c_grid,
+            self.cfg.cv_folds,
+            self.cfg.seed,
+        )
+        .map_err(PipelineError::stage("SVM"))?;
+        let pred = svm
+            .predict(gram.slice(s![nt.., ..nt]))
+            .map_err(PipelineError::stage("SVM"))?;
+        Ok((svm, c, cv, pred))
+    }
+
+    fn test_labels(&self) -> Vec<usize> {
+        self.rows[self.n_train..].iter().map(|&i| self.inputs.labels[i]).collect()
+    }
+}
+
+/// Everything after the models: kernels, SVMs, rows of the report.
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    c: &Classes<'_>,
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<(Vec<ResultRow>, Vec<SweepPoint>), PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let yte = c.test_labels();
+    let kinds = (
+        ModelKind::Gmm { k: cfg.gmm_components },
+        ModelKind::Mfa { k: cfg.mfa_components, r: cfg.mfa_factors },
+    );
     let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
     for spec in &cfg.encoders {
         match (spec.uses_mfa(), cfg.whitening) {
@@ -865,122 +916,283 @@ fn classify_all(
             _ => jobs.push((spec, false)),
         }
     }
+    let n_scales = c.inputs.scale_names.len();
+    let mut results = Vec::new();
     for (spec, whiten) in jobs {
-        let t = Instant::now();
-        let mut tr = Vec::new();
-        let mut te = Vec::new();
-        for term in &spec.terms {
-            let (a, b) = encode_term(
-                term,
-                cfg.gmm_components,
-                (cfg.mfa_components, cfg.mfa_factors),
-                whiten,
-                &mut models,
-                (&globals.0, &globals.1),
-                progress,
-                &mut timings,
-            )?;
-            tr.push(a);
-            te.push(b);
-        }
-        let cat = |v: &[Array2<f32>]| {
-            concatenate(Axis(1), &v.iter().map(|a| a.view()).collect::<Vec<_>>())
-                .expect("same rows")
-        };
-        let (xtr, xte) = (cat(&tr), cat(&te));
-        let encode_seconds = t.elapsed().as_secs_f64();
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
-        progress.start(&format!("SVM {name}"), 1);
+        progress.start(&format!("kernel + SVM {name}"), 1);
         let t = Instant::now();
-        let (svm, c, cv, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
-        let svm_seconds = t.elapsed().as_secs_f64();
-        if let Some(out) = out {
-            let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
-            out.svm(&stem, svm, &classes, c)?;
-            out.encodings(&stem, &xtr, &xte)?;
+        let ks = c.kernels(spec, kinds, whiten, timings)?;
+        let kernel_seconds = t.elapsed().as_secs_f64();
+        let dim_of = |s: Option<usize>| -> usize {
+            ks.parts
+                .iter()
+                .filter(|(ti, sc, _)| s.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal))
+                .map(|(ti, sc, _)| c.columns(&spec.terms[*ti], *sc, kinds, whiten).width())
+                .sum()
+        };
+        let mut total = Array2::<f64>::zeros(ks.per_scale[0].dim());
+        for g in &ks.per_scale {
+            total += g;
         }
-        let row = result_row(
-            spec,
-            whiten,
-            xtr.ncols(),
-            n_classes,
-            &yte,
-            &pred,
-            c,
-            cv,
-            encode_seconds,
-            svm_seconds,
-        )?;
+        let mut evals: Vec<(Option<usize>, Array2<f64>)> = Vec::new();
+        if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
+            for s in 0..n_scales {
+                let mut g = ks.per_scale[s].clone();
+                if s != 0 {
+                    // cnn-global's kernel lives in scale 0's slot: add it to every scale's row
+                    for (ti, sc, _) in &ks.parts {
+                        if spec.terms[*ti] == Term::CnnGlobal && *sc == 0 {
+                            let cols = c.columns(&spec.terms[*ti], 0, kinds, whiten);
+                            g += &cols.kernel(c.rows, c.n_train)?.gram;
+                        }
+                    }
+                }
+                evals.push((Some(s), g));
+            }
+        }
+        evals.push((None, total));
+        for (scale, g) in evals {
+            let t = Instant::now();
+            let (svm, cc, cv, pred) = c.classify(&g)?;
+            let svm_seconds = t.elapsed().as_secs_f64();
+            let mut row = result_row(spec, whiten, dim_of(scale), n_classes, &yte, &pred, cc, cv, kernel_seconds, svm_seconds)?;
+            row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+            if scale.is_none() {
+                if let Some(out) = c.out {
+                    save_outputs(c, out, spec, whiten, kinds, &ks, &svm, cc)?;
+                }
+            }
+            progress.warn(&format!(
+                "{name}{}: {:.2} % (dim {}, C = {cc})",
+                row.scale.as_ref().map(|s| format!(" scale {s}")).unwrap_or_default(),
+                100.0 * row.accuracy,
+                row.dim
+            ));
+            results.push(row);
+            if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
+                let t = Instant::now();
+                let nt = c.n_train;
+                let (ktr, kte, kept) = kernel_pca(g.slice(s![..nt, ..nt]), g.slice(s![nt.., ..nt]), d)?;
+                let mut gc = Array2::<f64>::zeros(g.dim());
+                gc.slice_mut(s![..nt, ..nt]).assign(&ktr);
+                gc.slice_mut(s![nt.., ..nt]).assign(&kte);
+                let (_, cc, cv, pred) = c.classify(&gc)?;
+                let mut row = result_row(spec, whiten, kept, n_classes, &yte, &pred, cc, cv, kernel_seconds, t.elapsed().as_secs_f64())?;
+                row.compact = Some(kept);
+                progress.warn(&format!("{name} + PCA ({kept}): {:.2} %", 100.0 * row.accuracy));
+                results.push(row);
+            }
+        }
         progress.inc(1);
-        progress.finish(&format!(
-            "{name}: {:.2} % (dim {}, C = {c})",
-            100.0 * row.accuracy,
-            row.dim
-        ));
-        results.push(row);
+        progress.finish(&name);
     }
+    let sweep = sweep(c, kinds, &yte, timings, progress)?;
+    Ok((results, sweep))
+}
 
-    // 4. The Figure-1 sweep.
-    let mut sweep = Vec::new();
-    let series: Vec<(Term, usize, Option<usize>)> = cfg
+/// The Figure-1 sweep: GMM-FV(σ) over K and MFA-FS(Λ) over R, all scales.
+fn sweep(
+    c: &Classes<'_>,
+    kinds: (ModelKind, ModelKind),
+    yte: &[usize],
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<Vec<SweepPoint>, PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let series: Vec<(Term, ModelKind)> = cfg
         .sweep_gmm_components
         .iter()
-        .map(|&k| (Term::GmmFv(vec![FvPart::Var]), k, None))
+        .map(|&k| (Term::GmmFv(vec![FvPart::Var]), ModelKind::Gmm { k }))
         .chain(cfg.sweep_mfa_factors.iter().map(|&r| {
             (
                 Term::MfaFs(vec![MfaPart::Loading]),
-                cfg.mfa_components,
-                Some(r),
+                ModelKind::Mfa { k: cfg.mfa_components, r },
             )
         }))
         .collect();
-    for (term, k, r) in series {
-        let (xtr, xte) = encode_term(
-            &term,
-            k,
-            (k, r.unwrap_or(0)),
-            false,
-            &mut models,
-            (&globals.0, &globals.1),
-            progress,
-            &mut timings,
-        )?;
-        let (_, _, _, pred) = classify(cfg, n_classes, (&xtr, &ytr), (&xte, &yte))?;
-        let accuracy = mean_per_class_accuracy(&yte, &pred, n_classes)
-            .map_err(PipelineError::stage("metrics"))?;
+    let mut out = Vec::new();
+    for (term, kind) in series {
+        let k = match kind {
+            ModelKind::Gmm { .. } => (kind, kinds.1),
+            ModelKind::Mfa { .. } => (kinds.0, kind),
+        };
+        let spec = EncoderSpec { terms: vec![term.clone()] };
+        let ks = c.kernels(&spec, k, false, timings)?;
+        let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
+        for s in &ks.per_scale {
+            g += s;
+        }
+        let (_, _, _, pred) = c.classify(&g)?;
+        let accuracy = mean_per_class_accuracy(yte, &pred, n_classes).map_err(PipelineError::stage("metrics"))?;
+        let dim: usize = (0..ks.per_scale.len()).map(|s| c.columns(&term, s, k, false).width()).sum();
+        let (components, factors) = match kind {
+            ModelKind::Gmm { k } => (k, None),
+            ModelKind::Mfa { k, r } => (k, Some(r)),
+        };
         progress.warn(&format!(
-            "sweep {} K={k}{}: {:.2} % (dim {})",
+            "sweep {} K={components}{}: {:.2} % (dim {dim})",
             term.name(),
-            r.map(|r| format!(" R={r}")).unwrap_or_default(),
-            100.0 * accuracy,
-            xtr.ncols()
+            factors.map(|r| format!(" R={r}")).unwrap_or_default(),
+            100.0 * accuracy
         ));
-        sweep.push(SweepPoint {
-            series: term.name(),
-            components: k,
-            factors: r,
-            dim: xtr.ncols(),
-            accuracy,
-        });
+        out.push(SweepPoint { series: term.name(), components, factors, dim, accuracy });
     }
+    Ok(out)
+}
 
+/// Writes the SVM (weights formed block by block), the whitened MFA files and,
+/// if asked, the encodings of one encoder to the output folder.
+#[allow(clippy::too_many_arguments)]
+fn save_outputs(
+    c: &Classes<'_>,
+    out: &OutputDir,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    ks: &SpecKernels,
+    svm: &GramSvc,
+    cost: f64,
+) -> Result<(), PipelineError> {
+    let nt = c.n_train;
+    let (train_rows, test_rows) = c.rows.split_at(nt);
+    let dim: usize = ks.parts.iter().map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width()).sum();
+    let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
+    let mut weights = Array2::<f64>::zeros((svm.n_classes(), dim));
+    let mut writers = if out.encodings {
+        Some((
+            out.encoding_writer(&stem, "train", nt, dim)?,
+            out.encoding_writer(&stem, "test", test_rows.len(), dim)?,
+        ))
+    } else {
+        None
+    };
+    let mut off = 0;
+    for (ti, s, k) in &ks.parts {
+        let cols = c.columns(&spec.terms[*ti], *s, kinds, whiten);
+        let (inv_tr, inv_te) = k.inv_norm.as_slice().expect("contiguous").split_at(nt);
+        cols.for_each_block(train_rows, k, inv_tr, |x| {
+            let w = svm.weights_block(x).map_err(PipelineError::stage("SVM"))?;
+            weights.slice_mut(s![.., off..off + x.ncols()]).assign(&w);
+            if let Some((tr, _)) = writers.as_mut() {
+                tr.write_columns(off, x).map_err(|e| PipelineError::at("output", e))?;
+            }
+            off += x.ncols();
+            Ok(())
+        })?;
+        if let Some((_, te)) = writers.as_mut() {
+            let mut toff = off - cols.width();
+            cols.for_each_block(test_rows, k, inv_te, |x| {
+                te.write_columns(toff, x).map_err(|e| PipelineError::at("output", e))?;
+                toff += x.ncols();
+                Ok(())
+            })?;
+        }
+        if let (Term::MfaFs(parts), Some(fim)) = (&spec.terms[*ti], &k.fim) {
+            let Fitted::Mfa(m) = &c.learned.models[&ModelSpec { scale: *s, kind: kinds.1 }] else {
+                unreachable!("an MFA spec holds an MFA")
+            };
+            out.mfa_whitened(&c.inputs.scale_names[*s], m, parts, fim)?;
+        }
+    }
+    if let Some((tr, te)) = writers {
+        tr.finish().map_err(|e| PipelineError::at("output", e))?;
+        te.finish().map_err(|e| PipelineError::at("output", e))?;
+    }
+    let model = LinearSvc::from_parts(weights.mapv(|v| v as f32), svm.intercept().mapv(|v| v as f32))
+        .map_err(PipelineError::stage("SVM"))?;
+    out.svm(&stem, model, &c.inputs.classes, cost)
+}
+
+/// The whole streamed run on `inputs`: learn → encode → evaluate → report.
+fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Result<Report, PipelineError> {
+    let out = output_dir(cfg)?;
+    if let Some(dir) = &cfg.save_descriptors {
+        std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
+            path: dir.display().to_string(),
+            message: format!("cannot create the descriptor output folder: {e}"),
+        })?;
+    }
+    let mut timings = Vec::new();
+    let folder = run_folder(cfg, &inputs)?;
+    let mut log = ImageLog::load(&folder.path("images.tsv"));
+    let plan = model_plan(cfg, inputs.scale_names.len());
+    let with_global = cfg.encoders.iter().any(|s| s.terms.contains(&Term::CnnGlobal));
+    let learned = learn(cfg, &inputs, &folder, &plan, &mut log, progress, &mut timings)?;
+    if let Some(out) = &out {
+        for (s, p) in learned.pcas.iter().enumerate() {
+            out.pca(&inputs.scale_names[s], p)?;
+        }
+        for (m, f) in &learned.models {
+            match f {
+                Fitted::Gmm(g) => out.gmm(&inputs.scale_names[m.scale], g)?,
+                Fitted::Mfa(x) => out.mfa(&inputs.scale_names[m.scale], x)?,
+            }
+        }
+    }
+    let (mut stores, mut global) = open_stores(cfg, &inputs, &folder, &learned, with_global)?;
+    encode_stage(cfg, &inputs, &folder, &learned, &mut stores, &mut global, &mut log, progress, &mut timings)?;
+    let (rows, n_train) = usable_rows(&inputs, &log, &stores, &global)?;
+    if let Some(out) = &out {
+        let (tr, te) = rows.split_at(n_train);
+        let names = |r: &[usize]| r.iter().map(|&i| inputs.names[i].clone()).collect::<Vec<_>>();
+        let labels = |r: &[usize]| r.iter().map(|&i| inputs.labels[i]).collect::<Vec<_>>();
+        out.image_list("train", &names(tr), &labels(tr), &inputs.classes)?;
+        out.image_list("test", &names(te), &labels(te), &inputs.classes)?;
+    }
+    let c = Classes {
+        cfg,
+        inputs: &inputs,
+        learned: &learned,
+        stores: &stores,
+        global: &global,
+        rows: &rows,
+        n_train,
+        out: out.as_ref(),
+    };
+    let (results, sweep) = evaluate(&c, &mut timings, progress)?;
+    let n_scales = inputs.scale_names.len();
+    let per_image: Vec<f64> = (0..n_scales)
+        .map(|s| {
+            let v: Vec<usize> = rows[..n_train].iter().filter_map(|i| log.counts.get(i).map(|c| c[s])).collect();
+            v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
+        })
+        .collect();
+    let skipped = log
+        .skipped
+        .iter()
+        .map(|(&i, reason)| match &inputs.source {
+            Source::Images { paths, .. } => (paths[i].display().to_string(), reason.clone()),
+            Source::Bags(_) => (inputs.names[i].clone(), reason.clone()),
+        })
+        .collect();
     Ok(Report {
         results,
         sweep,
         dataset: DatasetInfo {
             train: cfg.train.display().to_string(),
             test: cfg.test.display().to_string(),
-            classes,
+            classes: inputs.classes.clone(),
             n_train,
-            n_test,
+            n_test: rows.len() - n_train,
             skipped,
             descriptors_per_image: per_image,
-            pca_dims,
+            pca_dims: learned.pcas.iter().map(|p| p.n_components()).collect(),
         },
         timings,
-        config: cfg.describe(images),
+        config: cfg.describe(inputs.images),
+        peak_rss_mb: peak_rss_mb(),
         fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
     })
+}
+
+/// The process's peak resident memory so far (Linux `VmHWM`), in MB.
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1035,5 +1247,7 @@ fn result_row(
         cv,
         encode_seconds,
         svm_seconds,
+        scale: None,
+        compact: None,
     })
 }

@@ -79,7 +79,7 @@ fn small_real_set_end_to_end() {
     let json = serde_json::to_string(&r).unwrap();
     assert!(json.contains("\"encoder\":\"mfa-fs\"") && json.contains("\"parts\":[\"loading\"]"));
 
-    // Second run: every descriptor comes from the cache, same accuracies.
+    // Second run: every encoding comes from the run folder (no CNN), same accuracies.
     let log2 = Log::default();
     let r2 = run(&cfg, &net, &log2).unwrap();
     assert!(
@@ -87,7 +87,7 @@ fn small_real_set_end_to_end() {
             .lock()
             .unwrap()
             .iter()
-            .any(|l| l.contains("24 from cache") || l.contains("36 from cache")),
+            .any(|l| l.contains("0 images through the CNN, 37 reused")),
         "{:?}",
         log2.0.lock().unwrap()
     );

@@ -34,7 +34,7 @@
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;
-use crate::linalg::{gemm, par_all, Par};
+use crate::linalg::{gemm, gram_add_lower, mirror_lower, par_all, Par};
 use crate::metrics::mean_per_class_accuracy;
 use ndarray::{Array1, Array2, ArrayView2, Axis, CowArray, Ix2};
 use rand::{Rng, SeedableRng};
@@ -280,27 +280,9 @@ fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
             .slice(ndarray::s![.., b * COL_BLOCK..((b + 1) * COL_BLOCK).min(d)])
             .as_standard_layout()
             .into_owned();
-        // lower triangle only (by 256-row chunks): rows I against columns 0..end(I)
-        acc.axis_chunks_iter_mut(Axis(0), 256)
-            .into_par_iter()
-            .enumerate()
-            .for_each(|(c, mut a)| {
-                let end = c * 256 + a.nrows();
-                let xi = xb.slice(ndarray::s![c * 256..end, ..]);
-                let xj = xb.slice(ndarray::s![..end, ..]);
-                let mut g = Array2::<F>::zeros((a.nrows(), end));
-                gemm(g.view_mut(), false, xi, xj.t(), F::one(), Par::Seq);
-                a.slice_mut(ndarray::s![.., ..end])
-                    .zip_mut_with(&g, |s, v| *s += v.as_f64());
-            });
+        gram_add_lower(&mut acc, xb.view());
     }
-    // mirror the lower triangle (the diagonal chunks were computed in full,
-    // their upper parts are overwritten by the same products transposed)
-    for i in 0..n {
-        for j in 0..i {
-            acc[[j, i]] = acc[[i, j]];
-        }
-    }
+    mirror_lower(&mut acc);
     acc
 }
 

@@ -86,7 +86,9 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
     c.output_dir = a.output_dir.clone();
     c.save_encodings = a.save_encodings;
     c.pca_dim = a.pca_dim;
+    c.sample_images = a.sample_images;
     c.pca_sample = a.pca_sample;
+    c.compact_dim = a.compact_pca;
     c.model_sample = a.model_sample;
     c.gmm_components = a.gmm_components;
     c.gmm_max_iter = a.gmm_max_iter;
@@ -135,9 +137,16 @@ fn print_table(r: &Report) {
     );
     for row in &r.results {
         let name = format!(
-            "{}{}",
+            "{}{}{}{}",
             row.spec,
-            if row.whitened { " (whitened)" } else { "" }
+            if row.whitened { " (whitened)" } else { "" },
+            row.scale
+                .as_ref()
+                .map(|s| format!(" [scale {s}]"))
+                .unwrap_or_default(),
+            row.compact
+                .map(|d| format!(" + PCA ({d})"))
+                .unwrap_or_default()
         );
         println!(
             "{:<44} {:>9} {:>9.2}% {:>7} {:>9.1}",
@@ -166,6 +175,9 @@ fn print_table(r: &Report) {
         }
     }
     println!("(accuracy = mean per-class accuracy on the test images)");
+    if let Some(mb) = r.peak_rss_mb {
+        println!("peak memory {mb:.0} MB");
+    }
 }
 
 fn write_outputs(
@@ -206,6 +218,12 @@ fn execute(cfg: &RunConfig, descriptor_files: bool, ui: &Ui) -> Result<Report, C
 
 /// `fisherkit run`.
 pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
+    // The report may go inside the output folder: create it before checking.
+    if let Some(d) = &a.output_dir {
+        std::fs::create_dir_all(d).map_err(|e| {
+            CliError::other(format!("{}: cannot create the output folder: {e}", d.display()))
+        })?;
+    }
     for p in [&a.report, &a.plot].into_iter().flatten() {
         super::check_output(p)?;
     }

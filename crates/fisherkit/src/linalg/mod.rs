@@ -25,6 +25,59 @@ pub fn par_all() -> Par {
     }
 }
 
+/// Rows per chunk of [`gram_add_lower`]'s output.
+const GRAM_CHUNK: usize = 256;
+
+/// Adds the lower triangle of $X_b X_b^\top$ to `acc` (N, N), `f64`, for a
+/// block of columns `xb` (N, B): the product is a GEMM in `F` per chunk of
+/// [`GRAM_CHUNK`] output rows (chunks in parallel, each added to its own
+/// rows of the `f64` sum, so the result does not depend on the thread
+/// count). Summing blocks of columns in a fixed order gives $X X^\top$ for
+/// an X that never has to be held whole; [`mirror_lower`] completes it.
+/// The diagonal chunks are computed in full (their upper parts are
+/// overwritten by the mirror). Extra memory: a (256, N) buffer per thread.
+pub fn gram_add_lower<F: Float>(acc: &mut Array2<f64>, xb: ArrayView2<'_, F>) {
+    use rayon::prelude::*;
+    let xb = xb.as_standard_layout();
+    assert_eq!(acc.dim(), (xb.nrows(), xb.nrows()), "gram: shape mismatch");
+    acc.axis_chunks_iter_mut(ndarray::Axis(0), GRAM_CHUNK)
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(c, mut a)| {
+            let end = c * GRAM_CHUNK + a.nrows();
+            let xi = xb.slice(ndarray::s![c * GRAM_CHUNK..end, ..]);
+            let xj = xb.slice(ndarray::s![..end, ..]);
+            let mut g = Array2::<F>::zeros((a.nrows(), end));
+            gemm(g.view_mut(), false, xi, xj.t(), F::one(), Par::Seq);
+            a.slice_mut(ndarray::s![.., ..end])
+                .zip_mut_with(&g, |s, v| *s += v.as_f64());
+        });
+}
+
+/// Eigen-decomposition of the symmetric `a` (N, N, lower triangle read):
+/// returns the eigenvalues in ascending order (N) and the eigenvectors as the
+/// columns of (N, N); `None` if the solver does not converge.
+pub fn symmetric_eigen(a: ArrayView2<'_, f64>) -> Option<(ndarray::Array1<f64>, Array2<f64>)> {
+    let n = a.nrows();
+    assert_eq!(a.ncols(), n, "symmetric_eigen: the matrix must be square");
+    let a = a.as_standard_layout();
+    let m = MatRef::from_row_major_slice(a.as_slice().expect("standard layout"), n, n);
+    let evd = m.self_adjoint_eigen(faer::Side::Lower).ok()?;
+    let (u, s) = (evd.U(), evd.S().column_vector());
+    let values = ndarray::Array1::from_shape_fn(n, |i| s[i]);
+    let vectors = Array2::from_shape_fn((n, n), |(i, j)| u[(i, j)]);
+    Some((values, vectors))
+}
+
+/// Copies the lower triangle of the square `a` onto its upper triangle.
+pub fn mirror_lower(a: &mut Array2<f64>) {
+    for i in 0..a.nrows() {
+        for j in 0..i {
+            a[[j, i]] = a[[i, j]];
+        }
+    }
+}
+
 /// Applies `f` to `a` seen as a faer matrix, copying only if `a` is neither
 /// row- nor column-major contiguous.
 fn with_faer_ref<F: Float, R>(a: ArrayView2<'_, F>, f: impl FnOnce(MatRef<'_, F>) -> R) -> R {

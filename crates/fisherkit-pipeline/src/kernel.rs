@@ -1,0 +1,229 @@
+//! Linear kernels from the encoding stores (docs/pipeline.md §4).
+//!
+//! A term (`gmm-fv:var`, `mfa-fs:loading`, `cnn-global`) of one scale reads
+//! its columns of a store's raw rows $g_i$ and transforms them as the
+//! in-memory encoders do: optional whitening $g_{ij} / \sqrt{\max(F_j,
+//! 10^{-12}\bar F)}$ with $F_j$ the variance of column j over the training
+//! rows, signed power $p_{ij} = \mathrm{sign}(g_{ij})|g_{ij}|^\rho$, then L2,
+//! $x_i = p_i/\|p_i\|$. Its kernel $G_{ij} = x_i^\top x_j$ adds up over blocks
+//! of columns, $G = D^{-1} (\sum_b P_b P_b^\top) D^{-1}$ with $D = \mathrm{diag}\|p_i\|$,
+//! so the encodings are streamed once, block by block, and never held; the
+//! concatenation of terms or scales (each L2-normalised on its own) has the
+//! sum of their kernels.
+
+use crate::store::Store;
+use crate::PipelineError;
+use fisherkit::linalg::{gram_add_lower, mirror_lower, symmetric_eigen};
+use fisherkit::normalize::L2_FLOOR;
+use fisherkit::Normalization;
+use ndarray::{Array1, Array2, ArrayView2};
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Columns per block: at most ~256 MB of f32 per block for N rows.
+fn block_cols(n_rows: usize) -> usize {
+    (64 << 20) / n_rows.max(1)
+}
+
+/// One term of one scale: columns `cols` of `store`.
+pub(crate) struct TermColumns<'a> {
+    pub store: &'a Store,
+    pub cols: Vec<Range<usize>>,
+    pub whiten: bool,
+    pub norm: Normalization,
+}
+
+/// The kernel of a term over rows `rows` (train rows first, `n_train` of them).
+pub(crate) struct TermKernel {
+    /// (N, N) $x_i^\top x_j$.
+    pub gram: Array2<f64>,
+    /// (N) the scale $1/\|p_i\|$ (1 where the norm is below the floor or without L2).
+    pub inv_norm: Array1<f64>,
+    /// The whitening's Fisher-information estimate (length = the term's width), if whitened.
+    pub fim: Option<Array1<f32>>,
+}
+
+impl TermColumns<'_> {
+    /// Width of the term.
+    pub(crate) fn width(&self) -> usize {
+        self.cols.iter().map(|c| c.len()).sum()
+    }
+
+    /// Blocks of at most `w` columns, as (store range, offset in the term).
+    fn blocks(&self, w: usize) -> Vec<(Range<usize>, usize)> {
+        let mut v = Vec::new();
+        let mut off = 0;
+        for c in &self.cols {
+            let mut s = c.start;
+            while s < c.end {
+                let e = (s + w).min(c.end);
+                v.push((s..e, off + s - c.start));
+                s = e;
+            }
+            off += c.len();
+        }
+        v
+    }
+
+    /// Reads columns `cols` of `rows` (parallel over rows) as an (N, |cols|) matrix.
+    fn read(&self, rows: &[usize], cols: Range<usize>) -> Result<Array2<f32>, PipelineError> {
+        let w = cols.len();
+        let mut out = Array2::<f32>::zeros((rows.len(), w));
+        out.as_slice_mut()
+            .expect("contiguous")
+            .par_chunks_mut(w * 64)
+            .zip(rows.par_chunks(64))
+            .try_for_each(|(o, r)| self.store.read_block(r, cols.clone(), o))?;
+        Ok(out)
+    }
+
+    /// The Fisher-information estimate of the whitening: the variance of each
+    /// column over the training rows, $F_j = \frac1B\sum_b (g_{bj}-\bar g_j)^2$.
+    fn fisher_information(&self, train: &[usize]) -> Result<Array1<f32>, PipelineError> {
+        let mut f = Array1::<f32>::zeros(self.width());
+        for (cols, off) in self.blocks(block_cols(train.len())) {
+            let x = self.read(train, cols.clone())?;
+            let n = x.nrows() as f64;
+            for (j, c) in x.columns().into_iter().enumerate() {
+                let mean = c.iter().map(|&v| v as f64).sum::<f64>() / n;
+                let var = c.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+                f[off + j] = var as f32;
+            }
+        }
+        Ok(f)
+    }
+
+    /// The per-column scale of the whitening, as [`fisherkit::encode::MfaFisherScore::set_whitening`].
+    fn white_scale(fim: &Array1<f32>) -> Array1<f32> {
+        let mean = fim.iter().map(|&v| v as f64).sum::<f64>() / fim.len().max(1) as f64;
+        let floor = (1e-12 * mean).max(f64::MIN_POSITIVE);
+        fim.mapv(|v| (1.0 / (v as f64).max(floor).sqrt()) as f32)
+    }
+
+    /// Whitening and signed power of a block in place.
+    fn transform(&self, x: &mut Array2<f32>, scale: Option<&[f32]>) {
+        let p = self.norm.power;
+        x.rows_mut().into_iter().for_each(|mut row| {
+            if let Some(s) = scale {
+                row.iter_mut().zip(s).for_each(|(v, s)| *v *= s);
+            }
+            if p != 1.0 {
+                if p == 0.5 {
+                    row.mapv_inplace(|v| v.signum() * v.abs().sqrt());
+                } else {
+                    let pf = p as f32;
+                    row.mapv_inplace(|v| v.signum() * v.abs().powf(pf));
+                }
+            }
+        });
+    }
+
+    /// The term's kernel over `rows` (the first `n_train` are the training rows).
+    pub(crate) fn kernel(&self, rows: &[usize], n_train: usize) -> Result<TermKernel, PipelineError> {
+        let n = rows.len();
+        let fim = if self.whiten {
+            Some(self.fisher_information(&rows[..n_train])?)
+        } else {
+            None
+        };
+        let scale = fim.as_ref().map(Self::white_scale);
+        let mut gram = Array2::<f64>::zeros((n, n));
+        for (cols, off) in self.blocks(block_cols(n)) {
+            let mut x = self.read(rows, cols.clone())?;
+            let s = scale
+                .as_ref()
+                .map(|s| &s.as_slice().expect("contiguous")[off..off + cols.len()]);
+            self.transform(&mut x, s);
+            gram_add_lower(&mut gram, x.view());
+        }
+        mirror_lower(&mut gram);
+        let inv_norm = Array1::from_shape_fn(n, |i| {
+            let norm = gram[[i, i]].max(0.0).sqrt();
+            if self.norm.l2 && norm > L2_FLOOR {
+                1.0 / norm
+            } else {
+                1.0
+            }
+        });
+        for ((i, j), g) in gram.indexed_iter_mut() {
+            *g *= inv_norm[i] * inv_norm[j];
+        }
+        Ok(TermKernel {
+            gram,
+            inv_norm,
+            fim,
+        })
+    }
+
+    /// Calls `f` with consecutive column blocks (rows × block) of the term's
+    /// final encodings of `rows` (whitened, powered, scaled by `inv_norm`),
+    /// in column order: for the SVM weights and the saved encodings.
+    pub(crate) fn for_each_block(
+        &self,
+        rows: &[usize],
+        k: &TermKernel,
+        inv_norm: &[f64],
+        mut f: impl FnMut(ArrayView2<'_, f32>) -> Result<(), PipelineError>,
+    ) -> Result<(), PipelineError> {
+        let scale = k.fim.as_ref().map(Self::white_scale);
+        for (cols, off) in self.blocks(block_cols(rows.len())) {
+            let mut x = self.read(rows, cols.clone())?;
+            let s = scale
+                .as_ref()
+                .map(|s| &s.as_slice().expect("contiguous")[off..off + cols.len()]);
+            self.transform(&mut x, s);
+            for (mut row, &inv) in x.rows_mut().into_iter().zip(inv_norm) {
+                let inv = inv as f32;
+                row.mapv_inplace(|v| v * inv);
+            }
+            f(x.view())?;
+        }
+        Ok(())
+    }
+}
+
+/// Kernel PCA to `dim` components (the paper's compact "+ PCA" variant):
+/// with the training kernel $G$ (n, n) centred, $G_c = HGH = U\Lambda U^\top$,
+/// the training projections are $Z = U_d\Lambda_d^{1/2}$ and a test vector's
+/// $z = \Lambda_d^{-1/2}U_d^\top k_c$ ($k_c$ its centred kernel row). Returns
+/// the linear kernels of the projections: (train (n, n), test × train (m, n)).
+///
+/// # Errors
+/// The eigensolver failing.
+pub(crate) fn kernel_pca(
+    train: ArrayView2<'_, f64>,
+    cross: ArrayView2<'_, f64>,
+    dim: usize,
+) -> Result<(Array2<f64>, Array2<f64>, usize), PipelineError> {
+    let n = train.nrows();
+    let col_mean = train.mean_axis(ndarray::Axis(0)).expect("rows");
+    let all_mean = col_mean.mean().unwrap_or(0.0);
+    let mut gc = train.to_owned();
+    for ((i, j), g) in gc.indexed_iter_mut() {
+        *g += all_mean - col_mean[i] - col_mean[j];
+    }
+    let (s, u) = symmetric_eigen(gc.view())
+        .ok_or_else(|| PipelineError::at("compact PCA", "the eigensolver did not converge"))?;
+    // the largest `dim` positive eigenvalues (ascending order from faer)
+    let kept: Vec<usize> = (0..n).rev().filter(|&j| s[j] > 1e-10 * s[n - 1].abs().max(1e-300)).take(dim).collect();
+    let d = kept.len();
+    let mut z_train = Array2::<f64>::zeros((n, d));
+    let mut proj = Array2::<f64>::zeros((n, d)); // U_d Λ^{-1/2}
+    for (c, &j) in kept.iter().enumerate() {
+        let l = s[j];
+        for i in 0..n {
+            z_train[[i, c]] = u[[i, j]] * l.sqrt();
+            proj[[i, c]] = u[[i, j]] / l.sqrt();
+        }
+    }
+    let m = cross.nrows();
+    let mut kc = cross.to_owned();
+    for i in 0..m {
+        let row_mean = cross.row(i).mean().unwrap_or(0.0);
+        for j in 0..n {
+            kc[[i, j]] += all_mean - row_mean - col_mean[j];
+        }
+    }
+    let z_test = kc.dot(&proj);
+    Ok((z_train.dot(&z_train.t()), z_test.dot(&z_train.t()), d))
+}

@@ -1,0 +1,579 @@
+//! The streamed stages of a run, in order (docs/pipeline.md):
+//! [`sample`] (a seeded subset of the training images → per-scale PCA
+//! moments and model-sample rows) → [`fit_pca`] → [`fit_models`] (an explicit
+//! list, each from its own settings, the sample and the seed) → [`encode_all`]
+//! (every image once through the CNN, projected and encoded with every model,
+//! raw encodings into on-disk [`Store`]s). Memory is bounded by the batch, the
+//! samples and the models, never by the number of images.
+
+use crate::descriptors::{compute_batch, fnv1a64, ImageDescriptors};
+use crate::store::Store;
+use crate::{PipelineError, Progress};
+use fisherkit::encode::{
+    FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams, MfaPart,
+};
+use fisherkit::gmm::{DiagGmm, GmmParams};
+use fisherkit::mfa::{Mfa, MfaParams};
+use fisherkit::pca::{Pca, PcaMoments, PcaParams};
+use fisherkit::{Encoder, Normalization};
+use fisherkit_cnn::descriptors::DescriptorParams;
+use fisherkit_cnn::SqueezeNet;
+use ndarray::{Array1, Array2, Axis};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where the descriptors come from.
+pub(crate) enum Source<'a> {
+    /// Image files through the CNN.
+    Images {
+        net: &'a SqueezeNet,
+        paths: Vec<PathBuf>,
+        params: &'a DescriptorParams,
+        with_global: bool,
+    },
+    /// Bags read from descriptor files (one scale).
+    Bags(Vec<Array2<f32>>),
+}
+
+impl Source<'_> {
+    /// Descriptors of the images `idx`, in order (`Err`: the image is skipped, with the reason).
+    pub(crate) fn compute(
+        &self,
+        idx: &[usize],
+    ) -> Result<Vec<Result<ImageDescriptors, String>>, PipelineError> {
+        match self {
+            Source::Images {
+                net,
+                paths,
+                params,
+                with_global,
+            } => {
+                let p: Vec<&Path> = idx.iter().map(|&i| paths[i].as_path()).collect();
+                compute_batch(net, &p, params, *with_global)
+            }
+            Source::Bags(bags) => Ok(idx
+                .iter()
+                .map(|&i| {
+                    Ok(ImageDescriptors {
+                        scales: vec![bags[i].clone()],
+                        global: None,
+                    })
+                })
+                .collect()),
+        }
+    }
+
+    /// Images per parallel batch: enough to keep every thread busy, few
+    /// enough that a batch's descriptors stay small (≈ 12 MB per photo).
+    fn batch_len(&self) -> usize {
+        4 * rayon::current_num_threads().max(1)
+    }
+}
+
+/// A background model of the run: its kind and settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum ModelKind {
+    /// Diagonal GMM with K components.
+    Gmm { k: usize },
+    /// MFA with K components and R factors.
+    Mfa { k: usize, r: usize },
+}
+
+/// One model to fit: kind and scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct ModelSpec {
+    pub scale: usize,
+    pub kind: ModelKind,
+}
+
+/// The settings every model of a run shares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FitSettings {
+    pub gmm_max_iter: usize,
+    pub mfa_max_iter: usize,
+    pub model_sample: usize,
+    pub seed: u64,
+}
+
+impl ModelSpec {
+    /// The file stem of the model in the run folder: every setting it depends on.
+    pub(crate) fn stem(&self, scale_name: &str, s: &FitSettings) -> String {
+        match self.kind {
+            ModelKind::Gmm { k } => format!(
+                "gmm-K{k}-it{}-ms{}-{scale_name}",
+                s.gmm_max_iter, s.model_sample
+            ),
+            ModelKind::Mfa { k, r } => format!(
+                "mfa-K{k}-R{r}-it{}-ms{}-{scale_name}",
+                s.mfa_max_iter, s.model_sample
+            ),
+        }
+    }
+}
+
+/// A fitted background model.
+#[derive(Debug, Clone)]
+pub(crate) enum Fitted {
+    Gmm(DiagGmm<f32>),
+    Mfa(Mfa<f32>),
+}
+
+impl Fitted {
+    /// The raw (un-normalised) encoder of every part: GMM-FV `prior, mean,
+    /// var` (K + 2KD), MFA-FS `mean, loading` (KD + KDR). Terms select their
+    /// parts and normalise at kernel time ([`crate::kernel`]).
+    pub(crate) fn raw_encoder(&self) -> Result<Box<dyn Encoder<f32>>, PipelineError> {
+        let none = Normalization {
+            power: 1.0,
+            l2: false,
+        };
+        let e = PipelineError::stage("encoding");
+        Ok(match self {
+            Fitted::Gmm(g) => Box::new(
+                FisherVector::new(
+                    g,
+                    FisherVectorParams {
+                        parts: vec![FvPart::Prior, FvPart::Mean, FvPart::Var],
+                        normalization: none,
+                        ..Default::default()
+                    },
+                )
+                .map_err(e)?,
+            ),
+            Fitted::Mfa(m) => Box::new(
+                MfaFisherScore::new(
+                    m.clone(),
+                    MfaFisherScoreParams {
+                        parts: vec![MfaPart::Mean, MfaPart::Loading],
+                        normalization: none,
+                        whitening: None,
+                    },
+                )
+                .map_err(e)?,
+            ),
+        })
+    }
+}
+
+/// The run folder: models, samples, stores and the image journal of one data
+/// set and one set of CNN/PCA/sample settings (docs/pipeline.md §3).
+pub(crate) struct RunFolder {
+    pub dir: PathBuf,
+    /// Removed when the run ends (no cache folder was given).
+    pub temporary: bool,
+}
+
+impl RunFolder {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for RunFolder {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A 64-bit key of `parts`, in hex.
+pub(crate) fn key(parts: &[String]) -> String {
+    format!("{:016x}", fnv1a64(parts.join("\u{1f}").as_bytes(), 0))
+}
+
+fn io_err(path: &Path, what: &str, e: impl std::fmt::Display) -> PipelineError {
+    PipelineError::Io {
+        path: path.display().to_string(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// What happened to each image in earlier passes: descriptors per scale, or
+/// the reason it was skipped. Persisted as `images.tsv` in the run folder.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ImageLog {
+    pub counts: BTreeMap<usize, Vec<usize>>,
+    pub skipped: BTreeMap<usize, String>,
+}
+
+impl ImageLog {
+    pub(crate) fn load(path: &Path) -> Self {
+        let mut log = ImageLog::default();
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return log;
+        };
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let mut f = line.trim_end_matches('\n').splitn(3, '\t');
+            let (Some(i), Some(kind), Some(rest)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let Ok(i) = i.parse::<usize>() else { continue };
+            match kind {
+                "ok" => {
+                    let c: Result<Vec<usize>, _> = rest.split(',').map(str::parse).collect();
+                    if let Ok(c) = c {
+                        log.counts.insert(i, c);
+                    }
+                }
+                "skip" => {
+                    log.skipped.insert(i, rest.to_string());
+                }
+                _ => {}
+            }
+        }
+        log
+    }
+
+    fn append(&mut self, path: &Path, entries: &[(usize, Result<Vec<usize>, String>)]) -> Result<(), PipelineError> {
+        let mut text = String::new();
+        for (i, e) in entries {
+            match e {
+                Ok(c) => {
+                    let c: Vec<String> = c.iter().map(usize::to_string).collect();
+                    text.push_str(&format!("{i}\tok\t{}\n", c.join(",")));
+                    self.counts.insert(*i, c.iter().map(|v| v.parse().unwrap_or(0)).collect());
+                }
+                Err(r) => {
+                    let r = r.replace(['\t', '\n'], " ");
+                    text.push_str(&format!("{i}\tskip\t{r}\n"));
+                    self.skipped.insert(*i, r);
+                }
+            }
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| io_err(path, "cannot open the image log", e))?;
+        f.write_all(text.as_bytes())
+            .and_then(|_| f.sync_data())
+            .map_err(|e| io_err(path, "cannot write the image log", e))
+    }
+}
+
+/// What the sample pass gathers per scale.
+pub(crate) struct Sample {
+    /// PCA sums of the chosen rows.
+    pub moments: Vec<Option<PcaMoments>>,
+    /// Raw (unprojected) model-sample rows, per scale.
+    pub rows: Vec<Vec<f32>>,
+    /// Descriptor width.
+    pub dim: usize,
+}
+
+/// Settings of the sample pass.
+pub(crate) struct SampleSettings {
+    /// Training images the sample is drawn from (at most).
+    pub images: usize,
+    /// Descriptors per scale for the PCA.
+    pub pca_rows: usize,
+    /// Descriptors per scale for the background models.
+    pub model_rows: usize,
+    pub seed: u64,
+}
+
+/// The seeded subset of the training images `0..n_train` the PCA and the
+/// models learn from, ascending.
+pub(crate) fn sample_images(n_train: usize, s: &SampleSettings) -> Vec<usize> {
+    let mut idx: Vec<usize> = if s.images >= n_train {
+        (0..n_train).collect()
+    } else {
+        let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ 0x5a3c_1e00);
+        rand::seq::index::sample(&mut rng, n_train, s.images).into_vec()
+    };
+    idx.sort_unstable();
+    idx
+}
+
+/// Seeded rows `quota` of `n` for the image whose name hashes to `image`
+/// (so the rows do not depend on which other images could be read), scale
+/// `scale`, purpose `what`.
+fn pick_rows(n: usize, quota: usize, seed: u64, image: u64, scale: usize, what: u64) -> Vec<usize> {
+    if quota >= n {
+        return (0..n).collect();
+    }
+    let s = seed ^ fnv1a64(&[image.to_le_bytes(), scale.to_le_bytes(), what.to_le_bytes()].concat(), 0);
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let mut v = rand::seq::index::sample(&mut rng, n, quota).into_vec();
+    v.sort_unstable();
+    v
+}
+
+/// The sample pass: the images of [`sample_images`] through the CNN, each
+/// contributing ⌈pca_rows / images⌉ seeded rows per scale to the PCA moments
+/// and ⌈model_rows / images⌉ to the model sample (uniform over the images,
+/// docs/pipeline.md §2). Skipped images are logged.
+pub(crate) fn sample(
+    source: &Source<'_>,
+    images: &[usize],
+    n_scales: usize,
+    s: &SampleSettings,
+    names: &[String],
+    log: &mut ImageLog,
+    log_path: &Path,
+    progress: &dyn Progress,
+) -> Result<Sample, PipelineError> {
+    let n_img = images.len().max(1);
+    let pca_quota = s.pca_rows.div_ceil(n_img);
+    let model_quota = s.model_rows.div_ceil(n_img);
+    let mut out = Sample {
+        moments: (0..n_scales).map(|_| None).collect(),
+        rows: vec![Vec::new(); n_scales],
+        dim: 0,
+    };
+    progress.start("sample (CNN on the sample images)", images.len() as u64);
+    for batch in images.chunks(source.batch_len()) {
+        let descs = source.compute(batch)?;
+        let mut entries = Vec::new();
+        for (&i, d) in batch.iter().zip(descs) {
+            match d {
+                Ok(d) => {
+                    add_to_sample(&mut out, &d, fnv1a64(names[i].as_bytes(), 0), pca_quota, model_quota, s.seed)?;
+                    entries.push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
+                }
+                Err(e) => {
+                    progress.warn(&format!("skipped: {e}"));
+                    entries.push((i, Err(e)));
+                }
+            }
+        }
+        log.append(log_path, &entries)?;
+        progress.inc(batch.len() as u64);
+    }
+    let kept: usize = out.rows.iter().map(|r| r.len()).sum::<usize>() / out.dim.max(1);
+    progress.finish(&format!("{} images, {kept} model-sample rows", images.len()));
+    Ok(out)
+}
+
+fn add_to_sample(
+    out: &mut Sample,
+    d: &ImageDescriptors,
+    image: u64,
+    pca_quota: usize,
+    model_quota: usize,
+    seed: u64,
+) -> Result<(), PipelineError> {
+    for (s, x) in d.scales.iter().enumerate() {
+        out.dim = x.ncols();
+        let m = out.moments[s].get_or_insert_with(|| {
+            PcaMoments::new(x.mean_axis(Axis(0)).expect("rows").mapv(|v| v as f64))
+        });
+        let rows = pick_rows(x.nrows(), pca_quota, seed, image, s, 1);
+        m.add(x.select(Axis(0), &rows).view())
+            .map_err(PipelineError::stage("PCA"))?;
+        for r in pick_rows(x.nrows(), model_quota, seed, image, s, 2) {
+            out.rows[s].extend(x.row(r).iter());
+        }
+    }
+    Ok(())
+}
+
+/// The PCA of every scale from the sample's moments.
+pub(crate) fn fit_pca(sample: &Sample, pca_dim: usize) -> Result<Vec<Pca<f32>>, PipelineError> {
+    sample
+        .moments
+        .iter()
+        .map(|m| {
+            let m = m.as_ref().ok_or_else(|| {
+                PipelineError::Dataset("no sample image could be read".into())
+            })?;
+            PcaParams::new(pca_dim)
+                .clamp_components(true)
+                .fit_moments(m)
+                .map_err(PipelineError::stage("PCA"))
+        })
+        .collect()
+}
+
+/// Projects the raw model-sample rows of every scale.
+pub(crate) fn project_sample(
+    sample: &Sample,
+    pcas: &[Pca<f32>],
+) -> Result<Vec<Array2<f32>>, PipelineError> {
+    sample
+        .rows
+        .iter()
+        .zip(pcas)
+        .map(|(rows, pca)| {
+            let x = Array2::from_shape_vec((rows.len() / sample.dim, sample.dim), rows.clone())
+                .expect("whole rows");
+            pca.transform(x.view()).map_err(PipelineError::stage("PCA"))
+        })
+        .collect()
+}
+
+/// Fits one model on its scale's sample with the run's seed.
+pub(crate) fn fit_model(
+    spec: &ModelSpec,
+    x: &Array2<f32>,
+    s: &FitSettings,
+    scale_name: &str,
+    progress: &dyn Progress,
+) -> Result<(Fitted, f64), PipelineError> {
+    let t = Instant::now();
+    let fitted = match spec.kind {
+        ModelKind::Gmm { k } => {
+            let k = k.min(x.nrows());
+            progress.start(&format!("GMM K={k} (scale {scale_name})"), s.gmm_max_iter as u64);
+            let fit = GmmParams::<f32>::new(k)
+                .max_iter(s.gmm_max_iter)
+                .seed(s.seed)
+                .fit_with_progress(x.view(), &mut |_| progress.inc(1))
+                .map_err(PipelineError::stage("GMM training"))?;
+            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
+            Fitted::Gmm(fit.model)
+        }
+        ModelKind::Mfa { k, r } => {
+            let d = x.ncols();
+            if r >= d {
+                return Err(PipelineError::Config(format!(
+                    "MFA factors R = {r} must be below the descriptor dimension {d} after PCA"
+                )));
+            }
+            let k = k.min(x.nrows());
+            progress.start(
+                &format!("MFA K={k} R={r} (scale {scale_name})"),
+                s.mfa_max_iter as u64,
+            );
+            let fit = MfaParams::new(k, r)
+                .max_iter(s.mfa_max_iter)
+                .seed(s.seed)
+                .fit_with_progress(x.view(), &mut |_| progress.inc(1))
+                .map_err(PipelineError::stage("MFA training"))?;
+            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
+            Fitted::Mfa(fit.model)
+        }
+    };
+    Ok((fitted, t.elapsed().as_secs_f64()))
+}
+
+/// The one-line summary of an EM fit shown when its stage ends.
+fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String {
+    let ll = log_likelihood
+        .last()
+        .map(|v| format!(", log-likelihood {v:.4}"))
+        .unwrap_or_default();
+    let tail = if converged { "" } else { " (not converged)" };
+    format!("{n_iter} iterations{ll}{tail}")
+}
+
+/// One store to fill: the raw encoder of a model of one scale, or the CNN's
+/// global vectors (`encoder` = `None`, scale ignored).
+pub(crate) struct Target<'a> {
+    pub scale: usize,
+    pub encoder: Option<Box<dyn Encoder<f32>>>,
+    pub store: &'a mut Store,
+}
+
+/// Seconds spent in the encode pass.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PassTimes {
+    pub cnn: f64,
+    pub encode: f64,
+    pub images: usize,
+}
+
+/// Hooks of the encode pass for `--save-descriptors`: called with each
+/// image's index and descriptors, in index order.
+pub(crate) type OnDescriptors<'a> = dyn FnMut(usize, &ImageDescriptors) -> Result<(), PipelineError> + 'a;
+
+/// The encode pass: every image of `todo` (ascending) once through the CNN,
+/// each scale projected by its PCA, each target's raw encoding written to its
+/// store; a batch is journalled in every store once all its rows are written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_all(
+    source: &Source<'_>,
+    todo: &[usize],
+    pcas: &[Pca<f32>],
+    targets: &mut [Target<'_>],
+    log: &mut ImageLog,
+    log_path: &Path,
+    names: &[String],
+    mut on_descriptors: Option<&mut OnDescriptors<'_>>,
+    progress: &dyn Progress,
+) -> Result<PassTimes, PipelineError> {
+    let mut times = PassTimes::default();
+    progress.start("CNN + encoding", todo.len() as u64);
+    let reused = names.len() - todo.len();
+    for batch in todo.chunks(source.batch_len()) {
+        let t = Instant::now();
+        let descs = source.compute(batch)?;
+        times.cnn += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut entries = Vec::new();
+        let mut ok_rows = Vec::new();
+        for (&i, d) in batch.iter().zip(&descs) {
+            match d {
+                Ok(d) => {
+                    if let Some(f) = on_descriptors.as_mut() {
+                        f(i, d)?;
+                    }
+                    entries.push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
+                    ok_rows.push(i);
+                }
+                Err(e) => {
+                    progress.warn(&format!("skipped: {e}"));
+                    entries.push((i, Err(e.clone())));
+                }
+            }
+        }
+        encode_batch(batch, &descs, pcas, targets, names)?;
+        for t in targets.iter_mut() {
+            t.store.commit(&ok_rows)?;
+        }
+        log.append(log_path, &entries)?;
+        times.encode += t.elapsed().as_secs_f64();
+        times.images += batch.len();
+        progress.inc(batch.len() as u64);
+    }
+    progress.finish(&format!(
+        "{} images through the CNN, {reused} reused from the run folder",
+        todo.len()
+    ));
+    Ok(times)
+}
+
+/// Projects and encodes one batch (images in parallel), writing the rows.
+fn encode_batch(
+    batch: &[usize],
+    descs: &[Result<ImageDescriptors, String>],
+    pcas: &[Pca<f32>],
+    targets: &[Target<'_>],
+    names: &[String],
+) -> Result<(), PipelineError> {
+    batch
+        .par_iter()
+        .zip(descs)
+        .try_for_each(|(&i, d)| -> Result<(), PipelineError> {
+            let Ok(d) = d else { return Ok(()) };
+            let projected: Vec<Array2<f32>> = d
+                .scales
+                .iter()
+                .zip(pcas)
+                .map(|(x, p)| p.transform(x.view()))
+                .collect::<Result<_, _>>()
+                .map_err(|e| PipelineError::at("PCA", format!("image {}: {e}", names[i])))?;
+            for t in targets {
+                if t.store.has(i) {
+                    continue;
+                }
+                let row: Array1<f32> = match &t.encoder {
+                    Some(enc) => enc.encode(projected[t.scale].view()).map_err(|e| {
+                        PipelineError::at("encoding", format!("image {}: {e}", names[i]))
+                    })?,
+                    None => d.global.clone().ok_or_else(|| {
+                        PipelineError::at("encoding", "the CNN's global vector was not computed")
+                    })?,
+                };
+                t.store
+                    .write_row(i, row.as_slice().expect("contiguous"))?;
+            }
+            Ok(())
+        })
+}
