@@ -731,6 +731,7 @@ fn usable_rows(
     log: &ImageLog,
     stores: &BTreeMap<ModelSpec, Store>,
     global: &Option<Store>,
+    test_source: &Path,
 ) -> Result<(Vec<usize>, usize), PipelineError> {
     let ok = |i: &usize| {
         !log.skipped.contains_key(i)
@@ -747,7 +748,10 @@ fn usable_rows(
         }
     }
     if test.is_empty() {
-        return Err(PipelineError::Dataset("the test set has no readable image".into()));
+        return Err(PipelineError::Dataset(format!(
+            "{} has no readable image",
+            test_source.display()
+        )));
     }
     let n_train = train.len();
     Ok((train.into_iter().chain(test).collect(), n_train))
@@ -1133,7 +1137,7 @@ fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Res
     }
     let (mut stores, mut global) = open_stores(cfg, &inputs, &folder, &learned, with_global)?;
     encode_stage(cfg, &inputs, &folder, &learned, &mut stores, &mut global, &mut log, progress, &mut timings)?;
-    let (rows, n_train) = usable_rows(&inputs, &log, &stores, &global)?;
+    let (rows, n_train) = usable_rows(&inputs, &log, &stores, &global, &cfg.test)?;
     if let Some(out) = &out {
         let (tr, te) = rows.split_at(n_train);
         let names = |r: &[usize]| r.iter().map(|&i| inputs.names[i].clone()).collect::<Vec<_>>();
