@@ -210,17 +210,21 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
         let m = nr * wo;
         with_scratch(m * (k + n), |buf| {
             let (cols, acc) = buf.split_at_mut(m * k);
-            vectorized(|| {
-                for r in 0..nr {
-                    for j in 0..wo {
-                        let dst = &mut cols[(r * wo + j) * k..(r * wo + j + 1) * k];
-                        for u in 0..3 {
-                            let src = ((2 * (r0 + r) + u) * wp + 2 * j) * c;
-                            dst[u * 3 * c..(u + 1) * 3 * c].copy_from_slice(&xp[src..src + 3 * c]);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..nr {
+                        for j in 0..wo {
+                            let dst = &mut cols[(r * wo + j) * k..(r * wo + j + 1) * k];
+                            for u in 0..3 {
+                                let src = ((2 * (r0 + r) + u) * wp + 2 * j) * c;
+                                dst[u * 3 * c..(u + 1) * 3 * c]
+                                    .copy_from_slice(&xp[src..src + 3 * c]);
+                            }
                         }
                     }
-                }
-            });
+                },
+            );
             gemm(
                 view_mut(acc, m, n),
                 false,
@@ -230,14 +234,17 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
                 ipar,
             );
             let bias = conv.bias.as_slice().expect("contiguous bias");
-            vectorized(|| {
-                for px in acc.chunks_exact_mut(n) {
-                    for (v, &b) in px.iter_mut().zip(bias) {
-                        *v = (*v + b).max(0.0);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for px in acc.chunks_exact_mut(n) {
+                        for (v, &b) in px.iter_mut().zip(bias) {
+                            *v = (*v + b).max(0.0);
+                        }
                     }
-                }
-                pool_rows(acc, wo, n, band, pw);
-            });
+                    pool_rows(acc, wo, n, band, pw);
+                },
+            );
         });
     });
     Hwc {
@@ -284,7 +291,10 @@ pub(crate) fn max_pool(x: &Hwc, par: Par) -> Hwc {
     for_bands(&mut out, pw * c, rows_per, par, |q0, band, _| {
         let nq = band.len() / (pw * c);
         let src = &x.data[2 * q0 * row..(2 * (q0 + nq) + 1) * row];
-        vectorized(|| pool_rows(src, x.w, c, band, pw));
+        vectorized(
+            #[inline(always)]
+            || pool_rows(src, x.w, c, band, pw),
+        );
     });
     Hwc {
         h: ph,
@@ -333,16 +343,21 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
                     1.0,
                     ipar,
                 );
-                vectorized(|| {
-                    for (drow, arow) in band.chunks_exact_mut(wp * s).zip(acc.chunks_exact(w * s)) {
-                        for (d, a) in drow[s..(w + 1) * s]
-                            .chunks_exact_mut(s)
-                            .zip(arow.chunks_exact(s))
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (drow, arow) in
+                            band.chunks_exact_mut(wp * s).zip(acc.chunks_exact(w * s))
                         {
-                            bias_relu(d, a, sb);
+                            for (d, a) in drow[s..(w + 1) * s]
+                                .chunks_exact_mut(s)
+                                .zip(arow.chunks_exact(s))
+                            {
+                                bias_relu(d, a, sb);
+                            }
                         }
-                    }
-                });
+                    },
+                );
             });
         },
     );
@@ -373,17 +388,21 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
                 ipar,
             );
             // im2col: pixel (i, j) takes padded rows i..i+3, columns j..j+3 (3·s floats each).
-            vectorized(|| {
-                for r in 0..nr {
-                    for j in 0..w {
-                        let dst = &mut cols[(r * w + j) * k3..(r * w + j + 1) * k3];
-                        for u in 0..3 {
-                            let src = ((r0 + r + u) * wp + j) * s;
-                            dst[u * 3 * s..(u + 1) * 3 * s].copy_from_slice(&sq[src..src + 3 * s]);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..nr {
+                        for j in 0..w {
+                            let dst = &mut cols[(r * w + j) * k3..(r * w + j + 1) * k3];
+                            for u in 0..3 {
+                                let src = ((r0 + r + u) * wp + j) * s;
+                                dst[u * 3 * s..(u + 1) * 3 * s]
+                                    .copy_from_slice(&sq[src..src + 3 * s]);
+                            }
                         }
                     }
-                }
-            });
+                },
+            );
             gemm(
                 view_mut(acc3, m3, e3),
                 false,
@@ -392,17 +411,20 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
                 1.0,
                 ipar,
             );
-            vectorized(|| {
-                for r in 0..nr {
-                    for j in 0..w {
-                        let px = r * w + j;
-                        let (d1, d3) = band[px * e..(px + 1) * e].split_at_mut(e1);
-                        let a1 = &acc1[(r * wp + j + 1) * e1..(r * wp + j + 2) * e1];
-                        bias_relu(d1, a1, b1);
-                        bias_relu(d3, &acc3[px * e3..(px + 1) * e3], b3);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..nr {
+                        for j in 0..w {
+                            let px = r * w + j;
+                            let (d1, d3) = band[px * e..(px + 1) * e].split_at_mut(e1);
+                            let a1 = &acc1[(r * wp + j + 1) * e1..(r * wp + j + 2) * e1];
+                            bias_relu(d1, a1, b1);
+                            bias_relu(d3, &acc3[px * e3..(px + 1) * e3], b3);
+                        }
                     }
-                }
-            });
+                },
+            );
         });
     });
     Hwc {

@@ -219,7 +219,9 @@ impl SqueezeNet {
         Ok(self.forward_unchecked(input, par_all()))
     }
 
-    /// [`SqueezeNet::forward`] on many images: rayon over the images, each sequential inside.
+    /// [`SqueezeNet::forward`] on many images: rayon over the images and over bands of rows
+    /// inside each (see [`crate::extract_batch`]), so a batch smaller than the pool still
+    /// keeps every thread busy.
     pub fn forward_batch(
         &self,
         inputs: &[ArrayView3<'_, f32>],
@@ -227,7 +229,7 @@ impl SqueezeNet {
         inputs.iter().try_for_each(Self::check_input)?;
         Ok(inputs
             .par_iter()
-            .map(|x| self.forward_unchecked(x.view(), Par::Seq))
+            .map(|x| self.forward_unchecked(x.view(), par_all()))
             .collect())
     }
 
