@@ -155,6 +155,50 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     })
 }
 
+thread_local! {
+    /// Layer-output buffers this thread returned with [`recycle`], for [`zeroed`] to reuse:
+    /// writing into memory the process already has avoids the page faults (and the kernel's
+    /// zeroing) of fresh allocations, measured at about 12 % of a 907 px forward pass.
+    static BUFFERS: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most floats [`recycle`] keeps per thread (256 MB).
+const MAX_POOLED_FLOATS: usize = 64 << 20;
+
+/// A vector of `len` zeros, reusing a recycled buffer of this thread when one is large enough.
+pub(crate) fn zeroed(len: usize) -> Vec<f32> {
+    let reused = BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let best = (0..b.len())
+            .filter(|&i| b[i].capacity() >= len)
+            .min_by_key(|&i| b[i].capacity());
+        best.map(|i| b.swap_remove(i))
+    });
+    match reused {
+        Some(mut v) => {
+            v.clear();
+            v.resize(len, 0.0);
+            v
+        }
+        None => vec![0.0; len],
+    }
+}
+
+/// Gives `v` back for [`zeroed`] on this thread, dropping the smallest buffers beyond
+/// [`MAX_POOLED_FLOATS`].
+pub(crate) fn recycle(v: Vec<f32>) {
+    BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        b.push(v);
+        b.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
+        let mut total = 0;
+        b.retain(|v| {
+            total += v.capacity();
+            total <= MAX_POOLED_FLOATS
+        });
+    });
+}
+
 fn view(s: &[f32], m: usize, n: usize) -> ArrayView2<'_, f32> {
     ArrayView2::from_shape((m, n), s).expect("m*n floats")
 }
@@ -186,7 +230,7 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
     let (wo, pl) = same_geometry(w, 3, 2);
     let (hp, wp) = ((ho - 1) * 2 + 3, (wo - 1) * 2 + 3);
     // Zero-padded channel-last copy of the input.
-    let mut xp = vec![0.0f32; hp * wp * c];
+    let mut xp = zeroed(hp * wp * c);
     for ch in 0..c {
         for (iy, row) in x.index_axis(ndarray::Axis(0), ch).outer_iter().enumerate() {
             let base = ((iy + pt) * wp + pl) * c + ch;
@@ -201,7 +245,7 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
     );
     let n = conv.out_ch();
     let k = 9 * c;
-    let mut out = vec![0.0f32; ph * pw * n];
+    let mut out = zeroed(ph * pw * n);
     let rows_per = band_rows(ph, 2 * wo, k + n, threads_of(par));
     for_bands(&mut out, pw * n, rows_per, par, |q0, band, ipar| {
         let nq = band.len() / (pw * n);
@@ -247,6 +291,7 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
             );
         });
     });
+    recycle(xp);
     Hwc {
         h: ph,
         w: pw,
@@ -285,7 +330,7 @@ pub(crate) fn max_pool(x: &Hwc, par: Par) -> Hwc {
     let ph = pool_out(x.h).expect("max_pool: height >= 3");
     let pw = pool_out(x.w).expect("max_pool: width >= 3");
     let c = x.c;
-    let mut out = vec![0.0f32; ph * pw * c];
+    let mut out = zeroed(ph * pw * c);
     let row = x.w * c;
     let rows_per = band_rows(ph, 2 * x.w, c, threads_of(par));
     for_bands(&mut out, pw * c, rows_per, par, |q0, band, _| {
@@ -323,7 +368,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
     // Squeeze into the interior of an (h + 2, w + 2, s) zero-bordered buffer: the border is
     // expand3x3's "same" padding.
     let wp = w + 2;
-    let mut sq = vec![0.0f32; (h + 2) * wp * s];
+    let mut sq = zeroed((h + 2) * wp * s);
     let sb = squeeze.bias.as_slice().expect("contiguous bias");
     let rows_per = band_rows(h, w, s, threads);
     for_bands(
@@ -368,9 +413,10 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
         expand1.bias.as_slice().expect("contiguous bias"),
         expand3.bias.as_slice().expect("contiguous bias"),
     );
-    let mut out = vec![0.0f32; h * w * e];
+    let mut out = zeroed(h * w * e);
     let rows_per = band_rows(h, w, k3 + e + 2 * e1 / w.max(1), threads);
-    let sq = &sq;
+    let sq_buf = &mut sq;
+    let sq = &*sq_buf;
     for_bands(&mut out, w * e, rows_per, par, |r0, band, ipar| {
         let nr = band.len() / (w * e);
         let (m1, m3) = (nr * wp, nr * w);
@@ -427,6 +473,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
             );
         });
     });
+    recycle(std::mem::take(sq_buf));
     Hwc {
         h,
         w,

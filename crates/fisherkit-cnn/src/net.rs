@@ -14,7 +14,9 @@
 //! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
 //! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
 
-use crate::layers::{conv1_pool, conv1x1_chw, fire, max_pool, pool_out, same_geometry, Conv};
+use crate::layers::{
+    conv1_pool, conv1x1_chw, fire, max_pool, pool_out, recycle, same_geometry, Conv,
+};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array3, ArrayView3};
 use rayon::prelude::*;
@@ -237,13 +239,16 @@ impl SqueezeNet {
         let mut x = conv1_pool(&self.conv1, input, par);
         for (i, f) in self.fires.iter().enumerate() {
             if i == 2 || i == 4 {
-                x = max_pool(&x, par);
+                let y = max_pool(&x, par);
+                recycle(std::mem::replace(&mut x, y).data);
             }
-            x = fire(&f.squeeze, &f.expand1, &f.expand3, &x, par);
+            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, par);
+            recycle(std::mem::replace(&mut x, y).data);
         }
         let (h, w) = (x.h, x.w);
-        conv1x1_chw(&self.conv10, &x, par)
-            .into_shape_with_order((NUM_CLASSES, h, w))
+        let map = conv1x1_chw(&self.conv10, &x, par);
+        recycle(x.data);
+        map.into_shape_with_order((NUM_CLASSES, h, w))
             .expect("contiguous")
     }
 
