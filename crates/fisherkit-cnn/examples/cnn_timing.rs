@@ -1,6 +1,10 @@
 //! Times SqueezeNet's forward pass at 227×227 with 1 and 2 rayon threads, batch throughput,
 //! and dense descriptor extraction. Run:
 //! `cargo run --release -p fisherkit-cnn --example cnn_timing [-- --forward-only]`
+//!
+//! `-- --sizes 227,454,681,907 --threads 1,2 --reps 7` instead times only `SqueezeNet::forward`
+//! on square inputs of those sides, one line per (side, threads):
+//! `forward 454x454, 2 thread(s): 12.34 ms (median of 7)` (what `scripts/bench_cnn.py` reads).
 use fisherkit_cnn::{extract, extract_batch, DescriptorParams, SqueezeNet};
 use ndarray::Array3;
 use std::time::Instant;
@@ -27,6 +31,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ((i * 3 + j * 5 + c * 70) % 256) as f32
     });
     let params = DescriptorParams::default();
+    let args: Vec<String> = std::env::args().collect();
+    let list = |flag: &str| -> Option<Vec<usize>> {
+        let i = args.iter().position(|a| a == flag)?;
+        let v = args.get(i + 1).expect("a value after the flag");
+        Some(
+            v.split(',')
+                .map(|t| t.trim().parse().expect("a number"))
+                .collect(),
+        )
+    };
+    if let Some(sizes) = list("--sizes") {
+        let threads = list("--threads").unwrap_or_else(|| vec![1, 2]);
+        let reps = list("--reps").map_or(7, |r| r[0].max(1));
+        for &side in &sizes {
+            let x = Array3::from_shape_fn((3, side, side), |(c, i, j)| {
+                ((c * 31 + i * 7 + j * 13) % 255) as f32 - 120.0
+            });
+            for &t in &threads {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+                let ms = pool.install(|| median_ms(|| drop(net.forward(x.view()).unwrap()), reps));
+                println!("forward {side}x{side}, {t} thread(s): {ms:.2} ms (median of {reps})");
+            }
+        }
+        return Ok(());
+    }
     if std::env::args().any(|a| a == "--forward-only") {
         // For scripts/bench_cnn.py: one line, one thread.
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;

@@ -214,8 +214,10 @@ pub fn extract(
     extract_unchecked(net, image, params, par_all())
 }
 
-/// [`extract`] on many images: rayon over the images, sequential inside each. Fails on the
-/// first invalid image, naming its index.
+/// [`extract`] on many images: rayon over the images, and over bands of rows inside each
+/// image's network passes, so both levels share the pool: with several images each thread
+/// mostly works through whole images, while one image (or the last of a batch) still has
+/// every thread on it. Fails on the first invalid image, naming its index.
 pub fn extract_batch(
     net: &SqueezeNet,
     images: &[ArrayView3<'_, f32>],
@@ -229,7 +231,7 @@ pub fn extract_batch(
     }
     images
         .par_iter()
-        .map(|img| extract_unchecked(net, img.view(), params, Par::Seq))
+        .map(|img| extract_unchecked(net, img.view(), params, par_all()))
         .collect()
 }
 

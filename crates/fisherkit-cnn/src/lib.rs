@@ -14,12 +14,14 @@
 //! ```
 //!
 //! Computation only: files are read only by [`load_image`] and [`SqueezeNet::load`].
-//! Arithmetic is f32; convolutions are im2col + faer GEMM.
+//! Arithmetic is f32; convolutions are faer GEMMs on channel-last bands of rows (see `layers`).
 
 pub mod descriptors;
 pub mod image;
 mod layers;
 pub mod net;
+#[cfg(test)]
+mod reference;
 
 pub use descriptors::{
     check_geometry, dense_input_size, extract, extract_batch, global_descriptor, working_size,

@@ -14,9 +14,11 @@
 //! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
 //! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
 
-use crate::layers::{bias_rows, max_pool, pool_out, same_geometry, Conv};
+use crate::layers::{
+    conv1_pool, conv1x1_chw, fire, max_pool, pool_out, recycle, same_geometry, Conv,
+};
 use fisherkit::linalg::{par_all, Par};
-use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
+use ndarray::{s, Array1, Array3, ArrayView3};
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 use std::path::Path;
@@ -78,22 +80,6 @@ struct Fire {
     expand3: Conv,
 }
 
-impl Fire {
-    fn forward(&self, x: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        let (_, h, w) = x.dim();
-        let sq = self.squeeze.forward(x, true, par);
-        let (e1, e3) = (self.expand1.out_ch(), self.expand3.out_ch());
-        let mut out = bias_rows([&self.expand1.bias, &self.expand3.bias], h * w);
-        {
-            let (a, b) = out.view_mut().split_at(Axis(0), e1);
-            self.expand1.forward_into(sq.view(), a, true, par);
-            self.expand3.forward_into(sq.view(), b, true, par);
-        }
-        out.into_shape_with_order((e1 + e3, h, w))
-            .expect("contiguous")
-    }
-}
-
 /// (layer, in, out, kernel side) of every convolution, in order; fire layers are
 /// `fireN.squeeze1x1`, `fireN.expand1x1`, `fireN.expand3x3`.
 const FIRES: [(usize, usize, usize, usize); 8] = [
@@ -153,14 +139,7 @@ fn load_conv(
     };
     let w = read(format!("{name}.weight"), vec![cout, cin, k, k])?;
     let b = read(format!("{name}.bias"), vec![cout])?;
-    Ok(Conv {
-        weight: Array2::from_shape_vec((cout, cin * k * k), w).expect("shape checked"),
-        bias: Array1::from(b),
-        in_ch: cin,
-        kh: k,
-        kw: k,
-        stride,
-    })
+    Ok(Conv::new(w, b, cin, k, stride))
 }
 
 #[cfg(feature = "builtin-weights")]
@@ -242,7 +221,9 @@ impl SqueezeNet {
         Ok(self.forward_unchecked(input, par_all()))
     }
 
-    /// [`SqueezeNet::forward`] on many images: rayon over the images, each sequential inside.
+    /// [`SqueezeNet::forward`] on many images: rayon over the images and over bands of rows
+    /// inside each (see [`crate::extract_batch`]), so a batch smaller than the pool still
+    /// keeps every thread busy.
     pub fn forward_batch(
         &self,
         inputs: &[ArrayView3<'_, f32>],
@@ -250,20 +231,38 @@ impl SqueezeNet {
         inputs.iter().try_for_each(Self::check_input)?;
         Ok(inputs
             .par_iter()
-            .map(|x| self.forward_unchecked(x.view(), Par::Seq))
+            .map(|x| self.forward_unchecked(x.view(), par_all()))
             .collect())
     }
 
     pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        let parallel = !matches!(par, Par::Seq);
-        let mut x = self.conv1.forward(input, true, par);
-        for (i, fire) in self.fires.iter().enumerate() {
-            if i == 0 || i == 2 || i == 4 {
-                x = max_pool(x.view(), parallel);
+        let mut x = conv1_pool(&self.conv1, input, par);
+        for (i, f) in self.fires.iter().enumerate() {
+            if i == 2 || i == 4 {
+                let y = max_pool(&x, par);
+                recycle(std::mem::replace(&mut x, y).data);
             }
-            x = fire.forward(x.view(), par);
+            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, par);
+            recycle(std::mem::replace(&mut x, y).data);
         }
-        self.conv10.forward(x.view(), false, par)
+        let (h, w) = (x.h, x.w);
+        let map = conv1x1_chw(&self.conv10, &x, par);
+        recycle(x.data);
+        map.into_shape_with_order((NUM_CLASSES, h, w))
+            .expect("contiguous")
+    }
+
+    /// The layers, for the reference implementation: conv1, (squeeze, expand1x1,
+    /// expand3x3) of each fire module, conv10.
+    #[cfg(test)]
+    pub(crate) fn layers(&self) -> (&Conv, impl Iterator<Item = (&Conv, &Conv, &Conv)>, &Conv) {
+        (
+            &self.conv1,
+            self.fires
+                .iter()
+                .map(|f| (&f.squeeze, &f.expand1, &f.expand3)),
+            &self.conv10,
+        )
     }
 
     /// The 1000 class logits: the spatial mean of the score map (ndf's 13×13 average pool at
@@ -315,5 +314,79 @@ fn log_softmax_inplace(s: &mut [f32]) {
     let lse = sum.ln();
     for v in s.iter_mut() {
         *v = ((*v - m) as f64 - lse) as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// A smooth random "image" in the preprocessed range (BGR minus the mean): a few random
+    /// sinusoids plus noise, so activations are neither all zero nor saturated.
+    fn input(h: usize, w: usize, seed: u64) -> Array3<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let f: Vec<(f32, f32, f32)> = (0..9)
+            .map(|_| {
+                (
+                    rng.random_range(0.01..0.2),
+                    rng.random_range(0.01..0.2),
+                    rng.random_range(0.0..6.3),
+                )
+            })
+            .collect();
+        Array3::from_shape_fn((3, h, w), |(c, i, j)| {
+            let (a, b, p) = f[c * 3 + (i + j) % 3];
+            let v = 90.0 * (a * i as f32 + b * j as f32 + p).sin();
+            v + rng.random_range(-30.0f32..30.0)
+        })
+    }
+
+    /// Log-softmax over the classes of every cell of a (1000, h, w) score map.
+    fn cell_log_softmax(map: &Array3<f32>) -> Array3<f32> {
+        let mut out = map.clone();
+        for mut lane in out.lanes_mut(ndarray::Axis(0)) {
+            let l = log_softmax(lane.view());
+            lane.assign(&l);
+        }
+        out
+    }
+
+    #[test]
+    fn forward_equals_the_previous_implementation() {
+        let net = SqueezeNet::builtin().unwrap();
+        // Odd and even sides (conv1's padding differs), the smallest input, non-square ones,
+        // and one whose bands split unevenly.
+        let sizes = [
+            (227, 227),
+            (29, 29),
+            (30, 31),
+            (61, 97),
+            (230, 245),
+            (401, 122),
+        ];
+        for (seed, &(h, w)) in sizes.iter().enumerate() {
+            let x = input(h, w, seed as u64);
+            let want = reference::forward(&net, x.view(), Par::Seq);
+            let want_ls = cell_log_softmax(&want);
+            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+                let got = net.forward_unchecked(x.view(), par);
+                assert_eq!(got.dim(), want.dim(), "{h}x{w}");
+                let d_scores = (&got - &want).fold(0.0f32, |m, v| m.max(v.abs()));
+                let d_ls = (&cell_log_softmax(&got) - &want_ls).fold(0.0f32, |m, v| m.max(v.abs()));
+                eprintln!("{h}x{w} {par:?}: max |Δscore| {d_scores:.2e} (max |score| {scale:.1}), max |Δlog-softmax| {d_ls:.2e}");
+                assert!(
+                    d_ls <= 1e-4,
+                    "{h}x{w} {par:?}: log-softmax differs by {d_ls}"
+                );
+                assert!(
+                    d_scores <= 1e-5 * scale,
+                    "{h}x{w} {par:?}: scores differ by {d_scores}"
+                );
+            }
+        }
     }
 }
