@@ -435,7 +435,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "D", default_value_t = 500)]
     pub pca_dim: usize,
     /// Training images (a seeded subset) the PCA and the background models learn from.
-    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    #[arg(long, value_name = "N", default_value_t = 500)]
     pub sample_images: usize,
     /// Descriptors per scale for the PCA, drawn evenly over the sample images.
     #[arg(long, value_name = "N", default_value_t = 200_000)]
@@ -514,7 +514,7 @@ impl RunArgs {
             stride: None,
             max_image_side: 512,
             pca_dim: 100,
-            sample_images: 1_000,
+            sample_images: 500,
             pca_sample: 50_000,
             model_sample: 30_000,
             compact_pca: None,

@@ -182,6 +182,47 @@ impl TermColumns<'_> {
     }
 }
 
+/// The kernel files of `name` in `dir`: the kernel, the inverse norms and the whitening.
+fn kernel_files(dir: &std::path::Path, name: &str) -> [std::path::PathBuf; 3] {
+    ["gram", "inv-norm", "fim"].map(|w| dir.join(format!("{name}.{w}.npy")))
+}
+
+/// A kernel saved by [`save_kernel`], if complete and of `n` rows.
+pub(crate) fn load_kernel(dir: &std::path::Path, name: &str, n: usize, whiten: bool) -> Option<TermKernel> {
+    let [g, i, f] = kernel_files(dir, name);
+    let gram = fisherkit_io::read_npy_as::<f64>(&g).ok()?;
+    let inv = fisherkit_io::read_npy_as::<f64>(&i).ok()?;
+    if gram.dim() != (n, n) || inv.len() != n {
+        return None;
+    }
+    let fim = if whiten {
+        Some(fisherkit_io::read_npy_as::<f32>(&f).ok()?.into_shape_with_order(0).ok().unwrap_or_else(|| {
+            Array1::zeros(0)
+        }))
+    } else {
+        None
+    };
+    Some(TermKernel {
+        gram,
+        inv_norm: Array1::from_iter(inv.iter().copied()),
+        fim,
+    })
+}
+
+/// Saves a term's kernel (atomically, the kernel file last) for a resumed or repeated run.
+pub(crate) fn save_kernel(dir: &std::path::Path, name: &str, k: &TermKernel) -> Result<(), PipelineError> {
+    let [g, i, f] = kernel_files(dir, name);
+    let err = |p: &std::path::Path, e: fisherkit_io::IoError| PipelineError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
+    if let Some(fim) = &k.fim {
+        fisherkit_io::write_npy(&f, fim.view().insert_axis(ndarray::Axis(0))).map_err(|e| err(&f, e))?;
+    }
+    fisherkit_io::write_npy(&i, k.inv_norm.view().insert_axis(ndarray::Axis(0))).map_err(|e| err(&i, e))?;
+    fisherkit_io::write_npy(&g, k.gram.view()).map_err(|e| err(&g, e))
+}
+
 /// Kernel PCA to `dim` components (the paper's compact "+ PCA" variant):
 /// with the training kernel $G$ (n, n) centred, $G_c = HGH = U\Lambda U^\top$,
 /// the training projections are $Z = U_d\Lambda_d^{1/2}$ and a test vector's

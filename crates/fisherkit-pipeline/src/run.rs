@@ -4,8 +4,8 @@
 use crate::dataset::{train_label, ImageSet};
 use crate::descriptor_file::{read_descriptor_file, DescriptorSet};
 use crate::descriptors::ImageDescriptors;
-use crate::kernel::{kernel_pca, TermColumns, TermKernel};
-use crate::output::OutputDir;
+use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
+use crate::output::{file_stem, OutputDir};
 use crate::report::{DatasetInfo, Report, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{
@@ -59,7 +59,7 @@ pub struct RunConfig {
     /// Descriptor dimension after PCA (clamped to what the data allow). Default 500.
     pub pca_dim: usize,
     /// Training images (a seeded subset) the PCA and the background models
-    /// learn from; the CNN runs on them once more. Default 1 000.
+    /// learn from; the CNN runs on them once more. Default 500.
     pub sample_images: usize,
     /// Descriptors per scale, drawn evenly over the sample images (seeded),
     /// whose covariance gives the PCA. Default 200 000.
@@ -114,7 +114,7 @@ impl RunConfig {
             save_descriptors: None,
             descriptors: DescriptorParams::default(),
             pca_dim: 500,
-            sample_images: 1_000,
+            sample_images: 500,
             pca_sample: 200_000,
             model_sample: 100_000,
             compact_dim: None,
@@ -818,6 +818,9 @@ struct Classes<'a> {
     rows: &'a [usize],
     n_train: usize,
     out: Option<&'a OutputDir>,
+    /// Where term kernels are kept (run folder), and the key of `rows`.
+    kernel_dir: PathBuf,
+    rows_key: String,
 }
 
 /// One evaluated encoder: its kernel per scale and what the outputs need.
@@ -855,11 +858,25 @@ impl Classes<'_> {
             let scales: Vec<usize> = if *term == Term::CnnGlobal { vec![0] } else { (0..n_scales).collect() };
             for s in scales {
                 let cols = self.columns(term, s, kinds, whiten);
-                let mut k = timed(
-                    timings,
-                    format!("kernel {} scale {}", term.name(), self.inputs.scale_names[s]),
-                    || cols.kernel(self.rows, self.n_train),
-                )?;
+                let name = format!(
+                    "{}-{}-w{}-{}",
+                    cols.store.dir().file_name().unwrap_or_default().to_string_lossy(),
+                    file_stem(&term.name()),
+                    cols.whiten as u8,
+                    self.rows_key
+                );
+                let mut k = match load_kernel(&self.kernel_dir, &name, n, cols.whiten) {
+                    Some(k) => k,
+                    None => {
+                        let k = timed(
+                            timings,
+                            format!("kernel {} scale {}", term.name(), self.inputs.scale_names[s]),
+                            || cols.kernel(self.rows, self.n_train),
+                        )?;
+                        save_kernel(&self.kernel_dir, &name, &k)?;
+                        k
+                    }
+                };
                 per_scale[s] += &k.gram;
                 k.gram = Array2::zeros((0, 0));
                 parts.push((ti, s, k));
@@ -1154,7 +1171,13 @@ fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Res
         rows: &rows,
         n_train,
         out: out.as_ref(),
+        kernel_dir: folder.path("kernels"),
+        rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
     };
+    std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
+        path: c.kernel_dir.display().to_string(),
+        message: format!("cannot create the kernel folder: {e}"),
+    })?;
     let (results, sweep) = evaluate(&c, &mut timings, progress)?;
     let n_scales = inputs.scale_names.len();
     let per_image: Vec<f64> = (0..n_scales)

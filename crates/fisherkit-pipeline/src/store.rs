@@ -97,6 +97,11 @@ impl Store {
         })
     }
 
+    /// The store's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Length of a row.
     pub fn dim(&self) -> usize {
         self.dim
