@@ -1,4 +1,4 @@
-"""Every estimator of the Python module (the classes of ARCHITECTURE.md) follows
+"""Every estimator of the Python module (the classes of docs/architecture.md §1) follows
 scikit-learn's conventions: get_params / set_params, clone, fit returns self,
 float32 and float64 in and out, pickling, use inside a Pipeline, ValueError
 with a message naming the bad hyper-parameter; the models with a file format
