@@ -20,10 +20,12 @@ use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zi
 /// Lower bound on the variances, applied in the M-step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum VarianceFloor {
-    /// $\sigma^2_{kd} \ge f \cdot \operatorname{Var}(x_d)$, the variance of
-    /// dimension d of the data (derived from the statistics themselves). A
-    /// constant dimension uses the mean variance of the other dimensions
-    /// (or 1 if all are constant). The default is `Relative(1e-3)`.
+    /// $\sigma^2_{kd} \ge f \cdot \operatorname{Var}(x_d)$, the (1/N) variance
+    /// of dimension d of the data (derived from the statistics themselves). A
+    /// constant dimension uses instead the mean variance of the non-constant
+    /// dimensions (or 1 if all are constant), so its floor does not depend on
+    /// how many dimensions are constant (`docs/math.md` §2.4). The default is
+    /// `Relative(1e-3)`.
     Relative(f64),
     /// $\sigma^2_{kd} \ge a$ (VLFeat uses 1e-4).
     Absolute(f64),
@@ -53,8 +55,11 @@ impl VarianceFloor {
         match *self {
             VarianceFloor::Absolute(a) => Array1::from_elem(data_var.len(), a),
             VarianceFloor::Relative(f) => {
-                let mean = data_var.mean().unwrap_or(0.0);
-                let fallback = if mean > 0.0 { mean } else { 1.0 };
+                let (sum, count) = data_var
+                    .iter()
+                    .filter(|&&v| v > 0.0)
+                    .fold((0.0, 0usize), |(s, c), &v| (s + v, c + 1));
+                let fallback = if count > 0 { sum / count as f64 } else { 1.0 };
                 data_var.mapv(|v| f * if v > 0.0 { v } else { fallback })
             }
         }
@@ -989,7 +994,8 @@ mod tests {
 
     #[test]
     fn floors_and_invalid_statistics() {
-        // a constant column: its floor falls back to the mean data variance
+        // a constant column: its floor falls back to the mean variance of the
+        // non-constant columns, here Var(1, 2, 3, 4) = 1.25
         let x: Array2<f64> = array![[1.0, 5.0], [2.0, 5.0], [3.0, 5.0], [4.0, 5.0]];
         let g = DiagGmm::new(array![1.0], array![[2.5, 5.0]], array![[1.0, 1.0]]).unwrap();
         let st = g.sufficient_statistics(x.view()).unwrap();
@@ -997,7 +1003,7 @@ mod tests {
             .update_from_statistics(&st, VarianceFloor::Relative(0.01))
             .unwrap();
         assert!((new.variances()[[0, 0]] - 1.25).abs() < 1e-12);
-        assert!((new.variances()[[0, 1]] - 0.01 * 0.625).abs() < 1e-12);
+        assert!((new.variances()[[0, 1]] - 0.01 * 1.25).abs() < 1e-12);
         let new = g
             .update_from_statistics(&st, VarianceFloor::Absolute(0.5))
             .unwrap();
