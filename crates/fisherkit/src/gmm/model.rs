@@ -249,7 +249,7 @@ impl<F: Float> DiagGmm<F> {
     pub fn log_joint_to_posteriors(lp: ArrayViewMut2<'_, F>, loglik: &mut [f64]) {
         // The flushed, vectorised softmax of the E-step (see its docs): terms
         // below the type's precision relative to the row maximum become exact 0.
-        super::stats::log_joint_to_posteriors_flushed(lp, loglik);
+        crate::kernels::softmax::log_joint_to_posteriors_flushed(lp, loglik);
     }
 
     /// Posteriors of the rows of `x` (n, D) into `q` (n, K) and their
