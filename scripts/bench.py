@@ -19,7 +19,7 @@ model so that posteriors look like real ones):
   (`skimage.feature.fisher_vector`, improved=True);
 * one MFA EM iteration (N = 100 000, D = 500, K = 50, R = 10) and MFA Fisher
   scores (mean + loading blocks) of 1 000-descriptor bags: fisherkit against a
-  plain numpy float64 implementation of design/MATH.md §3-4 written below;
+  plain numpy float64 implementation of docs/math.md §4–5 written below;
 * the machine's f32 GEMM rate through `fisherkit::linalg::gemm`, to put the
   E-step's effective GFLOP/s in perspective.
 
@@ -165,13 +165,13 @@ def gmm_posterior_stats(path: Path):
 
 
 # ----------------------------------------------------------------------------
-# numpy float64 MFA reference (design/MATH.md §3-4), used as the MFA peer
+# numpy float64 MFA reference (docs/math.md §4–5), used as the MFA peer
 # ----------------------------------------------------------------------------
 
 
 class MfaRef:
     """An MFA with shared diagonal noise: weights (K), means (K, D),
-    loadings (K, D, R), psi (D). Precomputes MATH.md §3's small matrices:
+    loadings (K, D, R), psi (D). Precomputes docs/math.md §4.2's small matrices:
     M_k = I + Λ_kᵀΨ⁻¹Λ_k, M_k⁻¹, β_k = M_k⁻¹Λ_kᵀΨ⁻¹, log det S_k, and the
     stacked (D, K·R) matrix [Ψ⁻¹Λ_1 … Ψ⁻¹Λ_K] the E-step multiplies by."""
 
@@ -244,7 +244,7 @@ class MfaRef:
         return MfaRef(st["n"] / st["count"], mu, lam, psi)
 
     def fisher_score(self, bag):
-        """MATH.md §4, sufficient-statistic form, divided by the bag size:
+        """docs/math.md §5.2, sufficient-statistic form, divided by the bag size:
         [G_μ (K·D), G_Λ (K·D·R)] (component-major, then dimension, then factor)."""
         st = self.statistics(bag, need_sxx=False)
         n = st["n"]

@@ -166,6 +166,19 @@ def test_pipeline_clone_pickle(setup):
     np.testing.assert_allclose(back.predict_proba(bags), pipe.predict_proba(bags))
     c = fisherkit.clone(fisherkit.FisherVector(pipe.named_steps["fv"].gmm_, parts=("mean",)))
     assert c.parts == ("mean",) and not hasattr(c.gmm, "means_")
-    # VLAD with an unfitted KMeans in a pipeline
+    # VLAD with an unfitted KMeans in a pipeline. Four clusters of these two
+    # overlapping blobs have many near-optimal splits, and the classifier's
+    # training accuracy depends on which (0.80-0.95 over scikit-learn's seeds):
+    # compare with the same pipeline on scikit-learn's clusterings.
+    cluster = peer("sklearn.cluster")
     pipe2 = pipeline.make_pipeline(fisherkit.VLAD(fisherkit.KMeans(4)), linear.LogisticRegression())
-    assert (pipe2.fit(bags, y).predict(bags) == y).mean() > 0.9
+    acc = (pipe2.fit(bags, y).predict(bags) == y).mean()
+    stacked = np.vstack(bags)
+    refs = []
+    for seed in range(5):
+        centres = cluster.KMeans(4, n_init=1, random_state=seed).fit(stacked).cluster_centers_
+        p = pipeline.make_pipeline(fisherkit.VLAD(centres), linear.LogisticRegression())
+        refs.append((p.fit(bags, y).predict(bags) == y).mean())
+    assert acc >= np.median(refs) - 0.05, (acc, refs)
+    best = cluster.KMeans(4, n_init=10, random_state=0).fit(stacked).inertia_
+    assert pipe2[0].model_.inertia_ <= best * 1.01

@@ -187,7 +187,7 @@ fn fitted(dir: &Path) -> (Array2<f64>, PathBuf) {
     (x, model)
 }
 
-/// The Fisher vector computed here from the formulas (MATH.md §2), in f64,
+/// The Fisher vector computed here from the formulas (docs/math.md §3.2), in f64,
 /// blocks prior, mean, var, no normalisation.
 fn fv_reference(
     x: ArrayView2<'_, f64>,

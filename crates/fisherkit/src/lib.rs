@@ -14,6 +14,7 @@ pub mod data;
 pub mod encode;
 pub mod float;
 pub mod gmm;
+mod kernels;
 pub mod kmeans;
 pub mod linalg;
 pub mod metrics;

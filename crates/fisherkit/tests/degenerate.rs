@@ -6,7 +6,7 @@
 //!
 //! | data | GMM (`fisherkit::gmm`) | MFA (`fisherkit::mfa`) |
 //! |---|---|---|
-//! | a constant column | its means are the constant, its variances sit at the floor: `Relative(f)` × the mean variance of the other columns (1 if all are constant) | its means are the constant, $\psi_d$ sits at its floor (`psi_floor` × data variance, backed by $10^{-9}$ × the mean variance) and the loadings of that dimension are ~0 |
+//! | a constant column | its means are the constant, its variances sit at the floor: `Relative(f)` × the mean variance of the other, non-constant columns (1 if all are constant; `docs/math.md` §2.4) | its means are the constant, $\psi_d$ sits at its floor (`psi_floor` × data variance, backed by $10^{-9}$ × the mean variance of all columns; `docs/math.md` §4.5) and the loadings of that dimension are ~0 |
 //! | duplicated points (a few distinct points, many copies) | one component per distinct point, variances at the floor, weights = the copies' shares | one component per distinct point, Ψ at its floor |
 //! | fewer distinct points than components | fits without error: the spare components duplicate a distinct point (starved ones are re-seeded); every mean is one of the distinct points, the mixture density is that of the distinct points | the same: every mean is one of the distinct points |
 //! | values of magnitude $10^{15}$ or $10^{-15}$ | f64: scale-equivariant (for the same number of EM steps; the stopping rule on the relative change of the mean log-likelihood is not scale-invariant, as that shifts by $-D\ln s$) — the fit of $s\,x$ is the fit of $x$ with means × s and variances × s² (relative $10^{-6}$); f32: finite and valid; at $10^{15}$ the clusters are found, but variances cannot go below $\sqrt{\text{f32::MIN\_POSITIVE}} \approx 1.1\cdot10^{-19}$ (so that $1/\sigma^2$ stays finite), so clusters of scale $10^{-15}$ (variances ~$10^{-30}$) merge towards the data mean: rescale such data or fit in f64 | f64: the same equivariance (Ψ × s², Λ × s); f32: finite and valid |
@@ -90,15 +90,28 @@ fn constant_column() {
     let mut x = two_clusters(300, 3, 1);
     x.column_mut(1).fill(5.0);
     let g = gmm_fit(&x, 2);
-    // Floor: Relative(1e-3) × the mean variance of the non-constant columns.
-    let floor = 1e-3 * (col_var(&x, 0) + col_var(&x, 2)) / 3.0;
+    // Floor: Relative(1e-3) × the mean variance of the other (non-constant)
+    // columns 0 and 2, each computed here by ndarray from the data.
+    let floor = 1e-3 * (col_var(&x, 0) + col_var(&x, 2)) / 2.0;
     for k in 0..2 {
         assert!((g.means()[[k, 1]] - 5.0).abs() < 1e-12);
         let v = g.variances()[[k, 1]];
         assert!(
-            v <= floor * (1.0 + 1e-9) && v >= floor * 0.5,
+            (v - floor).abs() <= 1e-9 * floor,
             "variance {v}, floor {floor}"
         );
+    }
+    // Another constant column does not move that floor.
+    let x2 = ndarray::concatenate![Axis(1), x.view(), Array2::from_elem((300, 1), -1.0).view()];
+    let g2 = gmm_fit(&x2, 2);
+    for k in 0..2 {
+        for j in [1, 3] {
+            let v = g2.variances()[[k, j]];
+            assert!(
+                (v - floor).abs() <= 1e-9 * floor,
+                "column {j}: {v} vs {floor}"
+            );
+        }
     }
     // The other columns are still fitted: the two clusters are found.
     let mut m0: Vec<f64> = g.means().column(0).to_vec();
@@ -112,6 +125,31 @@ fn constant_column() {
     for k in 0..2 {
         assert!((m.means()[[k, 1]] - 5.0).abs() < 1e-9);
         assert!(m.loadings()[[k, 1, 0]].abs() < 1e-3);
+    }
+    // ψ of the constant column sits at the MFA's backstop floor, 1e-9 × the
+    // mean variance of all D columns (psi_floor × its variance 0 is 0).
+    let psi_floor = 1e-9 * (0..3).map(|j| col_var(&x, j)).sum::<f64>() / 3.0;
+    for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+        let fit = MfaParams::new(2, 1)
+            .seed(3)
+            .psi_mode(mode)
+            .fit(x.view())
+            .unwrap();
+        for row in fit.model.psi().rows() {
+            let p = row[1];
+            assert!(
+                (p - psi_floor).abs() <= 1e-6 * psi_floor,
+                "{mode:?}: psi {p} vs floor {psi_floor}"
+            );
+            // the other columns are fitted, above their floors
+            for j in [0, 2] {
+                assert!(
+                    row[j] > 2.0 * 1e-3 * col_var(&x, j),
+                    "{mode:?}: psi_{j} = {}",
+                    row[j]
+                );
+            }
+        }
     }
     // Every column constant: one point, repeated.
     let x = Array2::from_elem((40, 3), -2.5);
@@ -146,9 +184,7 @@ fn duplicated_points() {
             assert!((weights[k] - c as f64 / 180.0).abs() < 1e-6, "{weights}");
         }
     }
-    // GMM variances at the floor.
-    let floor = 1e-3 * (0..3).map(|j| col_var(&x, j)).sum::<f64>() / 3.0;
-    let _ = floor;
+    // GMM variances at the floor, 1e-3 × each column's variance.
     for j in 0..3 {
         let f = 1e-3 * col_var(&x, j);
         assert!(g
@@ -156,6 +192,25 @@ fn duplicated_points() {
             .column(j)
             .iter()
             .all(|&v| (v - f).abs() <= 1e-9 * f));
+    }
+    // MFA Ψ at its floor, psi_floor (1e-3) × each column's variance, with
+    // shared and per-component Ψ.
+    for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+        let fit = MfaParams::new(3, 1)
+            .seed(3)
+            .psi_mode(mode)
+            .fit(x.view())
+            .unwrap();
+        for row in fit.model.psi().rows() {
+            for j in 0..3 {
+                let f = 1e-3 * col_var(&x, j);
+                assert!(
+                    (row[j] - f).abs() <= 1e-6 * f,
+                    "{mode:?}: psi_{j} = {} vs floor {f}",
+                    row[j]
+                );
+            }
+        }
     }
 }
 

@@ -1,13 +1,19 @@
 //! MFA EM: monotone log-likelihood, planted-model recovery, reproducibility,
-//! and K = 1 against scikit-learn's `FactorAnalysis` (LAPACK SVD, run to a stall).
+//! K = 1 against scikit-learn's `FactorAnalysis` (LAPACK SVD, run to a stall),
+//! and one E+M step for K > 1 against numpy's dense D×D formulas
+//! (`docs/math.md` §4.4). The Python peers skip (with a message) only when
+//! python3, numpy or scikit-learn cannot be imported, unless
+//! `FISHERKIT_REQUIRE_PEERS=1`; any other Python failure fails the test.
 #![allow(clippy::needless_range_loop)]
+
+#[path = "pca_svm_common/mod.rs"]
+mod common;
 
 use fisherkit::mfa::{Mfa, MfaParams, PsiMode};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal, Uniform};
-use std::process::Command;
 
 /// A well-separated planted MFA and N samples from it.
 fn planted(
@@ -173,46 +179,25 @@ fn same_seed_same_bits_and_progress_reports() {
     assert_eq!(a.log_likelihood, b.log_likelihood);
 }
 
-fn peers_required() -> bool {
-    std::env::var("FISHERKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1")
-}
-
 #[test]
 fn single_factor_analyser_matches_scikit_learn() {
     let r = 5;
-    let script = format!(
-        "import numpy as np\n\
-         from sklearn.datasets import load_digits\n\
-         from sklearn.decomposition import FactorAnalysis\n\
-         X = load_digits().data\n\
+    let body = format!(
+        "X = load_digits().data\n\
          X = X[:, X.std(0) > 0]\n\
          fa = FactorAnalysis(n_components={r}, tol=0.0, max_iter=2000, svd_method='lapack').fit(X)\n\
-         print(repr(float(fa.score(X))))\n\
-         for row in X: print(' '.join(repr(float(v)) for v in row))\n"
+         emit('score', [[fa.score(X)]])\n\
+         emit('x', X)\n"
     );
-    let out = Command::new("python3").arg("-c").arg(&script).output();
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        other => {
-            let why = match other {
-                Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            if peers_required() {
-                panic!("scikit-learn peer unavailable: {why}");
-            }
-            eprintln!("SKIPPED: scikit-learn peer unavailable ({why})");
-            return;
-        }
+    let Some(peer) = common::run_python(
+        "from sklearn.datasets import load_digits\n    from sklearn.decomposition import FactorAnalysis",
+        &body,
+        "",
+    ) else {
+        return;
     };
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut lines = text.lines();
-    let sk: f64 = lines.next().unwrap().trim().parse().unwrap();
-    let rows: Vec<Vec<f64>> = lines
-        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap()).collect())
-        .collect();
-    let (n, d) = (rows.len(), rows[0].len());
-    let x = Array2::from_shape_fn((n, d), |(i, j)| rows[i][j]);
+    let sk = peer["score"][[0, 0]];
+    let x = &peer["x"];
     let fit = MfaParams::new(1, r)
         .max_iter(5000)
         .tol(1e-12)
@@ -225,6 +210,126 @@ fn single_factor_analyser_matches_scikit_learn() {
         fit.n_iter
     );
     assert!((ours - sk).abs() < 1e-6, "ours {ours} vs scikit-learn {sk}");
+}
+
+/// One EM step written with dense D×D matrices in numpy: $S_k = \Lambda_k
+/// \Lambda_k^\top + \Psi$ inverted directly, posteriors by log-sum-exp of the
+/// dense log-densities, $E[z] = \Lambda^\top S^{-1} d$ and $\operatorname{Cov}[z]
+/// = I - \Lambda^\top S^{-1}\Lambda$, then Ghahramani & Hinton's update of
+/// $[\Lambda_k\ \mu_k]$, Ψ and the weights — no Woodbury identity, no
+/// centring, no sufficient-statistic shortcut.
+const DENSE_M_STEP: &str = r#"
+x = read("x"); w = read("w")[0]; mu = read("mu"); psi = read("psi")
+K, D = mu.shape
+lam = read("lam").reshape(K, D, -1)
+R = lam.shape[2]
+N = len(x)
+logp = np.zeros((N, K)); ez = []; cz = []
+for k in range(K):
+    p = psi[0] if psi.shape[0] == 1 else psi[k]
+    L = lam[k]
+    S = L @ L.T + np.diag(p)
+    Si = np.linalg.inv(S)
+    _, logdet = np.linalg.slogdet(S)
+    d = x - mu[k]
+    logp[:, k] = np.log(w[k]) - 0.5 * (D * np.log(2 * np.pi) + logdet + np.einsum("ij,jk,ik->i", d, Si, d))
+    B = L.T @ Si
+    ez.append(d @ B.T)
+    cz.append(np.eye(R) - B @ L)
+top = logp.max(1, keepdims=True)
+h = np.exp(logp - top)
+ll = float(np.sum(top[:, 0] + np.log(h.sum(1))))
+h /= h.sum(1, keepdims=True)
+nk = h.sum(0)
+new_lam = np.zeros((K, D, R)); new_mu = np.zeros((K, D)); resid = np.zeros((K, D))
+for k in range(K):
+    zt = np.hstack([ez[k], np.ones((N, 1))])
+    A = np.einsum("i,ij,il->jl", h[:, k], zt, zt)
+    A[:R, :R] += nk[k] * cz[k]
+    Bk = (h[:, k, None] * x).T @ zt
+    Lt = Bk @ np.linalg.inv(A)
+    new_lam[k] = Lt[:, :R]; new_mu[k] = Lt[:, R]
+    resid[k] = (h[:, k, None] * x * x).sum(0) - (Lt * Bk).sum(1)
+new_psi = resid.sum(0, keepdims=True) / N if psi.shape[0] == 1 else resid / nk[:, None]
+emit("ll", [[ll]]); emit("w", nk / N); emit("mu", new_mu)
+emit("lam", new_lam.reshape(K, D * R)); emit("psi", new_psi)
+"#;
+
+#[test]
+fn one_em_step_for_several_components_matches_dense_numpy() {
+    for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+        let (truth, x) = planted(3, 6, 2, 600, mode, 17);
+        let (k, d, r) = (3, 6, 2);
+        // A start model between the clusters with wide noise: soft posteriors,
+        // so every component's update sees every row.
+        let mut rng = ChaCha8Rng::seed_from_u64(18);
+        let nrm = Normal::new(0.0, 1.0).unwrap();
+        let w = Array1::from_vec(vec![0.5, 0.3, 0.2]);
+        let means = truth.means().mapv(|v| 0.3 * v);
+        let lam = Array3::from_shape_fn((k, d, r), |_| nrm.sample(&mut rng));
+        let p = if mode == PsiMode::Shared { 1 } else { k };
+        let psi = Array2::from_shape_fn((p, d), |(a, j)| 30.0 + (a + j) as f64);
+        let start = Mfa::new(w.clone(), means.clone(), lam.clone(), psi.clone()).unwrap();
+
+        let mut input = String::new();
+        common::write_matrix(&mut input, "x", x.view());
+        common::write_matrix(&mut input, "w", w.view().insert_axis(Axis(0)));
+        common::write_matrix(&mut input, "mu", means.view());
+        common::write_matrix(&mut input, "psi", psi.view());
+        let lam2 = lam.to_shape((k, d * r)).unwrap().to_owned();
+        common::write_matrix(&mut input, "lam", lam2.view());
+        let Some(peer) = common::run_python("", DENSE_M_STEP, &input) else {
+            return;
+        };
+
+        let st = start.sufficient_statistics(x.view()).unwrap();
+        let ll = peer["ll"][[0, 0]];
+        assert!(
+            (st.log_likelihood() - ll).abs() <= 1e-10 * ll.abs(),
+            "{mode:?}: log-likelihood {} vs dense {ll}",
+            st.log_likelihood()
+        );
+        // posteriors are soft: the smallest component still holds many rows
+        let soft = st
+            .soft_counts()
+            .iter()
+            .cloned()
+            .fold(f64::INFINITY, f64::min);
+        assert!(soft > 50.0, "{mode:?}: soft counts {}", st.soft_counts());
+        let new = start.update_from_statistics(&st, 0.0).unwrap();
+        let close = |what: &str, got: ndarray::ArrayViewD<f64>, want: ndarray::ArrayViewD<f64>| {
+            assert_eq!(got.len(), want.len(), "{what}");
+            let scale = want.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            for (g, v) in got.iter().zip(want.iter()) {
+                assert!(
+                    (g - v).abs() <= 1e-9 * scale,
+                    "{mode:?} {what}: {g} vs dense {v}"
+                );
+            }
+        };
+        close(
+            "weights",
+            new.weights().into_dyn(),
+            peer["w"].row(0).into_dyn(),
+        );
+        close(
+            "means",
+            new.means().into_dyn(),
+            peer["mu"].view().into_dyn(),
+        );
+        let nl = new.loadings().to_shape((k, d * r)).unwrap().to_owned();
+        close(
+            "loadings",
+            nl.view().into_dyn(),
+            peer["lam"].view().into_dyn(),
+        );
+        close("psi", new.psi().into_dyn(), peer["psi"].view().into_dyn());
+        // and the step moved the model (the comparison is not of a fixed point)
+        let moved = (&new.means() - &start.means())
+            .iter()
+            .fold(0.0f64, |a, v| a.max(v.abs()));
+        assert!(moved > 0.1, "{mode:?}: means moved by {moved}");
+    }
 }
 
 #[test]

@@ -291,4 +291,33 @@ fn wide_data_across_column_blocks() {
     for t in 0..d {
         assert!(cov[[t, t]] <= top * (1.0 + 1e-12));
     }
+    // and the 20 kept pairs are the 20 largest of all 600: numpy's symmetric
+    // eigensolver (LAPACK) on the covariance computed from the same rows
+    let mut input = String::new();
+    common::write_matrix(&mut input, "x", x.view());
+    let body = r#"
+x = read("x")
+xc = x - x.mean(axis=0)
+ev = np.linalg.eigvalsh(xc.T @ xc / (x.shape[0] - 1))[::-1]
+emit("top", ev[:20]); emit("next", ev[20:21])
+"#;
+    let Some(peer) = common::run_python("", body, &input) else {
+        return;
+    };
+    for (j, (a, b)) in pca
+        .explained_variance()
+        .iter()
+        .zip(peer["top"].iter())
+        .enumerate()
+    {
+        assert!(
+            (a - b).abs() <= 1e-9 * top,
+            "eigenvalue {j}: {a} vs LAPACK {b}"
+        );
+    }
+    let last = pca.explained_variance()[19];
+    assert!(
+        last >= peer["next"][[0, 0]],
+        "a larger eigenvalue was left out"
+    );
 }

@@ -1,4 +1,4 @@
-//! The Fisher vector of a diagonal GMM (MATH.md §2), VLFeat's
+//! The Fisher vector of a diagonal GMM (docs/math.md §3), VLFeat's
 //! `vl_fisher_encode` layout, with scikit-image's optional prior block.
 
 use super::posterior::{posteriors_in_place, Assign, SparsePosteriors};
@@ -602,7 +602,7 @@ mod tests {
             / x.nrows() as f64
     }
 
-    /// [prior, mean, var] straight from MATH.md §2 with naive loops.
+    /// [prior, mean, var] straight from docs/math.md §3.2 with naive loops.
     fn naive_fv(g: &DiagGmm<f64>, x: &Array2<f64>, hard: bool) -> Vec<f64> {
         let (k, d) = (g.n_components(), g.dim());
         let w = g.weights().to_vec();

@@ -1,4 +1,4 @@
-//! MFA Fisher scores (Dixit & Vasconcelos, NIPS 2016, eqs. 14–15; MATH.md §4).
+//! MFA Fisher scores (Dixit & Vasconcelos, NIPS 2016, eqs. 14–15; docs/math.md §5).
 //!
 //! For a bag $X$ of N descriptors and a background [`Mfa`], with posteriors
 //! $h_{ik}$, $d_{ik} = x_i - \mu_k$, $e_{ik} = \beta_k d_{ik}$ and

@@ -4,7 +4,8 @@
 //! Shared by the Fisher vector and (soft-assignment) VLAD encoders.
 
 use crate::float::Float;
-use crate::gmm::stats::{exp_nonpositive, row_max, softmax_rows_flushed};
+use crate::kernels::exp::exp_nonpositive;
+use crate::kernels::softmax::{flush_cutoff as flush_cutoff_f64, row_max, softmax_rows_flushed};
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 /// $\ln$ of the smallest posterior kept relative to a row's largest:
@@ -14,7 +15,7 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 /// the row's posteriors (which sum to 1), and keeping them made the products
 /// $q z$ subnormal — on x86 each such operation takes a microcode assist.
 fn flush_cutoff<F: Float>() -> F {
-    F::from_f64_lossy(0.5 * F::min_positive_value().as_f64().ln())
+    F::from_f64_lossy(flush_cutoff_f64::<F>())
 }
 
 /// Posteriors in place, vectorised: `lp` (n, K) holds log-joints up to the

@@ -15,8 +15,9 @@ pub(crate) mod reduce;
 pub(crate) mod stats;
 mod stream;
 
+pub use crate::kernels::softmax::log_joint_to_posteriors_flushed;
 pub use error::GmmError;
 pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 pub use model::{DiagGmm, CHUNK_ROWS};
-pub use stats::{log_joint_to_posteriors_flushed, GmmStats, VarianceFloor, STARVED_FRACTION};
+pub use stats::{GmmStats, VarianceFloor, STARVED_FRACTION};
 pub use stream::{GmmEmState, OnGmmIteration};

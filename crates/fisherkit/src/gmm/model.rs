@@ -17,7 +17,7 @@ pub const WEIGHT_SUM_TOL: f64 = 1e-4;
 /// A diagonal-covariance Gaussian mixture with K components in D dimensions.
 ///
 /// Besides the parameters it keeps the GEMM form of the log-densities
-/// (MATH.md §1): with $c$ a reference point (the mixture mean) and
+/// (docs/math.md §2.1): with $c$ a reference point (the mixture mean) and
 /// $y = x - c$, $\mu'_k = \mu_k - c$,
 /// $$\log w_k \mathcal N(x;\mu_k,\sigma_k^2) = b_k + \sum_d y_d^2 \,(-\tfrac{1}{2\sigma^2_{kd}}) + \sum_d y_d\, \frac{\mu'_{kd}}{\sigma^2_{kd}},$$
 /// $b_k = \log w_k - \tfrac12 (D\log 2\pi + \sum_d \log\sigma^2_{kd} + \sum_d \mu'^2_{kd}/\sigma^2_{kd})$,
@@ -249,7 +249,7 @@ impl<F: Float> DiagGmm<F> {
     pub fn log_joint_to_posteriors(lp: ArrayViewMut2<'_, F>, loglik: &mut [f64]) {
         // The flushed, vectorised softmax of the E-step (see its docs): terms
         // below the type's precision relative to the row maximum become exact 0.
-        super::stats::log_joint_to_posteriors_flushed(lp, loglik);
+        crate::kernels::softmax::log_joint_to_posteriors_flushed(lp, loglik);
     }
 
     /// Posteriors of the rows of `x` (n, D) into `q` (n, K) and their

@@ -14,16 +14,19 @@ use super::reduce::reduce_rows;
 use super::{GmmError, CHUNK_ROWS};
 use crate::data::check_matrix;
 use crate::float::Float;
+use crate::kernels::softmax::log_joint_to_posteriors_flushed;
 use crate::linalg::{gemm, Par};
-use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
 
 /// Lower bound on the variances, applied in the M-step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum VarianceFloor {
-    /// $\sigma^2_{kd} \ge f \cdot \operatorname{Var}(x_d)$, the variance of
-    /// dimension d of the data (derived from the statistics themselves). A
-    /// constant dimension uses the mean variance of the other dimensions
-    /// (or 1 if all are constant). The default is `Relative(1e-3)`.
+    /// $\sigma^2_{kd} \ge f \cdot \operatorname{Var}(x_d)$, the (1/N) variance
+    /// of dimension d of the data (derived from the statistics themselves). A
+    /// constant dimension uses instead the mean variance of the non-constant
+    /// dimensions (or 1 if all are constant), so its floor does not depend on
+    /// how many dimensions are constant (`docs/math.md` §2.4). The default is
+    /// `Relative(1e-3)`.
     Relative(f64),
     /// $\sigma^2_{kd} \ge a$ (VLFeat uses 1e-4).
     Absolute(f64),
@@ -53,8 +56,11 @@ impl VarianceFloor {
         match *self {
             VarianceFloor::Absolute(a) => Array1::from_elem(data_var.len(), a),
             VarianceFloor::Relative(f) => {
-                let mean = data_var.mean().unwrap_or(0.0);
-                let fallback = if mean > 0.0 { mean } else { 1.0 };
+                let (sum, count) = data_var
+                    .iter()
+                    .filter(|&&v| v > 0.0)
+                    .fold((0.0, 0usize), |(s, c), &v| (s + v, c + 1));
+                let fallback = if count > 0 { sum / count as f64 } else { 1.0 };
                 data_var.mapv(|v| f * if v > 0.0 { v } else { fallback })
             }
         }
@@ -466,174 +472,6 @@ const SPARSE_DENSITY_INV: usize = 10;
 /// the conversion pass (K·2D per flush) is a small fraction of the GEMM.
 const FLUSH_CHUNKS: usize = 4;
 
-/// [`DiagGmm::log_joint_to_posteriors`] that flushes to exactly 0 the terms
-/// with $\ell_{ik} - \max_j \ell_{ij} < \tfrac12 \ln(\text{smallest normal})$
-/// (−43.7 in `f32`, −354 in `f64`): their posteriors, below $10^{-19}$
-/// (resp. $10^{-154}$) of the largest, are invisible at the type's precision,
-/// and flushing them avoids the slow underflow path of `exp` and denormal
-/// arithmetic. The exponentials use a branch-free polynomial `exp` that vectorises
-/// (the libm call made this step several times slower than the GEMM).
-/// Returns the number of non-zero posteriors. `lp` (n, K), `loglik` (n).
-pub fn log_joint_to_posteriors_flushed<F: Float>(
-    mut lp: ArrayViewMut2<'_, F>,
-    loglik: &mut [f64],
-) -> usize {
-    let contiguous_rows = lp.ncols() <= 1 || lp.strides()[1] == 1;
-    if contiguous_rows {
-        softmax_rows_flushed(lp, loglik, None)
-    } else {
-        let mut owned = lp.as_standard_layout().into_owned();
-        let nnz = softmax_rows_flushed(owned.view_mut(), loglik, None);
-        lp.assign(&owned);
-        nnz
-    }
-}
-
-/// Each row $\ell$ of `lp` (n, K, rows contiguous) becomes its posteriors
-/// $q_j = e^{\ell_j - m}/\sum_i e^{\ell_i - m}$, $m = \max_i \ell_i$ (given
-/// in `maxima` (n) when the caller has them), with the terms below
-/// $e^{-43.7}$ (`f32`; $e^{-354}$ in `f64`) of the largest flushed to 0 and NaN
-/// entries 0; `loglik[i]` $= m + \ln \sum_j e^{\ell_j - m}$. Returns the number
-/// of non-zero posteriors. Shared by the EM's E-step and the encoders.
-///
-/// The loop is compiled for the CPU's widest vectors (AVX2 + FMA when
-/// present; [`pulp`]'s dispatch, as faer's kernels): the exponentials are
-/// most of the non-GEMM time of an E-step.
-pub(crate) fn softmax_rows_flushed<F: Float>(
-    lp: ArrayViewMut2<'_, F>,
-    loglik: &mut [f64],
-    maxima: Option<&[f64]>,
-) -> usize {
-    pulp::Arch::new().dispatch(SoftmaxRows { lp, loglik, maxima })
-}
-
-/// Maximum of a non-empty row ignoring NaN (−∞ if none is a number), in
-/// 8 independent lanes so that it vectorises.
-pub(crate) fn row_max<F: Float>(row: &[F]) -> F {
-    let mut lanes = [F::neg_infinity(); 8];
-    let mut chunks = row.chunks_exact(8);
-    for c in &mut chunks {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = l.max(v);
-        }
-    }
-    let mut m = chunks
-        .remainder()
-        .iter()
-        .fold(F::neg_infinity(), |a, &v| a.max(v));
-    for l in lanes {
-        m = m.max(l);
-    }
-    m
-}
-
-struct SoftmaxRows<'a, 'b, F> {
-    lp: ArrayViewMut2<'a, F>,
-    loglik: &'b mut [f64],
-    maxima: Option<&'b [f64]>,
-}
-
-impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
-    type Output = usize;
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(mut self, _simd: S) -> usize {
-        const L: usize = 8;
-        let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
-        let mut nnz = 0;
-        for (i, (mut row, ll)) in self
-            .lp
-            .rows_mut()
-            .into_iter()
-            .zip(self.loglik.iter_mut())
-            .enumerate()
-        {
-            let r = row.as_slice_mut().expect("rows are contiguous");
-            let m = match self.maxima {
-                Some(mx) => mx[i],
-                None => row_max(r).as_f64(),
-            };
-            // L independent lanes, branch-free: vectorises.
-            let mut sums = [0.0f64; L];
-            let mut counts = [0u32; L];
-            let mut ch = r.chunks_exact_mut(L);
-            for c in &mut ch {
-                for ((v, s), n) in c.iter_mut().zip(&mut sums).zip(&mut counts) {
-                    let t = v.as_f64() - m;
-                    // NaN fails the test: dropped; the max keeps exp in range
-                    let keep = t >= cutoff;
-                    let e = exp_nonpositive(t.max(cutoff));
-                    let e = if keep { e } else { 0.0 };
-                    *s += e;
-                    *n += keep as u32;
-                    *v = F::from_f64_lossy(e);
-                }
-            }
-            let mut sum = 0.0;
-            let mut count = 0usize;
-            for v in ch.into_remainder() {
-                let t = v.as_f64() - m;
-                let e = if t >= cutoff {
-                    exp_nonpositive(t.max(cutoff))
-                } else {
-                    0.0
-                };
-                count += (e > 0.0) as usize;
-                sum += e;
-                *v = F::from_f64_lossy(e);
-            }
-            sum += sums.iter().sum::<f64>();
-            count += counts.iter().map(|&c| c as usize).sum::<usize>();
-            nnz += count;
-            let inv = F::from_f64_lossy(1.0 / sum);
-            r.iter_mut().for_each(|v| *v *= inv);
-            *ll = m + sum.ln();
-        }
-        nnz
-    }
-}
-
-/// $e^t$ for $-708 \le t \le 0$, accurate to about 1 ulp in `f64`, written
-/// without branches or calls so that loops over it vectorise:
-/// $t = n \ln 2 + r$, $|r| \le \tfrac12 \ln 2$ (Cody–Waite), a degree-13
-/// Taylor polynomial for $e^r$ (truncation < $10^{-17}$), and $2^n$ built from
-/// its bits. Inputs below −708 give garbage: callers clamp first.
-#[inline(always)]
-pub(crate) fn exp_nonpositive(t: f64) -> f64 {
-    const LOG2E: f64 = std::f64::consts::LOG2_E;
-    // fdlibm's split of ln 2: LN2_HI has 32 significant bits, so n·LN2_HI is exact
-    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
-    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
-    // 1.5·2^52: adding it rounds to an integer held in the low mantissa bits
-    const MAGIC: f64 = 6_755_399_441_055_744.0;
-    let kf = t * LOG2E + MAGIC;
-    let n = kf - MAGIC;
-    let r = (t - n * LN2_HI) - n * LN2_LO;
-    const C: [f64; 14] = [
-        1.0,
-        1.0,
-        1.0 / 2.0,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5040.0,
-        1.0 / 40320.0,
-        1.0 / 362880.0,
-        1.0 / 3628800.0,
-        1.0 / 39916800.0,
-        1.0 / 479001600.0,
-        1.0 / 6227020800.0,
-    ];
-    let mut p = C[13];
-    for c in C[..13].iter().rev() {
-        p = p * r + c;
-    }
-    // low 12 bits of the mantissa of kf are n mod 4096; n + 1023 ∈ [1, 2046]
-    let two_n = f64::from_bits(kf.to_bits().wrapping_add(1023) << 52);
-    p * two_n
-}
-
 /// Adds $\sum_i q_{ik} y_i^2$ and $\sum_i q_{ik} y_i$ over the non-zero
 /// entries of `q` (n, K), with `yy` = $[y^2, y]$ (n, 2D), into `st` in `f64`.
 fn accumulate_sparse<F: Float>(st: &mut GmmStats, q: ArrayView2<'_, F>, yy: ArrayView2<'_, F>) {
@@ -989,7 +827,8 @@ mod tests {
 
     #[test]
     fn floors_and_invalid_statistics() {
-        // a constant column: its floor falls back to the mean data variance
+        // a constant column: its floor falls back to the mean variance of the
+        // non-constant columns, here Var(1, 2, 3, 4) = 1.25
         let x: Array2<f64> = array![[1.0, 5.0], [2.0, 5.0], [3.0, 5.0], [4.0, 5.0]];
         let g = DiagGmm::new(array![1.0], array![[2.5, 5.0]], array![[1.0, 1.0]]).unwrap();
         let st = g.sufficient_statistics(x.view()).unwrap();
@@ -997,7 +836,7 @@ mod tests {
             .update_from_statistics(&st, VarianceFloor::Relative(0.01))
             .unwrap();
         assert!((new.variances()[[0, 0]] - 1.25).abs() < 1e-12);
-        assert!((new.variances()[[0, 1]] - 0.01 * 0.625).abs() < 1e-12);
+        assert!((new.variances()[[0, 1]] - 0.01 * 1.25).abs() < 1e-12);
         let new = g
             .update_from_statistics(&st, VarianceFloor::Absolute(0.5))
             .unwrap();
@@ -1028,25 +867,11 @@ mod tests {
     }
 }
 
+/// The shared softmax kernel (`crate::kernels::softmax`) against the
+/// model's reference posteriors.
 #[cfg(test)]
-mod exp_tests {
+mod softmax_tests {
     use super::*;
-
-    #[test]
-    fn fast_exp_matches_std() {
-        let mut worst = 0.0f64;
-        let mut t = -708.0;
-        while t <= 0.0 {
-            let (a, b) = (exp_nonpositive(t), t.exp());
-            worst = worst.max((a - b).abs() / b);
-            t += 0.001_37;
-        }
-        for t in [0.0, -1e-300, -0.5 * std::f64::consts::LN_2, -354.0, -707.9] {
-            let (a, b) = (exp_nonpositive(t), t.exp());
-            worst = worst.max((a - b).abs() / b);
-        }
-        assert!(worst < 4.0 * f64::EPSILON, "worst relative error {worst:e}");
-    }
 
     #[test]
     fn flushed_posteriors_equal_the_reference_kernel() {

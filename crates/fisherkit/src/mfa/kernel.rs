@@ -17,7 +17,7 @@
 
 use super::model::{Mfa, MFA_CHUNK_ROWS};
 use crate::float::Float;
-use crate::gmm::stats::exp_nonpositive;
+use crate::kernels::exp::exp_nonpositive;
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -324,7 +324,7 @@ pub(crate) fn process_chunk<F: Float>(
     // (posteriors < 1e-19 in f32) are flushed to exactly 0: invisible at F's
     // precision, and it keeps `exp` in its fast range and h, h·g out of the
     // denormals (whose arithmetic is ~100× slower).
-    let cutoff = 0.5 * F::min_positive_value().as_f64().ln();
+    let cutoff = crate::kernels::softmax::flush_cutoff::<F>();
     for mut row in lj.rows_mut() {
         let row = row.as_slice_mut().expect("contiguous");
         for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {

@@ -6,7 +6,7 @@
 //! $p(x) = \sum_k w_k \mathcal N(x; \mu_k, \Lambda_k\Lambda_k^\top + \Psi)$.
 //! No D×D matrix is ever formed: the Woodbury identity and the matrix
 //! determinant lemma reduce everything to R×R Cholesky factorisations
-//! (MATH.md §3), and the E-step is dominated by two (n×D)·(D×KR) GEMMs per
+//! (docs/math.md §4.2–4.3), and the E-step is dominated by two (n×D)·(D×KR) GEMMs per
 //! chunk of rows.
 //!
 //! * [`Mfa`]: parameters, log-likelihoods, posteriors, E-step statistics and

@@ -28,7 +28,7 @@ pub enum PsiMode {
 /// A mixture of K factor analysers with R factors in D dimensions:
 /// $p(x) = \sum_k w_k \mathcal N(x; \mu_k, S_k)$, $S_k = \Lambda_k\Lambda_k^\top + \Psi_k$.
 ///
-/// Besides the parameters it keeps the Woodbury kernel (MATH.md §3), with
+/// Besides the parameters it keeps the Woodbury kernel (docs/math.md §4.2), with
 /// $c$ the mixture mean, $y = x - c$, $\mu'_k = \mu_k - c$,
 /// $M_k = I_R + \Lambda_k^\top\Psi_k^{-1}\Lambda_k = C_k C_k^\top$ (Cholesky) and
 /// $W_k = \Psi_k^{-1}\Lambda_k C_k^{-\top}$ (D, R):

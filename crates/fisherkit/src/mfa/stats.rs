@@ -1,4 +1,4 @@
-//! Mergeable E-step sufficient statistics and the M-step (MATH.md §3).
+//! Mergeable E-step sufficient statistics and the M-step (docs/math.md §4.4).
 
 use super::kernel::{accumulate, GAcc, Want};
 use super::model::{Mfa, PsiMode};
