@@ -58,7 +58,13 @@ fn results(report: &Path) -> serde_json::Value {
         .unwrap()
         .iter()
         .map(|row| {
-            serde_json::json!([row["spec"], row["accuracy"], row["cv"], row["confusion"], row["c"]])
+            serde_json::json!([
+                row["spec"],
+                row["accuracy"],
+                row["cv"],
+                row["confusion"],
+                row["c"]
+            ])
         })
         .collect()
 }
@@ -66,8 +72,16 @@ fn results(report: &Path) -> serde_json::Value {
 /// Lines of the journals of every store under `cache`.
 fn journalled(cache: &Path) -> usize {
     let mut n = 0;
-    for run in std::fs::read_dir(cache.join("runs")).into_iter().flatten().flatten() {
-        for e in std::fs::read_dir(run.path()).into_iter().flatten().flatten() {
+    for run in std::fs::read_dir(cache.join("runs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for e in std::fs::read_dir(run.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if let Ok(t) = std::fs::read_to_string(e.path().join("done")) {
                 n += t.lines().count();
             }
@@ -93,26 +107,37 @@ fn a_killed_run_resumes_to_the_uninterrupted_report() {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    let mut killed_mid_run = false;
-    while start.elapsed() < Duration::from_secs(300) {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the run ended ({status}) before it could be killed");
+    let outcome = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                break Err(format!(
+                    "the run ended ({status}) before it could be killed"
+                ))
+            }
+            Ok(None) => {}
+            Err(e) => break Err(e.to_string()),
         }
         if journalled(&cache_b) > 0 {
-            child.kill().unwrap(); // SIGKILL: no clean-up runs
-            child.wait().unwrap();
-            killed_mid_run = true;
-            break;
+            break Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(300) {
+            break Err("no batch was committed within 300 s".to_string());
         }
         std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(killed_mid_run, "no batch was committed within 300 s");
+    };
+    let _ = child.kill(); // SIGKILL: no clean-up runs
+    let _ = child.wait();
+    outcome.unwrap();
     assert!(!report_b.exists(), "a killed run writes no report");
     let done_before = journalled(&cache_b);
 
     // The same command again: it continues, and the report is the uninterrupted one.
     let out = fk()
-        .args(run_args(t.path(), &cache_b, &report_b).into_iter().filter(|a| a != "--quiet"))
+        .args(
+            run_args(t.path(), &cache_b, &report_b)
+                .into_iter()
+                .filter(|a| a != "--quiet"),
+        )
         .assert()
         .success();
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
@@ -135,7 +160,10 @@ fn an_unusable_work_folder_is_one_clear_error() {
         .assert()
         .code(1);
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(err.starts_with("error: ") && !err.contains("panicked"), "{err}");
+    assert!(
+        err.starts_with("error: ") && !err.contains("panicked"),
+        "{err}"
+    );
     assert!(err.contains("cache") && err.contains("run folder"), "{err}");
     assert!(!w.path().join("r.json").exists());
 }
@@ -164,7 +192,7 @@ impl Drop for TinyDisk {
 
 #[test]
 fn a_full_disk_is_one_clear_error_and_no_report() {
-    let Some(disk) = TinyDisk::mount(256) else {
+    let Some(disk) = TinyDisk::mount(24) else {
         assert!(
             std::env::var("FISHERKIT_REQUIRE_PEERS").as_deref() != Ok("1"),
             "mounting a tmpfs needs root; FISHERKIT_REQUIRE_PEERS=1 requires this test"
@@ -179,12 +207,18 @@ fn a_full_disk_is_one_clear_error_and_no_report() {
         .assert()
         .code(1);
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(err.starts_with("error: ") && !err.contains("panicked"), "{err}");
+    assert!(
+        err.starts_with("error: ") && !err.contains("panicked"),
+        "{err}"
+    );
     assert!(
         err.contains("No space left on device") || err.contains("os error 28"),
         "{err}"
     );
-    assert!(err.contains(&disk.0.display().to_string()), "names the file: {err}");
+    assert!(
+        err.contains(&disk.0.display().to_string()),
+        "names the file: {err}"
+    );
     assert!(!report.exists(), "no report after a failed run");
 }
 

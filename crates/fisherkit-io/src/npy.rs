@@ -709,7 +709,10 @@ impl NpyBlockWriter {
         use std::os::unix::fs::FileExt;
         tmp.as_file()
             .write_all_at(&header, 0)
-            .and_then(|_| tmp.as_file().set_len(header.len() as u64 + (rows * cols * 4) as u64))
+            .and_then(|_| {
+                tmp.as_file()
+                    .set_len(header.len() as u64 + (rows * cols * 4) as u64)
+            })
             .map_err(|e| IoError::os(&path, e))?;
         Ok(Self {
             header_len: header.len() as u64,
@@ -744,7 +747,8 @@ impl NpyBlockWriter {
             buf.clear();
             buf.extend(row.iter().flat_map(|v| v.to_le_bytes()));
             let at = self.header_len + ((i * self.cols + first) * 4) as u64;
-            f.write_all_at(&buf, at).map_err(|e| IoError::os(&self.path, e))?;
+            f.write_all_at(&buf, at)
+                .map_err(|e| IoError::os(&self.path, e))?;
         }
         Ok(())
     }
@@ -755,7 +759,9 @@ impl NpyBlockWriter {
     /// A failed sync or rename (the temporary file is removed).
     pub fn finish(mut self) -> Result<()> {
         let tmp = self.tmp.take().expect("open until finished");
-        tmp.as_file().sync_all().map_err(|e| IoError::os(&self.path, e))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| IoError::os(&self.path, e))?;
         tmp.persist(&self.path)
             .map_err(|e| IoError::os(&self.path, e.error))?;
         Ok(())

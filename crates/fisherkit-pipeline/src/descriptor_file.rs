@@ -507,9 +507,17 @@ impl DescriptorFileWriter {
     ///
     /// # Errors
     /// A reserved name, a failed write.
-    pub fn push(&mut self, name: &str, bag: ArrayView2<'_, f32>, label: &str) -> Result<(), PipelineError> {
+    pub fn push(
+        &mut self,
+        name: &str,
+        bag: ArrayView2<'_, f32>,
+        label: &str,
+    ) -> Result<(), PipelineError> {
         if [LABELS, DESCRIPTORS, IMAGE_INDEX].contains(&name) {
-            return Err(io_err(&self.path, format!("image name `{name}` is reserved")));
+            return Err(io_err(
+                &self.path,
+                format!("image name `{name}` is reserved"),
+            ));
         }
         let zip = self.zip.as_mut().expect("open until finished");
         zip.start_file(format!("{name}.npy"), Self::opts())

@@ -119,7 +119,11 @@ impl TermColumns<'_> {
     }
 
     /// The term's kernel over `rows` (the first `n_train` are the training rows).
-    pub(crate) fn kernel(&self, rows: &[usize], n_train: usize) -> Result<TermKernel, PipelineError> {
+    pub(crate) fn kernel(
+        &self,
+        rows: &[usize],
+        n_train: usize,
+    ) -> Result<TermKernel, PipelineError> {
         let n = rows.len();
         let fim = if self.whiten {
             Some(self.fisher_information(&rows[..n_train])?)
@@ -188,7 +192,12 @@ fn kernel_files(dir: &std::path::Path, name: &str) -> [std::path::PathBuf; 3] {
 }
 
 /// A kernel saved by [`save_kernel`], if complete and of `n` rows.
-pub(crate) fn load_kernel(dir: &std::path::Path, name: &str, n: usize, whiten: bool) -> Option<TermKernel> {
+pub(crate) fn load_kernel(
+    dir: &std::path::Path,
+    name: &str,
+    n: usize,
+    whiten: bool,
+) -> Option<TermKernel> {
     let [g, i, f] = kernel_files(dir, name);
     let gram = fisherkit_io::read_npy_as::<f64>(&g).ok()?;
     let inv = fisherkit_io::read_npy_as::<f64>(&i).ok()?;
@@ -196,9 +205,13 @@ pub(crate) fn load_kernel(dir: &std::path::Path, name: &str, n: usize, whiten: b
         return None;
     }
     let fim = if whiten {
-        Some(fisherkit_io::read_npy_as::<f32>(&f).ok()?.into_shape_with_order(0).ok().unwrap_or_else(|| {
-            Array1::zeros(0)
-        }))
+        Some(
+            fisherkit_io::read_npy_as::<f32>(&f)
+                .ok()?
+                .into_shape_with_order(0)
+                .ok()
+                .unwrap_or_else(|| Array1::zeros(0)),
+        )
     } else {
         None
     };
@@ -210,16 +223,22 @@ pub(crate) fn load_kernel(dir: &std::path::Path, name: &str, n: usize, whiten: b
 }
 
 /// Saves a term's kernel (atomically, the kernel file last) for a resumed or repeated run.
-pub(crate) fn save_kernel(dir: &std::path::Path, name: &str, k: &TermKernel) -> Result<(), PipelineError> {
+pub(crate) fn save_kernel(
+    dir: &std::path::Path,
+    name: &str,
+    k: &TermKernel,
+) -> Result<(), PipelineError> {
     let [g, i, f] = kernel_files(dir, name);
     let err = |p: &std::path::Path, e: fisherkit_io::IoError| PipelineError::Io {
         path: p.display().to_string(),
         message: e.to_string(),
     };
     if let Some(fim) = &k.fim {
-        fisherkit_io::write_npy(&f, fim.view().insert_axis(ndarray::Axis(0))).map_err(|e| err(&f, e))?;
+        fisherkit_io::write_npy(&f, fim.view().insert_axis(ndarray::Axis(0)))
+            .map_err(|e| err(&f, e))?;
     }
-    fisherkit_io::write_npy(&i, k.inv_norm.view().insert_axis(ndarray::Axis(0))).map_err(|e| err(&i, e))?;
+    fisherkit_io::write_npy(&i, k.inv_norm.view().insert_axis(ndarray::Axis(0)))
+        .map_err(|e| err(&i, e))?;
     fisherkit_io::write_npy(&g, k.gram.view()).map_err(|e| err(&g, e))
 }
 
@@ -246,7 +265,11 @@ pub(crate) fn kernel_pca(
     let (s, u) = symmetric_eigen(gc.view())
         .ok_or_else(|| PipelineError::at("compact PCA", "the eigensolver did not converge"))?;
     // the largest `dim` positive eigenvalues (ascending order from faer)
-    let kept: Vec<usize> = (0..n).rev().filter(|&j| s[j] > 1e-10 * s[n - 1].abs().max(1e-300)).take(dim).collect();
+    let kept: Vec<usize> = (0..n)
+        .rev()
+        .filter(|&j| s[j] > 1e-10 * s[n - 1].abs().max(1e-300))
+        .take(dim)
+        .collect();
     let d = kept.len();
     let mut z_train = Array2::<f64>::zeros((n, d));
     let mut proj = Array2::<f64>::zeros((n, d)); // U_d Λ^{-1/2}

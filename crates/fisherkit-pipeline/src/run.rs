@@ -351,7 +351,10 @@ pub fn run(
             net,
             paths: items.iter().map(|(p, _)| p.clone()).collect(),
             params: &cfg.descriptors,
-            with_global: cfg.encoders.iter().any(|s| s.terms.contains(&Term::CnnGlobal)),
+            with_global: cfg
+                .encoders
+                .iter()
+                .any(|s| s.terms.contains(&Term::CnnGlobal)),
         },
         scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),
         classes,
@@ -510,12 +513,12 @@ fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
 
 fn read_fitted(p: &Path, kind: ModelKind) -> Option<Fitted> {
     match kind {
-        ModelKind::Gmm { .. } => Some(Fitted::Gmm(
+        ModelKind::Gmm { .. } => Some(Fitted::Gmm(Box::new(
             fisherkit_io::read_gmm(p).ok()?.to_dtype::<f32>().ok()?,
-        )),
-        ModelKind::Mfa { .. } => Some(Fitted::Mfa(
+        ))),
+        ModelKind::Mfa { .. } => Some(Fitted::Mfa(Box::new(
             fisherkit_io::read_mfa(p).ok()?.to_dtype::<f32>().ok()?,
-        )),
+        ))),
     }
 }
 
@@ -550,8 +553,11 @@ fn learn(
     };
     let names = &inputs.scale_names;
     let pca_path = |s: usize| folder.path(&format!("pca-{}.safetensors", names[s]));
-    let model_path = |m: &ModelSpec| folder.path(&format!("{}.safetensors", m.stem(&names[m.scale], &fit)));
-    let mut pcas: Vec<Option<Pca<f32>>> = (0..names.len()).map(|s| read_pca_file(&pca_path(s))).collect();
+    let model_path =
+        |m: &ModelSpec| folder.path(&format!("{}.safetensors", m.stem(&names[m.scale], &fit)));
+    let mut pcas: Vec<Option<Pca<f32>>> = (0..names.len())
+        .map(|s| read_pca_file(&pca_path(s)))
+        .collect();
     let mut models: BTreeMap<ModelSpec, Fitted> = plan
         .iter()
         .filter_map(|m| read_fitted(&model_path(m), m.kind).map(|f| (*m, f)))
@@ -580,7 +586,7 @@ fn learn(
         let fresh = timed(timings, "pca".into(), || fit_pca(&sample, cfg.pca_dim))?;
         for (s, p) in fresh.into_iter().enumerate() {
             if pcas[s].is_none() {
-                fisherkit_io::write_pca(&pca_path(s), &p, &BTreeMap::new()).map_err(|e| {
+                fisherkit_io::write_pca(pca_path(s), &p, &BTreeMap::new()).map_err(|e| {
                     PipelineError::Io {
                         path: pca_path(s).display().to_string(),
                         message: e.to_string(),
@@ -626,7 +632,10 @@ fn open_stores(
     let mut stores = BTreeMap::new();
     for (m, f) in &learned.models {
         let dim = f.raw_encoder()?.output_dim();
-        let dir = folder.path(&format!("{}.store", m.stem(&inputs.scale_names[m.scale], &fit)));
+        let dir = folder.path(&format!(
+            "{}.store",
+            m.stem(&inputs.scale_names[m.scale], &fit)
+        ));
         stores.insert(*m, Store::open(&dir, n, dim)?);
     }
     let global = if with_global {
@@ -698,9 +707,16 @@ fn encode_stage(
     let classes = &inputs.classes;
     let mut hook = |i: usize, d: &ImageDescriptors| -> Result<(), PipelineError> {
         let s = sink.as_mut().expect("hook only with a sink");
-        let stacked = concatenate(Axis(0), &d.scales.iter().map(|a| a.view()).collect::<Vec<_>>())
-            .expect("same width");
-        let w = if i < s.n_train { &mut s.train } else { &mut s.test };
+        let stacked = concatenate(
+            Axis(0),
+            &d.scales.iter().map(|a| a.view()).collect::<Vec<_>>(),
+        )
+        .expect("same width");
+        let w = if i < s.n_train {
+            &mut s.train
+        } else {
+            &mut s.test
+        };
         w.push(&names[i], stacked.view(), &classes[labels[i]])
     };
     let with_sink = cfg.save_descriptors.is_some();
@@ -717,7 +733,6 @@ fn encode_stage(
     )?;
     timings.push((format!("cnn ({} images)", times.images), times.cnn));
     timings.push(("encoding".into(), times.encode));
-    drop(hook);
     if let Some(s) = sink {
         s.train.finish()?;
         s.test.finish()?;
@@ -770,10 +785,13 @@ fn term_columns<'a>(
     match term {
         Term::CnnGlobal => {
             let g = global.as_ref().expect("opened when a term needs it");
-            (g, vec![0..g.dim()])
+            (g, std::iter::once(0..g.dim()).collect())
         }
         Term::GmmFv(parts) => {
-            let spec = ModelSpec { scale, kind: kind_gmm };
+            let spec = ModelSpec {
+                scale,
+                kind: kind_gmm,
+            };
             let Fitted::Gmm(g) = &learned.models[&spec] else {
                 unreachable!("a GMM spec holds a GMM")
             };
@@ -791,7 +809,10 @@ fn term_columns<'a>(
             (&stores[&spec], cols)
         }
         Term::MfaFs(parts) => {
-            let spec = ModelSpec { scale, kind: kind_mfa };
+            let spec = ModelSpec {
+                scale,
+                kind: kind_mfa,
+            };
             let Fitted::Mfa(m) = &learned.models[&spec] else {
                 unreachable!("an MFA spec holds an MFA")
             };
@@ -807,6 +828,9 @@ fn term_columns<'a>(
         }
     }
 }
+
+/// The outcome of [`Classes::classify`]: the SVM, chosen C, the cross-validation table, test predictions.
+type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
 
 /// What the classification stage needs from the earlier ones.
 struct Classes<'a> {
@@ -832,8 +856,22 @@ struct SpecKernels {
 }
 
 impl Classes<'_> {
-    fn columns(&self, term: &Term, scale: usize, kinds: (ModelKind, ModelKind), whiten: bool) -> TermColumns<'_> {
-        let (store, cols) = term_columns(term, scale, kinds.0, kinds.1, self.learned, self.stores, self.global);
+    fn columns(
+        &self,
+        term: &Term,
+        scale: usize,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+    ) -> TermColumns<'_> {
+        let (store, cols) = term_columns(
+            term,
+            scale,
+            kinds.0,
+            kinds.1,
+            self.learned,
+            self.stores,
+            self.global,
+        );
         TermColumns {
             store,
             cols,
@@ -855,12 +893,20 @@ impl Classes<'_> {
         let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
         let mut parts = Vec::new();
         for (ti, term) in spec.terms.iter().enumerate() {
-            let scales: Vec<usize> = if *term == Term::CnnGlobal { vec![0] } else { (0..n_scales).collect() };
+            let scales: Vec<usize> = if *term == Term::CnnGlobal {
+                vec![0]
+            } else {
+                (0..n_scales).collect()
+            };
             for s in scales {
                 let cols = self.columns(term, s, kinds, whiten);
                 let name = format!(
                     "{}-{}-w{}-{}",
-                    cols.store.dir().file_name().unwrap_or_default().to_string_lossy(),
+                    cols.store
+                        .dir()
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy(),
                     file_stem(&term.name()),
                     cols.whiten as u8,
                     self.rows_key
@@ -870,7 +916,11 @@ impl Classes<'_> {
                     None => {
                         let k = timed(
                             timings,
-                            format!("kernel {} scale {}", term.name(), self.inputs.scale_names[s]),
+                            format!(
+                                "kernel {} scale {}",
+                                term.name(),
+                                self.inputs.scale_names[s]
+                            ),
                             || cols.kernel(self.rows, self.n_train),
                         )?;
                         save_kernel(&self.kernel_dir, &name, &k)?;
@@ -886,9 +936,12 @@ impl Classes<'_> {
     }
 
     /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
-    fn classify(&self, gram: &Array2<f64>) -> Result<(GramSvc, f64, Vec<(f64, f64)>, Vec<usize>), PipelineError> {
+    fn classify(&self, gram: &Array2<f64>) -> Result<Classified, PipelineError> {
         let nt = self.n_train;
-        let ytr: Vec<usize> = self.rows[..nt].iter().map(|&i| self.inputs.labels[i]).collect();
+        let ytr: Vec<usize> = self.rows[..nt]
+            .iter()
+            .map(|&i| self.inputs.labels[i])
+            .collect();
         let (svm, c, cv) = LinearSvcParams {
             seed: self.cfg.seed,
             ..Default::default()
@@ -908,7 +961,10 @@ impl Classes<'_> {
     }
 
     fn test_labels(&self) -> Vec<usize> {
-        self.rows[self.n_train..].iter().map(|&i| self.inputs.labels[i]).collect()
+        self.rows[self.n_train..]
+            .iter()
+            .map(|&i| self.inputs.labels[i])
+            .collect()
     }
 }
 
@@ -923,8 +979,13 @@ fn evaluate(
     let n_classes = c.inputs.classes.len();
     let yte = c.test_labels();
     let kinds = (
-        ModelKind::Gmm { k: cfg.gmm_components },
-        ModelKind::Mfa { k: cfg.mfa_components, r: cfg.mfa_factors },
+        ModelKind::Gmm {
+            k: cfg.gmm_components,
+        },
+        ModelKind::Mfa {
+            k: cfg.mfa_components,
+            r: cfg.mfa_factors,
+        },
     );
     let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
     for spec in &cfg.encoders {
@@ -948,7 +1009,9 @@ fn evaluate(
         let dim_of = |s: Option<usize>| -> usize {
             ks.parts
                 .iter()
-                .filter(|(ti, sc, _)| s.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal))
+                .filter(|(ti, sc, _)| {
+                    s.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal)
+                })
                 .map(|(ti, sc, _)| c.columns(&spec.terms[*ti], *sc, kinds, whiten).width())
                 .sum()
         };
@@ -977,7 +1040,18 @@ fn evaluate(
             let t = Instant::now();
             let (svm, cc, cv, pred) = c.classify(&g)?;
             let svm_seconds = t.elapsed().as_secs_f64();
-            let mut row = result_row(spec, whiten, dim_of(scale), n_classes, &yte, &pred, cc, cv, kernel_seconds, svm_seconds)?;
+            let mut row = result_row(
+                spec,
+                whiten,
+                dim_of(scale),
+                n_classes,
+                &yte,
+                &pred,
+                cc,
+                cv,
+                kernel_seconds,
+                svm_seconds,
+            )?;
             row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
             if scale.is_none() {
                 if let Some(out) = c.out {
@@ -986,7 +1060,10 @@ fn evaluate(
             }
             progress.warn(&format!(
                 "{name}{}: {:.2} % (dim {}, C = {cc})",
-                row.scale.as_ref().map(|s| format!(" scale {s}")).unwrap_or_default(),
+                row.scale
+                    .as_ref()
+                    .map(|s| format!(" scale {s}"))
+                    .unwrap_or_default(),
                 100.0 * row.accuracy,
                 row.dim
             ));
@@ -994,14 +1071,29 @@ fn evaluate(
             if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
                 let t = Instant::now();
                 let nt = c.n_train;
-                let (ktr, kte, kept) = kernel_pca(g.slice(s![..nt, ..nt]), g.slice(s![nt.., ..nt]), d)?;
+                let (ktr, kte, kept) =
+                    kernel_pca(g.slice(s![..nt, ..nt]), g.slice(s![nt.., ..nt]), d)?;
                 let mut gc = Array2::<f64>::zeros(g.dim());
                 gc.slice_mut(s![..nt, ..nt]).assign(&ktr);
                 gc.slice_mut(s![nt.., ..nt]).assign(&kte);
                 let (_, cc, cv, pred) = c.classify(&gc)?;
-                let mut row = result_row(spec, whiten, kept, n_classes, &yte, &pred, cc, cv, kernel_seconds, t.elapsed().as_secs_f64())?;
+                let mut row = result_row(
+                    spec,
+                    whiten,
+                    kept,
+                    n_classes,
+                    &yte,
+                    &pred,
+                    cc,
+                    cv,
+                    kernel_seconds,
+                    t.elapsed().as_secs_f64(),
+                )?;
                 row.compact = Some(kept);
-                progress.warn(&format!("{name} + PCA ({kept}): {:.2} %", 100.0 * row.accuracy));
+                progress.warn(&format!(
+                    "{name} + PCA ({kept}): {:.2} %",
+                    100.0 * row.accuracy
+                ));
                 results.push(row);
             }
         }
@@ -1029,7 +1121,10 @@ fn sweep(
         .chain(cfg.sweep_mfa_factors.iter().map(|&r| {
             (
                 Term::MfaFs(vec![MfaPart::Loading]),
-                ModelKind::Mfa { k: cfg.mfa_components, r },
+                ModelKind::Mfa {
+                    k: cfg.mfa_components,
+                    r,
+                },
             )
         }))
         .collect();
@@ -1039,15 +1134,20 @@ fn sweep(
             ModelKind::Gmm { .. } => (kind, kinds.1),
             ModelKind::Mfa { .. } => (kinds.0, kind),
         };
-        let spec = EncoderSpec { terms: vec![term.clone()] };
+        let spec = EncoderSpec {
+            terms: vec![term.clone()],
+        };
         let ks = c.kernels(&spec, k, false, timings)?;
         let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
         for s in &ks.per_scale {
             g += s;
         }
         let (_, _, _, pred) = c.classify(&g)?;
-        let accuracy = mean_per_class_accuracy(yte, &pred, n_classes).map_err(PipelineError::stage("metrics"))?;
-        let dim: usize = (0..ks.per_scale.len()).map(|s| c.columns(&term, s, k, false).width()).sum();
+        let accuracy = mean_per_class_accuracy(yte, &pred, n_classes)
+            .map_err(PipelineError::stage("metrics"))?;
+        let dim: usize = (0..ks.per_scale.len())
+            .map(|s| c.columns(&term, s, k, false).width())
+            .sum();
         let (components, factors) = match kind {
             ModelKind::Gmm { k } => (k, None),
             ModelKind::Mfa { k, r } => (k, Some(r)),
@@ -1058,7 +1158,13 @@ fn sweep(
             factors.map(|r| format!(" R={r}")).unwrap_or_default(),
             100.0 * accuracy
         ));
-        out.push(SweepPoint { series: term.name(), components, factors, dim, accuracy });
+        out.push(SweepPoint {
+            series: term.name(),
+            components,
+            factors,
+            dim,
+            accuracy,
+        });
     }
     Ok(out)
 }
@@ -1078,7 +1184,11 @@ fn save_outputs(
 ) -> Result<(), PipelineError> {
     let nt = c.n_train;
     let (train_rows, test_rows) = c.rows.split_at(nt);
-    let dim: usize = ks.parts.iter().map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width()).sum();
+    let dim: usize = ks
+        .parts
+        .iter()
+        .map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width())
+        .sum();
     let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
     let mut weights = Array2::<f64>::zeros((svm.n_classes(), dim));
     let mut writers = if out.encodings {
@@ -1097,7 +1207,8 @@ fn save_outputs(
             let w = svm.weights_block(x).map_err(PipelineError::stage("SVM"))?;
             weights.slice_mut(s![.., off..off + x.ncols()]).assign(&w);
             if let Some((tr, _)) = writers.as_mut() {
-                tr.write_columns(off, x).map_err(|e| PipelineError::at("output", e))?;
+                tr.write_columns(off, x)
+                    .map_err(|e| PipelineError::at("output", e))?;
             }
             off += x.ncols();
             Ok(())
@@ -1105,13 +1216,17 @@ fn save_outputs(
         if let Some((_, te)) = writers.as_mut() {
             let mut toff = off - cols.width();
             cols.for_each_block(test_rows, k, inv_te, |x| {
-                te.write_columns(toff, x).map_err(|e| PipelineError::at("output", e))?;
+                te.write_columns(toff, x)
+                    .map_err(|e| PipelineError::at("output", e))?;
                 toff += x.ncols();
                 Ok(())
             })?;
         }
         if let (Term::MfaFs(parts), Some(fim)) = (&spec.terms[*ti], &k.fim) {
-            let Fitted::Mfa(m) = &c.learned.models[&ModelSpec { scale: *s, kind: kinds.1 }] else {
+            let Fitted::Mfa(m) = &c.learned.models[&ModelSpec {
+                scale: *s,
+                kind: kinds.1,
+            }] else {
                 unreachable!("an MFA spec holds an MFA")
             };
             out.mfa_whitened(&c.inputs.scale_names[*s], m, parts, fim)?;
@@ -1121,13 +1236,20 @@ fn save_outputs(
         tr.finish().map_err(|e| PipelineError::at("output", e))?;
         te.finish().map_err(|e| PipelineError::at("output", e))?;
     }
-    let model = LinearSvc::from_parts(weights.mapv(|v| v as f32), svm.intercept().mapv(|v| v as f32))
-        .map_err(PipelineError::stage("SVM"))?;
+    let model = LinearSvc::from_parts(
+        weights.mapv(|v| v as f32),
+        svm.intercept().mapv(|v| v as f32),
+    )
+    .map_err(PipelineError::stage("SVM"))?;
     out.svm(&stem, model, &c.inputs.classes, cost)
 }
 
 /// The whole streamed run on `inputs`: learn → encode → evaluate → report.
-fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Result<Report, PipelineError> {
+fn streamed(
+    cfg: &RunConfig,
+    inputs: Inputs<'_>,
+    progress: &dyn Progress,
+) -> Result<Report, PipelineError> {
     let out = output_dir(cfg)?;
     if let Some(dir) = &cfg.save_descriptors {
         std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
@@ -1139,8 +1261,19 @@ fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Res
     let folder = run_folder(cfg, &inputs)?;
     let mut log = ImageLog::load(&folder.path("images.tsv"));
     let plan = model_plan(cfg, inputs.scale_names.len());
-    let with_global = cfg.encoders.iter().any(|s| s.terms.contains(&Term::CnnGlobal));
-    let learned = learn(cfg, &inputs, &folder, &plan, &mut log, progress, &mut timings)?;
+    let with_global = cfg
+        .encoders
+        .iter()
+        .any(|s| s.terms.contains(&Term::CnnGlobal));
+    let learned = learn(
+        cfg,
+        &inputs,
+        &folder,
+        &plan,
+        &mut log,
+        progress,
+        &mut timings,
+    )?;
     if let Some(out) = &out {
         for (s, p) in learned.pcas.iter().enumerate() {
             out.pca(&inputs.scale_names[s], p)?;
@@ -1153,11 +1286,25 @@ fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Res
         }
     }
     let (mut stores, mut global) = open_stores(cfg, &inputs, &folder, &learned, with_global)?;
-    encode_stage(cfg, &inputs, &folder, &learned, &mut stores, &mut global, &mut log, progress, &mut timings)?;
+    encode_stage(
+        cfg,
+        &inputs,
+        &folder,
+        &learned,
+        &mut stores,
+        &mut global,
+        &mut log,
+        progress,
+        &mut timings,
+    )?;
     let (rows, n_train) = usable_rows(&inputs, &log, &stores, &global, &cfg.test)?;
     if let Some(out) = &out {
         let (tr, te) = rows.split_at(n_train);
-        let names = |r: &[usize]| r.iter().map(|&i| inputs.names[i].clone()).collect::<Vec<_>>();
+        let names = |r: &[usize]| {
+            r.iter()
+                .map(|&i| inputs.names[i].clone())
+                .collect::<Vec<_>>()
+        };
         let labels = |r: &[usize]| r.iter().map(|&i| inputs.labels[i]).collect::<Vec<_>>();
         out.image_list("train", &names(tr), &labels(tr), &inputs.classes)?;
         out.image_list("test", &names(te), &labels(te), &inputs.classes)?;
@@ -1182,7 +1329,10 @@ fn streamed(cfg: &RunConfig, inputs: Inputs<'_>, progress: &dyn Progress) -> Res
     let n_scales = inputs.scale_names.len();
     let per_image: Vec<f64> = (0..n_scales)
         .map(|s| {
-            let v: Vec<usize> = rows[..n_train].iter().filter_map(|i| log.counts.get(i).map(|c| c[s])).collect();
+            let v: Vec<usize> = rows[..n_train]
+                .iter()
+                .filter_map(|i| log.counts.get(i).map(|c| c[s]))
+                .collect();
             v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
         })
         .collect();

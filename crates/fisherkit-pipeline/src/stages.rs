@@ -119,8 +119,8 @@ impl ModelSpec {
 /// A fitted background model.
 #[derive(Debug, Clone)]
 pub(crate) enum Fitted {
-    Gmm(DiagGmm<f32>),
-    Mfa(Mfa<f32>),
+    Gmm(Box<DiagGmm<f32>>),
+    Mfa(Box<Mfa<f32>>),
 }
 
 impl Fitted {
@@ -147,7 +147,7 @@ impl Fitted {
             ),
             Fitted::Mfa(m) => Box::new(
                 MfaFisherScore::new(
-                    m.clone(),
+                    (**m).clone(),
                     MfaFisherScoreParams {
                         parts: vec![MfaPart::Mean, MfaPart::Loading],
                         normalization: none,
@@ -230,14 +230,19 @@ impl ImageLog {
         log
     }
 
-    fn append(&mut self, path: &Path, entries: &[(usize, Result<Vec<usize>, String>)]) -> Result<(), PipelineError> {
+    fn append(
+        &mut self,
+        path: &Path,
+        entries: &[(usize, Result<Vec<usize>, String>)],
+    ) -> Result<(), PipelineError> {
         let mut text = String::new();
         for (i, e) in entries {
             match e {
                 Ok(c) => {
                     let c: Vec<String> = c.iter().map(usize::to_string).collect();
                     text.push_str(&format!("{i}\tok\t{}\n", c.join(",")));
-                    self.counts.insert(*i, c.iter().map(|v| v.parse().unwrap_or(0)).collect());
+                    self.counts
+                        .insert(*i, c.iter().map(|v| v.parse().unwrap_or(0)).collect());
                 }
                 Err(r) => {
                     let r = r.replace(['\t', '\n'], " ");
@@ -298,7 +303,11 @@ fn pick_rows(n: usize, quota: usize, seed: u64, image: u64, scale: usize, what: 
     if quota >= n {
         return (0..n).collect();
     }
-    let s = seed ^ fnv1a64(&[image.to_le_bytes(), scale.to_le_bytes(), what.to_le_bytes()].concat(), 0);
+    let s = seed
+        ^ fnv1a64(
+            &[image.to_le_bytes(), scale.to_le_bytes(), what.to_le_bytes()].concat(),
+            0,
+        );
     let mut rng = ChaCha8Rng::seed_from_u64(s);
     let mut v = rand::seq::index::sample(&mut rng, n, quota).into_vec();
     v.sort_unstable();
@@ -309,6 +318,7 @@ fn pick_rows(n: usize, quota: usize, seed: u64, image: u64, scale: usize, what: 
 /// contributing ⌈pca_rows / images⌉ seeded rows per scale to the PCA moments
 /// and ⌈model_rows / images⌉ to the model sample (uniform over the images,
 /// docs/pipeline.md §2). Skipped images are logged.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sample(
     source: &Source<'_>,
     images: &[usize],
@@ -334,7 +344,14 @@ pub(crate) fn sample(
         for (&i, d) in batch.iter().zip(descs) {
             match d {
                 Ok(d) => {
-                    add_to_sample(&mut out, &d, fnv1a64(names[i].as_bytes(), 0), pca_quota, model_quota, s.seed)?;
+                    add_to_sample(
+                        &mut out,
+                        &d,
+                        fnv1a64(names[i].as_bytes(), 0),
+                        pca_quota,
+                        model_quota,
+                        s.seed,
+                    )?;
                     entries.push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
                 }
                 Err(e) => {
@@ -347,7 +364,10 @@ pub(crate) fn sample(
         progress.inc(batch.len() as u64);
     }
     let kept: usize = out.rows.iter().map(|r| r.len()).sum::<usize>() / out.dim.max(1);
-    progress.finish(&format!("{} images, {kept} model-sample rows", images.len()));
+    progress.finish(&format!(
+        "{} images, {kept} model-sample rows",
+        images.len()
+    ));
     Ok(out)
 }
 
@@ -380,9 +400,9 @@ pub(crate) fn fit_pca(sample: &Sample, pca_dim: usize) -> Result<Vec<Pca<f32>>, 
         .moments
         .iter()
         .map(|m| {
-            let m = m.as_ref().ok_or_else(|| {
-                PipelineError::Dataset("no sample image could be read".into())
-            })?;
+            let m = m
+                .as_ref()
+                .ok_or_else(|| PipelineError::Dataset("no sample image could be read".into()))?;
             PcaParams::new(pca_dim)
                 .clamp_components(true)
                 .fit_moments(m)
@@ -420,14 +440,17 @@ pub(crate) fn fit_model(
     let fitted = match spec.kind {
         ModelKind::Gmm { k } => {
             let k = k.min(x.nrows());
-            progress.start(&format!("GMM K={k} (scale {scale_name})"), s.gmm_max_iter as u64);
+            progress.start(
+                &format!("GMM K={k} (scale {scale_name})"),
+                s.gmm_max_iter as u64,
+            );
             let fit = GmmParams::<f32>::new(k)
                 .max_iter(s.gmm_max_iter)
                 .seed(s.seed)
                 .fit_with_progress(x.view(), &mut |_| progress.inc(1))
                 .map_err(PipelineError::stage("GMM training"))?;
             progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            Fitted::Gmm(fit.model)
+            Fitted::Gmm(Box::new(fit.model))
         }
         ModelKind::Mfa { k, r } => {
             let d = x.ncols();
@@ -447,7 +470,7 @@ pub(crate) fn fit_model(
                 .fit_with_progress(x.view(), &mut |_| progress.inc(1))
                 .map_err(PipelineError::stage("MFA training"))?;
             progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            Fitted::Mfa(fit.model)
+            Fitted::Mfa(Box::new(fit.model))
         }
     };
     Ok((fitted, t.elapsed().as_secs_f64()))
@@ -481,7 +504,8 @@ pub(crate) struct PassTimes {
 
 /// Hooks of the encode pass for `--save-descriptors`: called with each
 /// image's index and descriptors, in index order.
-pub(crate) type OnDescriptors<'a> = dyn FnMut(usize, &ImageDescriptors) -> Result<(), PipelineError> + 'a;
+pub(crate) type OnDescriptors<'a> =
+    dyn FnMut(usize, &ImageDescriptors) -> Result<(), PipelineError> + 'a;
 
 /// The encode pass: every image of `todo` (ascending) once through the CNN,
 /// each scale projected by its PCA, each target's raw encoding written to its
@@ -571,8 +595,7 @@ fn encode_batch(
                         PipelineError::at("encoding", "the CNN's global vector was not computed")
                     })?,
                 };
-                t.store
-                    .write_row(i, row.as_slice().expect("contiguous"))?;
+                t.store.write_row(i, row.as_slice().expect("contiguous"))?;
             }
             Ok(())
         })

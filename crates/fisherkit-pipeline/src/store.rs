@@ -191,7 +191,10 @@ fn read_journal(path: &Path, n_rows: usize) -> Result<(BTreeSet<usize>, u64), Pi
                 return Err(io(
                     path,
                     "corrupt journal",
-                    format!("line `{}`; remove the store folder to start again", line.trim()),
+                    format!(
+                        "line `{}`; remove the store folder to start again",
+                        line.trim()
+                    ),
                 ))
             }
         }
@@ -213,17 +216,26 @@ mod tests {
         s.commit(&[2]).unwrap();
         drop(s);
         // a cut last line (a kill mid-append) is ignored
-        let mut j = OpenOptions::new().append(true).open(d.join("done")).unwrap();
+        let mut j = OpenOptions::new()
+            .append(true)
+            .open(d.join("done"))
+            .unwrap();
         j.write_all(b"0").unwrap();
         let mut s = Store::open(&d, 4, 3).unwrap();
         assert!(s.has(2) && !s.has(0));
         s.commit(&[3]).unwrap();
         drop(s);
         let s = Store::open(&d, 4, 3).unwrap();
-        assert!(s.has(2) && s.has(3) && !s.has(0), "the cut line was dropped");
+        assert!(
+            s.has(2) && s.has(3) && !s.has(0),
+            "the cut line was dropped"
+        );
         let mut out = vec![0.0; 2];
         s.read_block(&[2], 1..3, &mut out).unwrap();
         assert_eq!(out, vec![2.0, 3.0]);
-        assert!(Store::open(&d, 4, 5).unwrap_err().to_string().contains("another shape"));
+        assert!(Store::open(&d, 4, 5)
+            .unwrap_err()
+            .to_string()
+            .contains("another shape"));
     }
 }

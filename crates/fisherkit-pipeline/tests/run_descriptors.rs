@@ -172,7 +172,11 @@ fn images_to_descriptor_files_to_run_gives_the_same_results() {
     let saved = read_descriptor_file(&t.path().join("feats/train.npz")).unwrap();
     assert_eq!(saved.bags.len(), 18);
     let saved_test = read_descriptor_file(&t.path().join("feats/test.npz")).unwrap();
-    assert_eq!(saved_test.bags.len(), 9, "the unreadable image is not saved");
+    assert_eq!(
+        saved_test.bags.len(),
+        9,
+        "the unreadable image is not saved"
+    );
     assert_eq!(saved.dim(), 1000);
     assert_eq!(saved.bags[0].nrows(), 169);
     assert!(saved.names[0].starts_with("bag/") && saved.names[0].ends_with(".png"));

@@ -151,13 +151,13 @@ impl PcaParams {
         let denom = if self.center { n - 1 } else { n } as f64;
         cov.mapv_inplace(|v| v / denom);
 
-        self.from_covariance(mean, cov, k)
+        self.pca_of_covariance(mean, cov, k)
     }
 
     /// The PCA of the covariance `cov` (D, D, lower triangle read) about
     /// `mean` (D), keeping `k` components: the eigen step shared by
     /// [`PcaParams::fit`] and [`PcaParams::fit_moments`].
-    fn from_covariance<F: Float>(
+    fn pca_of_covariance<F: Float>(
         &self,
         mean: Array1<f64>,
         cov: Array2<f64>,
@@ -258,7 +258,7 @@ impl PcaParams {
         };
         let denom = if self.center { n - 1 } else { n } as f64;
         cov.mapv_inplace(|v| v / denom);
-        self.from_covariance(mean, cov, k)
+        self.pca_of_covariance(mean, cov, k)
     }
 }
 

@@ -221,7 +221,10 @@ pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
     // The report may go inside the output folder: create it before checking.
     if let Some(d) = &a.output_dir {
         std::fs::create_dir_all(d).map_err(|e| {
-            CliError::other(format!("{}: cannot create the output folder: {e}", d.display()))
+            CliError::other(format!(
+                "{}: cannot create the output folder: {e}",
+                d.display()
+            ))
         })?;
     }
     for p in [&a.report, &a.plot].into_iter().flatten() {
