@@ -267,3 +267,25 @@ fn peak_memory_does_not_grow_with_the_number_of_images() {
         peaks[1]
     );
 }
+
+#[test]
+fn models_do_not_depend_on_the_encoder_list_and_the_report_may_go_in_the_output_folder() {
+    let t = small_set(&["bag", "sneaker"], 6, 2);
+    let w = tempfile::tempdir().unwrap();
+    let mut gmm_bytes = Vec::new();
+    for (i, encoders) in ["gmm-fv:mean+var,mfa-fs:loading", "cnn-global,gmm-fv:var"]
+        .iter()
+        .enumerate()
+    {
+        let out = w.path().join(format!("out{i}"));
+        // --report inside a folder that --output-dir creates
+        let mut args = run_args(t.path(), &w.path().join(format!("cache{i}")), &out.join("report.json"));
+        let at = args.iter().position(|a| a == "--encoders").unwrap();
+        args[at + 1] = encoders.to_string();
+        args.extend(["--output-dir".to_string(), out.display().to_string()]);
+        fk().args(args).assert().success();
+        assert!(out.join("report.json").exists());
+        gmm_bytes.push(std::fs::read(out.join("gmm-K3-28.safetensors")).unwrap());
+    }
+    assert!(gmm_bytes[0] == gmm_bytes[1], "the GMM changed with the encoder list");
+}

@@ -127,6 +127,23 @@ impl PcaParams {
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<Pca<F>, PcaError> {
         check_matrix(x, None, "PCA training data")?;
         let (n, d) = x.dim();
+        let k = self.components_for(n, d)?;
+
+        let mean = if self.center {
+            column_mean(x)
+        } else {
+            Array1::zeros(d)
+        };
+        let mut cov = scatter_matrix(x, &mean);
+        let denom = if self.center { n - 1 } else { n } as f64;
+        cov.mapv_inplace(|v| v / denom);
+
+        self.pca_of_covariance(mean, cov, k)
+    }
+
+    /// Checks the request for N samples of dimension D; returns the number of
+    /// components to keep.
+    fn components_for(&self, n: usize, d: usize) -> Result<usize, PcaError> {
         if self.n_components == 0 {
             return Err(PcaError::NoComponents);
         }
@@ -140,18 +157,7 @@ impl PcaParams {
         if self.center && n < 2 {
             return Err(PcaError::TooFewSamples(n));
         }
-        let k = self.n_components_clamped(n, d);
-
-        let mean = if self.center {
-            column_mean(x)
-        } else {
-            Array1::zeros(d)
-        };
-        let mut cov = scatter_matrix(x, &mean);
-        let denom = if self.center { n - 1 } else { n } as f64;
-        cov.mapv_inplace(|v| v / denom);
-
-        self.pca_of_covariance(mean, cov, k)
+        Ok(self.n_components_clamped(n, d))
     }
 
     /// The PCA of the covariance `cov` (D, D, lower triangle read) about
@@ -224,20 +230,7 @@ impl PcaParams {
                 what: "PCA training data",
             }));
         }
-        if self.n_components == 0 {
-            return Err(PcaError::NoComponents);
-        }
-        let max = n.min(d);
-        if self.n_components > max && !self.clamp_components {
-            return Err(PcaError::TooManyComponents {
-                requested: self.n_components,
-                max,
-            });
-        }
-        if self.center && n < 2 {
-            return Err(PcaError::TooFewSamples(n));
-        }
-        let k = self.n_components_clamped(n, d);
+        let k = self.components_for(n, d)?;
         // About the mean: Σ(x−x̄)(x−x̄)ᵀ = S_y − n δδᵀ with δ = ȳ = Σy/n;
         // about 0: Σxxᵀ = S_y + s(Σy)ᵀ + (Σy)sᵀ + n s sᵀ (s = shift).
         let nf = n as f64;
