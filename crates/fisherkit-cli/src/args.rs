@@ -514,7 +514,8 @@ impl RunArgs {
             stride: None,
             max_image_side: 512,
             pca_dim: 100,
-            sample_images: 500,
+            // every training image of the bundled set (1 000 tiny images)
+            sample_images: 1_000,
             pca_sample: 50_000,
             model_sample: 30_000,
             compact_pca: None,
