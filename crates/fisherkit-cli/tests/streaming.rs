@@ -279,7 +279,11 @@ fn models_do_not_depend_on_the_encoder_list_and_the_report_may_go_in_the_output_
     {
         let out = w.path().join(format!("out{i}"));
         // --report inside a folder that --output-dir creates
-        let mut args = run_args(t.path(), &w.path().join(format!("cache{i}")), &out.join("report.json"));
+        let mut args = run_args(
+            t.path(),
+            &w.path().join(format!("cache{i}")),
+            &out.join("report.json"),
+        );
         let at = args.iter().position(|a| a == "--encoders").unwrap();
         args[at + 1] = encoders.to_string();
         args.extend(["--output-dir".to_string(), out.display().to_string()]);
@@ -287,5 +291,8 @@ fn models_do_not_depend_on_the_encoder_list_and_the_report_may_go_in_the_output_
         assert!(out.join("report.json").exists());
         gmm_bytes.push(std::fs::read(out.join("gmm-K3-28.safetensors")).unwrap());
     }
-    assert!(gmm_bytes[0] == gmm_bytes[1], "the GMM changed with the encoder list");
+    assert!(
+        gmm_bytes[0] == gmm_bytes[1],
+        "the GMM changed with the encoder list"
+    );
 }
