@@ -500,6 +500,16 @@ fn model_plan(cfg: &RunConfig, n_scales: usize) -> Vec<ModelSpec> {
         .collect()
 }
 
+/// The settings every model of the run shares.
+fn fit_settings(cfg: &RunConfig) -> FitSettings {
+    FitSettings {
+        gmm_max_iter: cfg.gmm_max_iter,
+        mfa_max_iter: cfg.mfa_max_iter,
+        model_sample: cfg.model_sample,
+        seed: cfg.seed,
+    }
+}
+
 /// The PCA of every scale and every planned model: read from the run folder,
 /// or learned (sample pass, PCA, EM) and written there.
 struct Learned {
@@ -545,12 +555,7 @@ fn learn(
     progress: &dyn Progress,
     timings: &mut Vec<(String, f64)>,
 ) -> Result<Learned, PipelineError> {
-    let fit = FitSettings {
-        gmm_max_iter: cfg.gmm_max_iter,
-        mfa_max_iter: cfg.mfa_max_iter,
-        model_sample: cfg.model_sample,
-        seed: cfg.seed,
-    };
+    let fit = fit_settings(cfg);
     let names = &inputs.scale_names;
     let pca_path = |s: usize| folder.path(&format!("pca-{}.safetensors", names[s]));
     let model_path =
@@ -622,12 +627,7 @@ fn open_stores(
     learned: &Learned,
     with_global: bool,
 ) -> Result<(BTreeMap<ModelSpec, Store>, Option<Store>), PipelineError> {
-    let fit = FitSettings {
-        gmm_max_iter: cfg.gmm_max_iter,
-        mfa_max_iter: cfg.mfa_max_iter,
-        model_sample: cfg.model_sample,
-        seed: cfg.seed,
-    };
+    let fit = fit_settings(cfg);
     let n = inputs.names.len();
     let mut stores = BTreeMap::new();
     for (m, f) in &learned.models {
@@ -849,8 +849,10 @@ struct Classes<'a> {
 
 /// One evaluated encoder: its kernel per scale and what the outputs need.
 struct SpecKernels {
-    /// Σ over terms of the term kernels, per scale.
+    /// Σ over the local terms of the term kernels, per scale.
     per_scale: Vec<Array2<f64>>,
+    /// The kernel of a `cnn-global` term (one per image, not per scale).
+    global: Option<Array2<f64>>,
     /// (term index, scale, kernel without the Gram) in output order, for weights and encodings.
     parts: Vec<(usize, usize, TermKernel)>,
 }
@@ -891,6 +893,7 @@ impl Classes<'_> {
         let n_scales = self.inputs.scale_names.len();
         let n = self.rows.len();
         let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
+        let mut global: Option<Array2<f64>> = None;
         let mut parts = Vec::new();
         for (ti, term) in spec.terms.iter().enumerate() {
             let scales: Vec<usize> = if *term == Term::CnnGlobal {
@@ -927,12 +930,20 @@ impl Classes<'_> {
                         k
                     }
                 };
-                per_scale[s] += &k.gram;
-                k.gram = Array2::zeros((0, 0));
+                let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
+                if *term == Term::CnnGlobal {
+                    *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
+                } else {
+                    per_scale[s] += &gram;
+                }
                 parts.push((ti, s, k));
             }
         }
-        Ok(SpecKernels { per_scale, parts })
+        Ok(SpecKernels {
+            per_scale,
+            global,
+            parts,
+        })
     }
 
     /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
@@ -1015,24 +1026,21 @@ fn evaluate(
                 .map(|(ti, sc, _)| c.columns(&spec.terms[*ti], *sc, kinds, whiten).width())
                 .sum()
         };
+        let with_global = |mut g: Array2<f64>| {
+            if let Some(k) = &ks.global {
+                g += k;
+            }
+            g
+        };
         let mut total = Array2::<f64>::zeros(ks.per_scale[0].dim());
         for g in &ks.per_scale {
             total += g;
         }
+        let total = with_global(total);
         let mut evals: Vec<(Option<usize>, Array2<f64>)> = Vec::new();
         if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
             for s in 0..n_scales {
-                let mut g = ks.per_scale[s].clone();
-                if s != 0 {
-                    // cnn-global's kernel lives in scale 0's slot: add it to every scale's row
-                    for (ti, sc, _) in &ks.parts {
-                        if spec.terms[*ti] == Term::CnnGlobal && *sc == 0 {
-                            let cols = c.columns(&spec.terms[*ti], 0, kinds, whiten);
-                            g += &cols.kernel(c.rows, c.n_train)?.gram;
-                        }
-                    }
-                }
-                evals.push((Some(s), g));
+                evals.push((Some(s), with_global(ks.per_scale[s].clone())));
             }
         }
         evals.push((None, total));
