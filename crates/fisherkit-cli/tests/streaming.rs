@@ -149,21 +149,24 @@ fn a_killed_run_resumes_to_the_uninterrupted_report() {
     assert_eq!(results(&report_a), results(&report_b));
 }
 
+/// Runs `args`, expects exit status 1 with one `error:` message and no panic; returns stderr.
+fn failed_run(args: Vec<String>) -> String {
+    let out = fk().args(args).assert().code(1);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.starts_with("error: ") && !err.contains("panicked"),
+        "{err}"
+    );
+    err
+}
+
 #[test]
 fn an_unusable_work_folder_is_one_clear_error() {
     let t = small_set(&["bag", "trouser"], 3, 2);
     let w = tempfile::tempdir().unwrap();
     let not_a_dir = w.path().join("cache");
     std::fs::write(&not_a_dir, b"a file").unwrap();
-    let out = fk()
-        .args(run_args(t.path(), &not_a_dir, &w.path().join("r.json")))
-        .assert()
-        .code(1);
-    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{err}"
-    );
+    let err = failed_run(run_args(t.path(), &not_a_dir, &w.path().join("r.json")));
     assert!(err.contains("cache") && err.contains("run folder"), "{err}");
     assert!(!w.path().join("r.json").exists());
 }
@@ -202,15 +205,7 @@ fn a_full_disk_is_one_clear_error_and_no_report() {
     };
     let t = small_set(&["bag", "trouser"], 12, 4);
     let report = disk.0.join("r.json");
-    let out = fk()
-        .args(run_args(t.path(), &disk.0.join("cache"), &report))
-        .assert()
-        .code(1);
-    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{err}"
-    );
+    let err = failed_run(run_args(t.path(), &disk.0.join("cache"), &report));
     assert!(
         err.contains("No space left on device") || err.contains("os error 28"),
         "{err}"
