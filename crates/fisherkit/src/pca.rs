@@ -297,22 +297,84 @@ impl PcaMoments {
         Ok(())
     }
 
-    /// Adds the sums of `other`, taken about the same reference.
+    /// Adds the sums of `other`, taken about any reference $s'$: with
+    /// $\delta = s' - s$, its rows about this reference are $y_i + \delta$, so
+    /// $\sum (y_i + \delta) = \Sigma_1 + N'\delta$ and
+    /// $\sum (y_i+\delta)(y_i+\delta)^\top = \Sigma_2 + \delta\Sigma_1^\top + \Sigma_1\delta^\top + N'\delta\delta^\top$
+    /// (docs/pipeline.md §2: blocks of images summed apart, on other machines, merge exactly).
     ///
     /// # Errors
-    /// A different reference.
+    /// Another dimension.
     pub fn merge(&mut self, other: &PcaMoments) -> Result<(), PcaError> {
-        if other.shift != self.shift {
+        if other.shift.len() != self.shift.len() {
             return Err(PcaError::Data(DataError::DimensionMismatch {
-                what: "PCA moments (merged sums need the same reference)",
+                what: "PCA moments merged",
                 got: other.shift.len(),
                 expected: self.shift.len(),
             }));
         }
+        if other.shift == self.shift {
+            self.scatter += &other.scatter;
+            self.sum += &other.sum;
+        } else {
+            let delta = &other.shift - &self.shift;
+            let n = other.n as f64;
+            let outer = |a: &Array1<f64>, b: &Array1<f64>| {
+                Array2::from_shape_fn((a.len(), b.len()), |(i, j)| a[i] * b[j])
+            };
+            self.scatter += &other.scatter;
+            self.scatter += &outer(&delta, &other.sum);
+            self.scatter += &outer(&other.sum, &delta);
+            self.scatter += &(outer(&delta, &delta) * n);
+            self.sum += &(&other.sum + &(&delta * n));
+        }
         self.n += other.n;
-        self.sum += &other.sum;
-        self.scatter += &other.scatter;
         Ok(())
+    }
+
+    /// The sums as arrays: (reference $s$ (D), count N, $\sum y_i$ (D),
+    /// $\sum y_i y_i^\top$ (D, D)), to send them to another process.
+    pub fn parts(&self) -> (&Array1<f64>, usize, &Array1<f64>, &Array2<f64>) {
+        (&self.shift, self.n, &self.sum, &self.scatter)
+    }
+
+    /// Sums sent by [`PcaMoments::parts`].
+    ///
+    /// # Errors
+    /// Shapes that do not agree, or values that are not finite.
+    pub fn from_parts(
+        shift: Array1<f64>,
+        n: usize,
+        sum: Array1<f64>,
+        scatter: Array2<f64>,
+    ) -> Result<Self, PcaError> {
+        let d = shift.len();
+        if sum.len() != d || scatter.dim() != (d, d) {
+            return Err(PcaError::Data(DataError::DimensionMismatch {
+                what: "PCA moments (sum and scatter against the reference)",
+                got: sum.len().max(scatter.nrows()).max(scatter.ncols()),
+                expected: d,
+            }));
+        }
+        if let Some(&value) = shift
+            .iter()
+            .chain(&sum)
+            .chain(scatter.iter())
+            .find(|v| !v.is_finite())
+        {
+            return Err(PcaError::Data(DataError::NonFinite {
+                what: "PCA moments",
+                row: 0,
+                col: 0,
+                value,
+            }));
+        }
+        Ok(Self {
+            shift,
+            n,
+            sum,
+            scatter,
+        })
     }
 
     /// Rows added so far.

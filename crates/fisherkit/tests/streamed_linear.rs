@@ -23,9 +23,10 @@ fn pca_from_merged_moments_equals_the_matrix_pca() {
     for center in [true, false] {
         let p = PcaParams::new(5).center(center);
         let whole = p.fit::<f64>(x.view()).unwrap();
+        // Two blocks summed about different references (as two machines would).
         let shift = x.slice(s![..10, ..]).mean_axis(Axis(0)).unwrap();
         let mut a = PcaMoments::new(shift.clone());
-        let mut b = PcaMoments::new(shift);
+        let mut b = PcaMoments::new(shift.mapv(|v| v * 1.01 + 3.0));
         a.add(x.slice(s![..170, ..])).unwrap();
         b.add(x.slice(s![170.., ..])).unwrap();
         a.merge(&b).unwrap();
@@ -49,10 +50,10 @@ fn pca_from_merged_moments_equals_the_matrix_pca() {
 }
 
 #[test]
-fn moments_refuse_other_widths_and_references() {
+fn moments_refuse_other_widths() {
     let mut a = PcaMoments::new(Array1::zeros(3));
     assert!(a.add(Array2::<f32>::zeros((4, 2)).view()).is_err());
-    assert!(a.merge(&PcaMoments::new(Array1::ones(3))).is_err());
+    assert!(a.merge(&PcaMoments::new(Array1::ones(4))).is_err());
     assert!(
         PcaParams::new(2).fit_moments::<f32>(&a).is_err(),
         "no sample"
@@ -115,4 +116,18 @@ fn kernel_svm_equals_the_gram_solver_on_features() {
     assert!(ksvm
         .decision_function(Array2::zeros((2, 7)).view())
         .is_err());
+}
+
+#[test]
+fn moments_sent_as_parts_come_back_equal_and_bad_parts_are_refused() {
+    let x = data(50, 4, 2);
+    let mut a = PcaMoments::new(Array1::zeros(4));
+    a.add(x.view()).unwrap();
+    let (s, n, sum, scatter) = a.parts();
+    let b = PcaMoments::from_parts(s.clone(), n, sum.clone(), scatter.clone()).unwrap();
+    assert_eq!(a, b);
+    assert!(PcaMoments::from_parts(s.clone(), n, sum.clone(), Array2::zeros((3, 4))).is_err());
+    let mut bad = sum.clone();
+    bad[1] = f64::NAN;
+    assert!(PcaMoments::from_parts(s.clone(), n, bad, scatter.clone()).is_err());
 }
