@@ -1,6 +1,7 @@
 //! Command-line grammar (clap derive).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use fisherkit_pipeline::defaults;
 use std::path::PathBuf;
 
 const MAIN_EXAMPLES: &str = "\
@@ -373,6 +374,32 @@ descriptors from another network; --save-descriptors writes the same format):
 Every image needs >= 1 finite descriptor; train and test must have the same D.
 The file's descriptors are one scale; cnn-global is not available.";
 
+/// The library's default patch scales as the flag writes them (`96,128,160`).
+fn default_scales() -> String {
+    let d = fisherkit_cnn::descriptors::DescriptorParams::default();
+    d.scales
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The library's default image-size cap (0 would mean none).
+fn default_max_image_side() -> u32 {
+    fisherkit_cnn::descriptors::DescriptorParams::default()
+        .max_image_side
+        .unwrap_or(0)
+}
+
+/// The library's default SVM cost grid as the flag writes it.
+fn default_c_grid() -> String {
+    defaults::C_GRID
+        .iter()
+        .map(f64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Arguments of `fisherkit run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -418,7 +445,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Patch sizes in pixels, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "96,128,160")]
+    #[arg(long, value_name = "LIST", default_value_t = default_scales())]
     pub scales: String,
     /// How patches are run through the CNN.
     #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
@@ -429,58 +456,58 @@ pub struct RunArgs {
     #[arg(long, value_name = "F")]
     pub stride: Option<f32>,
     /// Larger images are shrunk to this many pixels on their longer side first (0: never).
-    #[arg(long, value_name = "PX", default_value_t = 512)]
+    #[arg(long, value_name = "PX", default_value_t = default_max_image_side())]
     pub max_image_side: u32,
     /// Descriptor dimension after PCA (at most the data's).
-    #[arg(long, value_name = "D", default_value_t = 500)]
+    #[arg(long, value_name = "D", default_value_t = defaults::PCA_DIM)]
     pub pca_dim: usize,
     /// Training images (a seeded subset) the PCA and the background models learn from.
-    #[arg(long, value_name = "N", default_value_t = 500)]
+    #[arg(long, value_name = "N", default_value_t = defaults::SAMPLE_IMAGES)]
     pub sample_images: usize,
     /// Descriptors per scale for the PCA, drawn evenly over the sample images.
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    #[arg(long, value_name = "N", default_value_t = defaults::PCA_SAMPLE)]
     pub pca_sample: usize,
     /// Descriptors per scale to learn the background GMM and MFA, drawn the same way.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MODEL_SAMPLE)]
     pub model_sample: usize,
     /// Also evaluate each MFA-FS encoder reduced to D dimensions by a PCA of the
     /// training encodings (the paper's Table 3: 5000).
     #[arg(long, value_name = "D")]
     pub compact_pca: Option<usize>,
     /// GMM components.
-    #[arg(long, value_name = "K", default_value_t = 50)]
+    #[arg(long, value_name = "K", default_value_t = defaults::GMM_COMPONENTS)]
     pub gmm_components: usize,
     /// GMM EM iterations at most.
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    #[arg(long, value_name = "N", default_value_t = defaults::GMM_MAX_ITER)]
     pub gmm_max_iter: usize,
     /// MFA components.
-    #[arg(long, value_name = "K", default_value_t = 50)]
+    #[arg(long, value_name = "K", default_value_t = defaults::MFA_COMPONENTS)]
     pub mfa_components: usize,
     /// MFA factors per component.
-    #[arg(long, value_name = "R", default_value_t = 10)]
+    #[arg(long, value_name = "R", default_value_t = defaults::MFA_FACTORS)]
     pub mfa_factors: usize,
     /// MFA EM iterations at most.
-    #[arg(long, value_name = "N", default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MFA_MAX_ITER)]
     pub mfa_max_iter: usize,
     /// Whitening of the MFA Fisher scores by a diagonal Fisher-information estimate.
     #[arg(long, value_enum, default_value_t = WhiteningArg::Off)]
     pub whitening: WhiteningArg,
     /// Exponent of the signed power normalisation (1 turns it off).
-    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    #[arg(long, value_name = "P", default_value_t = fisherkit::Normalization::default().power)]
     pub power: f64,
     /// SVM costs tried by cross-validation, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "0.01,0.1,1,10")]
+    #[arg(long, value_name = "LIST", default_value_t = default_c_grid())]
     pub c_grid: String,
     /// Cross-validation folds.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    #[arg(long, value_name = "N", default_value_t = defaults::CV_FOLDS)]
     pub cv_folds: usize,
     /// Seed of every random choice.
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = defaults::SEED)]
     pub seed: u64,
     /// Work folder of resumable runs: models, samples and the per-image encodings
     /// (DIR/runs/<key>/, keyed by the data and settings). A killed run started
     /// again with the same command continues from what it finished.
-    #[arg(long, value_name = "DIR", default_value = ".fisherkit-cache")]
+    #[arg(long, value_name = "DIR", default_value = defaults::CACHE_DIR)]
     pub cache: PathBuf,
     /// Keep the run's work files in a temporary folder, removed at the end.
     #[arg(long)]

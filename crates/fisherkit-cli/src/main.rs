@@ -6,13 +6,9 @@
 //! status 2 (bad usage) or 1 (anything else); outputs are written atomically
 //! at the very end, so a failed run leaves no output file.
 
-mod args;
-mod commands;
-mod error;
-mod progress;
-
 use clap::Parser;
-use error::CliError;
+use fisherkit_cli::error::CliError;
+use fisherkit_cli::{args, commands, error, progress};
 use std::io::Write;
 use std::process::ExitCode;
 

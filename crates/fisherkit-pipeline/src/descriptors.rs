@@ -54,14 +54,45 @@ pub fn compute_batch(
     params
         .validate()
         .map_err(|e| PipelineError::Config(e.to_string()))?;
-    let decoded: Vec<Result<Array3<f32>, String>> = paths
+    let decoded = paths
         .par_iter()
         .map(|path| {
             let name = path.display().to_string();
             let bytes =
                 std::fs::read(path).map_err(|e| format!("cannot read image {name}: {e}"))?;
-            let img = decode_image(&bytes, &name).map_err(|e| e.to_string())?;
-            // A valid but extremely elongated image is skipped like a corrupt one.
+            decode_image(&bytes, &name).map_err(|e| e.to_string())
+        })
+        .collect();
+    describe_batch(net, decoded, &names(paths), params, with_global)
+}
+
+fn names(paths: &[&Path]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// [`compute_batch`] on decoded images: (H, W, 3) RGB arrays with values in
+/// 0–255 (or the reason an image could not be read), each named for
+/// messages by `names`. The rows are the same as [`compute_batch`]'s for the
+/// files the images were decoded from.
+///
+/// # Errors
+/// Invalid parameters, a failure of the network itself.
+pub fn describe_batch(
+    net: &SqueezeNet,
+    decoded: Vec<Result<Array3<f32>, String>>,
+    names: &[String],
+    params: &DescriptorParams,
+    with_global: bool,
+) -> Result<Vec<Result<ImageDescriptors, String>>, PipelineError> {
+    params
+        .validate()
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    // A valid but extremely elongated image is skipped like a corrupt one.
+    let decoded: Vec<Result<Array3<f32>, String>> = decoded
+        .into_iter()
+        .zip(names)
+        .map(|(d, name)| {
+            let img = d?;
             check_geometry(img.dim().0, img.dim().1, params).map_err(|e| format!("{name}: {e}"))?;
             Ok(img)
         })

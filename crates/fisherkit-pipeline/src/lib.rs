@@ -13,19 +13,25 @@
 //! progress and warnings go through [`Progress`], results come back as a
 //! [`report::Report`].
 
+pub mod config;
 pub mod dataset;
 pub mod descriptor_file;
 pub mod descriptors;
+mod evaluate;
+pub mod job;
 mod kernel;
 pub mod output;
 pub mod plot;
 pub mod report;
 pub mod run;
 pub mod spec;
-mod stages;
+pub mod stages;
 pub mod store;
 
-pub use run::{run, run_descriptors, RunConfig, Whitening};
+pub use config::{defaults, RunConfig, Whitening};
+pub use job::Job;
+pub use run::{run, run_descriptors};
+pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

@@ -1,13 +1,15 @@
 //! The streamed stages of a run, in order (docs/pipeline.md):
-//! [`sample`] (a seeded subset of the training images → per-scale PCA
-//! moments and model-sample rows) → [`fit_pca`] → [`fit_models`] (an explicit
-//! list, each from its own settings, the sample and the seed) → [`encode_all`]
-//! (every image once through the CNN, projected and encoded with every model,
-//! raw encodings into on-disk [`Store`]s). Memory is bounded by the batch, the
-//! samples and the models, never by the number of images.
+//! [`sample_chunk`] (a seeded subset of the training images, in fixed chunks
+//! → per-scale PCA moments and model-sample rows) → [`fit_pca`] →
+//! [`fit_model`] (an explicit list, each from its own settings, the sample and
+//! the seed) → [`encode_images`] (every image once through the CNN, projected
+//! and encoded with every model). The two passes over images only compute;
+//! [`crate::job::Job`] owns the run folder and writes what they return (raw
+//! encodings into on-disk stores), so the passes may run elsewhere (Ray).
+//! Memory is bounded by the batch, the samples and the models, never by the
+//! number of images.
 
 use crate::descriptors::{compute_batch, fnv1a64, ImageDescriptors};
-use crate::store::Store;
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{
     FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams, MfaPart,
@@ -33,7 +35,7 @@ pub(crate) enum Source<'a> {
     Images {
         net: &'a SqueezeNet,
         paths: Vec<PathBuf>,
-        params: &'a DescriptorParams,
+        params: DescriptorParams,
         with_global: bool,
     },
     /// Bags read from descriptor files (one scale).
@@ -70,7 +72,7 @@ impl Source<'_> {
 
     /// Images per parallel batch: enough to keep every thread busy, few
     /// enough that a batch's descriptors stay small (≈ 12 MB per photo).
-    fn batch_len(&self) -> usize {
+    pub(crate) fn batch_len(&self) -> usize {
         4 * rayon::current_num_threads().max(1)
     }
 }
@@ -230,10 +232,10 @@ impl ImageLog {
         log
     }
 
-    fn append(
+    pub(crate) fn append(
         &mut self,
         path: &Path,
-        entries: &[(usize, Result<Vec<usize>, String>)],
+        entries: &[ImageEntry],
     ) -> Result<(), PipelineError> {
         let mut text = String::new();
         for (i, e) in entries {
@@ -263,7 +265,8 @@ impl ImageLog {
 }
 
 /// What the sample pass gathers per scale.
-pub(crate) struct Sample {
+#[derive(Debug, Clone)]
+pub struct Sample {
     /// PCA sums of the chosen rows.
     pub moments: Vec<Option<PcaMoments>>,
     /// Raw (unprojected) model-sample rows, per scale.
@@ -314,63 +317,112 @@ fn pick_rows(n: usize, quota: usize, seed: u64, image: u64, scale: usize, what: 
     v
 }
 
-/// The sample pass: the images of [`sample_images`] through the CNN, each
-/// contributing ⌈pca_rows / images⌉ seeded rows per scale to the PCA moments
-/// and ⌈model_rows / images⌉ to the model sample (uniform over the images,
-/// docs/pipeline.md §2). Skipped images are logged.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sample(
+/// What one image gave in a pass: its descriptor count per scale, or the
+/// reason it was skipped (written to `images.tsv` by the process that owns
+/// the run folder).
+pub type ImageEntry = (usize, Result<Vec<usize>, String>);
+
+/// The sample pass over one chunk of the sample images (see
+/// [`sample_chunks`]): each image contributes ⌈pca_rows / images⌉ seeded
+/// rows per scale to the chunk's PCA moments and ⌈model_rows / images⌉ to
+/// the model sample (uniform over the images, docs/pipeline.md §2).
+/// Computation only: nothing is written, so chunks may run in other
+/// processes or on other machines and be merged in chunk order.
+pub(crate) fn sample_chunk(
     source: &Source<'_>,
-    images: &[usize],
+    chunk: &[usize],
+    n_sample_images: usize,
     n_scales: usize,
     s: &SampleSettings,
     names: &[String],
-    log: &mut ImageLog,
-    log_path: &Path,
-    progress: &dyn Progress,
-) -> Result<Sample, PipelineError> {
-    let n_img = images.len().max(1);
+) -> Result<SamplePart, PipelineError> {
+    let n_img = n_sample_images.max(1);
     let pca_quota = s.pca_rows.div_ceil(n_img);
     let model_quota = s.model_rows.div_ceil(n_img);
-    let mut out = Sample {
-        moments: (0..n_scales).map(|_| None).collect(),
-        rows: vec![Vec::new(); n_scales],
-        dim: 0,
+    let mut out = SamplePart {
+        images: chunk.to_vec(),
+        sample: Sample {
+            moments: (0..n_scales).map(|_| None).collect(),
+            rows: vec![Vec::new(); n_scales],
+            dim: 0,
+        },
+        entries: Vec::new(),
     };
-    progress.start("sample (CNN on the sample images)", images.len() as u64);
-    for batch in images.chunks(source.batch_len()) {
+    for batch in chunk.chunks(source.batch_len()) {
         let descs = source.compute(batch)?;
-        let mut entries = Vec::new();
         for (&i, d) in batch.iter().zip(descs) {
             match d {
                 Ok(d) => {
                     add_to_sample(
-                        &mut out,
+                        &mut out.sample,
                         &d,
                         fnv1a64(names[i].as_bytes(), 0),
                         pca_quota,
                         model_quota,
                         s.seed,
                     )?;
-                    entries.push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
+                    out.entries
+                        .push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
                 }
-                Err(e) => {
-                    progress.warn(&format!("skipped: {e}"));
-                    entries.push((i, Err(e)));
-                }
+                Err(e) => out.entries.push((i, Err(e))),
             }
         }
-        log.append(log_path, &entries)?;
-        progress.inc(batch.len() as u64);
     }
-    let kept: usize = out.rows.iter().map(|r| r.len()).sum::<usize>() / out.dim.max(1);
-    progress.finish(&format!(
-        "{} images, {kept} model-sample rows",
-        images.len()
-    ));
     Ok(out)
 }
 
+/// Sample images per chunk of the sample pass: a fixed number, so that the
+/// merged sums do not depend on threads, shards or machines.
+pub const SAMPLE_CHUNK: usize = 32;
+
+/// The sample images in chunks of [`SAMPLE_CHUNK`], in order.
+pub(crate) fn sample_chunks(images: &[usize]) -> Vec<Vec<usize>> {
+    images.chunks(SAMPLE_CHUNK).map(<[usize]>::to_vec).collect()
+}
+
+/// The sample pass's result for one chunk of sample images.
+#[derive(Debug, Clone)]
+pub struct SamplePart {
+    /// The chunk's images (indices into the run's image list), in order.
+    pub images: Vec<usize>,
+    /// The chunk's PCA moments and model-sample rows.
+    pub sample: Sample,
+    /// What each image gave.
+    pub entries: Vec<ImageEntry>,
+}
+
+impl Sample {
+    /// Adds `other` (the next chunk): moments merged, rows appended.
+    pub(crate) fn merge(&mut self, other: Sample) -> Result<(), PipelineError> {
+        if self.moments.len() != other.moments.len() {
+            return Err(PipelineError::at(
+                "sample",
+                format!(
+                    "a sample part has {} scales, the run {}",
+                    other.moments.len(),
+                    self.moments.len()
+                ),
+            ));
+        }
+        if other.dim != 0 {
+            self.dim = other.dim;
+        }
+        for (mine, theirs) in self.moments.iter_mut().zip(other.moments) {
+            match (mine.as_mut(), theirs) {
+                (Some(m), Some(t)) => m.merge(&t).map_err(PipelineError::stage("PCA"))?,
+                (None, Some(t)) => *mine = Some(t),
+                (_, None) => {}
+            }
+        }
+        for (mine, theirs) in self.rows.iter_mut().zip(other.rows) {
+            mine.extend(theirs);
+        }
+        Ok(())
+    }
+}
+
+/// Adds one image's rows to the sample: its seeded PCA rows to the
+/// moments of each scale (about the first image's mean), its model rows to the rows.
 fn add_to_sample(
     out: &mut Sample,
     d: &ImageDescriptors,
@@ -486,20 +538,14 @@ fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String 
     format!("{n_iter} iterations{ll}{tail}")
 }
 
-/// One store to fill: the raw encoder of a model of one scale, or the CNN's
-/// global vectors (`encoder` = `None`, scale ignored).
-pub(crate) struct Target<'a> {
-    pub scale: usize,
-    pub encoder: Option<Box<dyn Encoder<f32>>>,
-    pub store: &'a mut Store,
-}
-
-/// Seconds spent in the encode pass.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct PassTimes {
-    pub cnn: f64,
-    pub encode: f64,
-    pub images: usize,
+/// The encode pass's result for some images: per image, one raw encoding
+/// per target of the run (in target order), and what each image gave.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedPart {
+    /// (image, rows per target) for every image that could be read, in order.
+    pub rows: Vec<(usize, Vec<Array1<f32>>)>,
+    /// What each image gave.
+    pub entries: Vec<ImageEntry>,
 }
 
 /// Hooks of the encode pass for `--save-descriptors`: called with each
@@ -507,96 +553,75 @@ pub(crate) struct PassTimes {
 pub(crate) type OnDescriptors<'a> =
     dyn FnMut(usize, &ImageDescriptors) -> Result<(), PipelineError> + 'a;
 
-/// The encode pass: every image of `todo` (ascending) once through the CNN,
-/// each scale projected by its PCA, each target's raw encoding written to its
-/// store; a batch is journalled in every store once all its rows are written.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn encode_all(
+/// One target of the encode pass: the raw encoder of a model of one scale,
+/// or the CNN's global vector (`None`).
+pub(crate) type EncodeTarget<'a> = (usize, Option<&'a dyn Encoder<f32>>);
+
+/// The encode pass over the images `idx` (ascending): through the CNN, each
+/// scale projected by its PCA, each target's raw encoding computed (images
+/// in parallel). Computation only, like [`sample_chunk`]; the owner of the
+/// run folder writes the part to the stores.
+pub(crate) fn encode_images(
     source: &Source<'_>,
-    todo: &[usize],
+    idx: &[usize],
     pcas: &[Pca<f32>],
-    targets: &mut [Target<'_>],
-    log: &mut ImageLog,
-    log_path: &Path,
+    targets: &[EncodeTarget<'_>],
     names: &[String],
     mut on_descriptors: Option<&mut OnDescriptors<'_>>,
-    progress: &dyn Progress,
-) -> Result<PassTimes, PipelineError> {
-    let mut times = PassTimes::default();
-    progress.start("CNN + encoding", todo.len() as u64);
-    let reused = names.len() - todo.len();
-    for batch in todo.chunks(source.batch_len()) {
-        let t = Instant::now();
-        let descs = source.compute(batch)?;
-        times.cnn += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let mut entries = Vec::new();
-        let mut ok_rows = Vec::new();
-        for (&i, d) in batch.iter().zip(&descs) {
-            match d {
-                Ok(d) => {
-                    if let Some(f) = on_descriptors.as_mut() {
-                        f(i, d)?;
-                    }
-                    entries.push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
-                    ok_rows.push(i);
+) -> Result<EncodedPart, PipelineError> {
+    let descs = source.compute(idx)?;
+    let mut part = EncodedPart::default();
+    for (&i, d) in idx.iter().zip(&descs) {
+        match d {
+            Ok(d) => {
+                if let Some(f) = on_descriptors.as_mut() {
+                    f(i, d)?;
                 }
-                Err(e) => {
-                    progress.warn(&format!("skipped: {e}"));
-                    entries.push((i, Err(e.clone())));
-                }
+                part.entries
+                    .push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
             }
+            Err(e) => part.entries.push((i, Err(e.clone()))),
         }
-        encode_batch(batch, &descs, pcas, targets, names)?;
-        for t in targets.iter_mut() {
-            t.store.commit(&ok_rows)?;
-        }
-        log.append(log_path, &entries)?;
-        times.encode += t.elapsed().as_secs_f64();
-        times.images += batch.len();
-        progress.inc(batch.len() as u64);
     }
-    progress.finish(&format!(
-        "{} images through the CNN, {reused} reused from the run folder",
-        todo.len()
-    ));
-    Ok(times)
+    part.rows = idx
+        .par_iter()
+        .zip(&descs)
+        .filter_map(|(&i, d)| d.as_ref().ok().map(|d| (i, d)))
+        .map(|(i, d)| encode_one(i, d, pcas, targets, names).map(|r| (i, r)))
+        .collect::<Result<_, _>>()?;
+    Ok(part)
 }
 
-/// Projects and encodes one batch (images in parallel), writing the rows.
-fn encode_batch(
-    batch: &[usize],
-    descs: &[Result<ImageDescriptors, String>],
+/// The raw encodings of one image's descriptors, one per target.
+fn encode_one(
+    i: usize,
+    d: &ImageDescriptors,
     pcas: &[Pca<f32>],
-    targets: &[Target<'_>],
+    targets: &[EncodeTarget<'_>],
     names: &[String],
-) -> Result<(), PipelineError> {
-    batch
-        .par_iter()
-        .zip(descs)
-        .try_for_each(|(&i, d)| -> Result<(), PipelineError> {
-            let Ok(d) = d else { return Ok(()) };
-            let projected: Vec<Array2<f32>> = d
-                .scales
-                .iter()
-                .zip(pcas)
-                .map(|(x, p)| p.transform(x.view()))
-                .collect::<Result<_, _>>()
-                .map_err(|e| PipelineError::at("PCA", format!("image {}: {e}", names[i])))?;
-            for t in targets {
-                if t.store.has(i) {
-                    continue;
-                }
-                let row: Array1<f32> = match &t.encoder {
-                    Some(enc) => enc.encode(projected[t.scale].view()).map_err(|e| {
-                        PipelineError::at("encoding", format!("image {}: {e}", names[i]))
-                    })?,
-                    None => d.global.clone().ok_or_else(|| {
-                        PipelineError::at("encoding", "the CNN's global vector was not computed")
-                    })?,
-                };
-                t.store.write_row(i, row.as_slice().expect("contiguous"))?;
-            }
-            Ok(())
+) -> Result<Vec<Array1<f32>>, PipelineError> {
+    let projected: Vec<Array2<f32>> = d
+        .scales
+        .iter()
+        .zip(pcas)
+        .map(|(x, p)| p.transform(x.view()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| PipelineError::at("PCA", format!("image {}: {e}", names[i])))?;
+    targets
+        .iter()
+        .map(|(scale, enc)| match enc {
+            Some(enc) => enc
+                .encode(projected[*scale].view())
+                .map_err(|e| PipelineError::at("encoding", format!("image {}: {e}", names[i]))),
+            None => d.global.clone().ok_or_else(|| {
+                PipelineError::at("encoding", "the CNN's global vector was not computed")
+            }),
         })
+        .collect()
+}
+
+/// The PCA of every scale and every planned model, learned or read from the run folder.
+pub(crate) struct Learned {
+    pub pcas: Vec<Pca<f32>>,
+    pub models: BTreeMap<ModelSpec, Fitted>,
 }

@@ -4,6 +4,7 @@
 use crate::args::{DemoArgs, PatchModeArg, RunArgs, WhiteningArg};
 use crate::error::CliError;
 use crate::progress::Ui;
+use clap::Parser;
 use fisherkit_cnn::descriptors::PatchMode;
 use fisherkit_cnn::SqueezeNet;
 use fisherkit_pipeline::report::Report;
@@ -216,8 +217,47 @@ fn execute(cfg: &RunConfig, descriptor_files: bool, ui: &Ui) -> Result<Report, C
     run(cfg, &net, &bars).map_err(CliError::other)
 }
 
-/// `fisherkit run`.
-pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
+/// A parsed `fisherkit run` command line: the settings and where its outputs go.
+#[derive(Debug, Clone)]
+pub struct RunInvocation {
+    /// The run's settings.
+    pub config: RunConfig,
+    /// The inputs are descriptor files, not image folders.
+    pub descriptor_files: bool,
+    /// `--report FILE`.
+    pub report: Option<PathBuf>,
+    /// `--plot FILE`.
+    pub plot: Option<PathBuf>,
+}
+
+/// Parses the arguments of `fisherkit run` (without the program and
+/// subcommand names: `["--train", "DIR", "--test", "DIR", …]`) exactly as
+/// the command line does, creating the output folder and checking the
+/// output paths.
+///
+/// # Errors
+/// An unknown flag, a bad value, an output path that cannot be written.
+pub fn run_argv(args: &[String]) -> Result<RunInvocation, CliError> {
+    let argv = ["fisherkit".to_string(), "run".to_string()]
+        .into_iter()
+        .chain(args.iter().cloned());
+    let cli = crate::args::Cli::try_parse_from(argv).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        CliError::usage(first.to_string())
+    })?;
+    match cli.command {
+        crate::args::Command::Run(a) => invocation(&a),
+        _ => Err(CliError::usage("not a `fisherkit run` command line")),
+    }
+}
+
+/// The settings and outputs of `a`, with the output folder created.
+fn invocation(a: &RunArgs) -> Result<RunInvocation, CliError> {
     // The report may go inside the output folder: create it before checking.
     if let Some(d) = &a.output_dir {
         std::fs::create_dir_all(d).map_err(|e| {
@@ -239,10 +279,40 @@ pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
             "give --train and --test (image folders) or --train-descriptors and --test-descriptors",
         )),
     };
-    let cfg = config(a, train.clone(), test.clone())?;
-    let r = execute(&cfg, files, ui)?;
+    Ok(RunInvocation {
+        config: config(a, train.clone(), test.clone())?,
+        descriptor_files: files,
+        report: a.report.clone(),
+        plot: a.plot.clone(),
+    })
+}
+
+impl RunInvocation {
+    /// Runs it with progress on `ui` and writes the report and plot files.
+    ///
+    /// # Errors
+    /// Any failure of the run or of writing its outputs.
+    pub fn execute(&self, ui: &Ui) -> Result<Report, CliError> {
+        let r = execute(&self.config, self.descriptor_files, ui)?;
+        self.write_outputs(&r, ui)?;
+        Ok(r)
+    }
+
+    /// Writes the report and plot files of `r`, if asked for.
+    ///
+    /// # Errors
+    /// An output that cannot be written.
+    pub fn write_outputs(&self, r: &Report, ui: &Ui) -> Result<(), CliError> {
+        write_outputs(r, self.report.as_deref(), self.plot.as_deref(), ui)
+    }
+}
+
+/// `fisherkit run`.
+pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
+    let inv = invocation(a)?;
+    let r = execute(&inv.config, inv.descriptor_files, ui)?;
     print_table(&r);
-    write_outputs(&r, a.report.as_deref(), a.plot.as_deref(), ui)
+    write_outputs(&r, inv.report.as_deref(), inv.plot.as_deref(), ui)
 }
 
 /// Where the bundled demo images are: `--data`, else `data/fashion-mnist-demo`

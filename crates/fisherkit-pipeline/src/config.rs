@@ -1,0 +1,266 @@
+//! The settings of a run ([`RunConfig`]) and their defaults ([`defaults`]),
+//! written once: the CLI's flags and the Python `fisherkit.pipeline.run`
+//! options take their defaults from here.
+
+use crate::spec::EncoderSpec;
+use crate::PipelineError;
+use fisherkit::Normalization;
+use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
+use std::path::PathBuf;
+
+/// The defaults of [`RunConfig::new`]. The CNN's (scales, patch mode, image
+/// size) are [`DescriptorParams::default`]'s, the normalisation's
+/// [`Normalization::default`]'s.
+pub mod defaults {
+    /// Descriptor dimension after PCA (the paper: 500).
+    pub const PCA_DIM: usize = 500;
+    /// Training images the PCA and the models learn from.
+    pub const SAMPLE_IMAGES: usize = 500;
+    /// Descriptors per scale for the PCA.
+    pub const PCA_SAMPLE: usize = 200_000;
+    /// Descriptors per scale for the background models.
+    pub const MODEL_SAMPLE: usize = 100_000;
+    /// GMM components K.
+    pub const GMM_COMPONENTS: usize = 50;
+    /// GMM EM iterations at most.
+    pub const GMM_MAX_ITER: usize = 100;
+    /// MFA components K.
+    pub const MFA_COMPONENTS: usize = 50;
+    /// MFA factors R.
+    pub const MFA_FACTORS: usize = 10;
+    /// MFA EM iterations at most.
+    pub const MFA_MAX_ITER: usize = 30;
+    /// SVM costs tried by cross-validation.
+    pub const C_GRID: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
+    /// Cross-validation folds.
+    pub const CV_FOLDS: usize = 3;
+    /// Seed of every random choice.
+    pub const SEED: u64 = 0;
+    /// The run-folder root of `fisherkit run`.
+    pub const CACHE_DIR: &str = ".fisherkit-cache";
+}
+
+/// Whether MFA Fisher scores are whitened by the diagonal Fisher-information
+/// estimate (the empirical variance of the raw scores over the training images).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Whitening {
+    /// The paper's scores (default).
+    #[default]
+    Off,
+    /// Whitened scores only.
+    On,
+    /// Both, as two result rows.
+    Both,
+}
+
+/// Settings of one pipeline run. [`RunConfig::new`] gives the paper's defaults.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Training image folder `DIR/<class>/*.png|jpg` ([`run`]), or descriptor
+    /// file ([`run_descriptors`], see [`crate::descriptor_file`]).
+    pub train: PathBuf,
+    /// Test image folder (same layout, classes among the training ones) or descriptor file.
+    pub test: PathBuf,
+    /// Encoders to evaluate.
+    pub encoders: Vec<EncoderSpec>,
+    /// Image runs only: also write the descriptors of the readable images to
+    /// `DIR/train.npz` and `DIR/test.npz` (descriptor files, one array per image
+    /// named `<class>/<file>`, the rows of all scales stacked), the input of
+    /// [`run_descriptors`]. Default `None`.
+    pub save_descriptors: Option<PathBuf>,
+    /// Patch scales and mode of the CNN descriptors (image runs only).
+    pub descriptors: DescriptorParams,
+    /// Descriptor dimension after PCA (clamped to what the data allow). Default 500.
+    pub pca_dim: usize,
+    /// Training images (a seeded subset) the PCA and the background models
+    /// learn from; the CNN runs on them once more. Default 500.
+    pub sample_images: usize,
+    /// Descriptors per scale, drawn evenly over the sample images (seeded),
+    /// whose covariance gives the PCA. Default 200 000.
+    pub pca_sample: usize,
+    /// Descriptors per scale, drawn the same way, to learn the background models. Default 100 000.
+    pub model_sample: usize,
+    /// Also evaluate each MFA-FS encoder compressed by a PCA of the training
+    /// encodings to this many dimensions (the paper's Table 3, 5 000). Default `None`.
+    pub compact_dim: Option<usize>,
+    /// GMM components K. Default 50.
+    pub gmm_components: usize,
+    /// GMM EM iterations at most. Default 100.
+    pub gmm_max_iter: usize,
+    /// MFA components K. Default 50.
+    pub mfa_components: usize,
+    /// MFA factors R. Default 10.
+    pub mfa_factors: usize,
+    /// MFA EM iterations at most. Default 30.
+    pub mfa_max_iter: usize,
+    /// MFA-FS whitening.
+    pub whitening: Whitening,
+    /// Signed power and L2 of every encoding.
+    pub normalization: Normalization,
+    /// SVM costs tried by cross-validation. Default 0.01, 0.1, 1, 10.
+    pub c_grid: Vec<f64>,
+    /// Cross-validation folds. Default 3.
+    pub cv_folds: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Descriptor cache folder (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// Folder for the trained models (PCA, GMM, MFA, SVMs) and, with
+    /// `save_encodings`, the encodings (see [`crate::output`]).
+    pub output_dir: Option<PathBuf>,
+    /// Also write each encoder's train and test encodings to `output_dir`.
+    pub save_encodings: bool,
+    /// GMM sizes K of the Figure-1 sweep of `gmm-fv:var` (empty: no sweep).
+    pub sweep_gmm_components: Vec<usize>,
+    /// MFA factor counts R of the Figure-1 sweep of `mfa-fs:loading` (empty: no sweep).
+    pub sweep_mfa_factors: Vec<usize>,
+}
+
+impl RunConfig {
+    /// The paper's defaults on the given folders: scales 96/128/160 px (dense),
+    /// PCA 500, GMM K = 50, MFA K = 50 R = 10, the Table-1 encoders.
+    pub fn new(train: PathBuf, test: PathBuf) -> Self {
+        Self {
+            train,
+            test,
+            encoders: crate::spec::parse_encoders(crate::spec::DEFAULT_ENCODERS)
+                .expect("the default encoders parse"),
+            save_descriptors: None,
+            descriptors: DescriptorParams::default(),
+            pca_dim: defaults::PCA_DIM,
+            sample_images: defaults::SAMPLE_IMAGES,
+            pca_sample: defaults::PCA_SAMPLE,
+            model_sample: defaults::MODEL_SAMPLE,
+            compact_dim: None,
+            gmm_components: defaults::GMM_COMPONENTS,
+            gmm_max_iter: defaults::GMM_MAX_ITER,
+            mfa_components: defaults::MFA_COMPONENTS,
+            mfa_factors: defaults::MFA_FACTORS,
+            mfa_max_iter: defaults::MFA_MAX_ITER,
+            whitening: Whitening::Off,
+            normalization: Normalization::default(),
+            c_grid: defaults::C_GRID.to_vec(),
+            cv_folds: defaults::CV_FOLDS,
+            seed: defaults::SEED,
+            cache_dir: None,
+            output_dir: None,
+            save_encodings: false,
+            sweep_gmm_components: vec![],
+            sweep_mfa_factors: vec![],
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), PipelineError> {
+        let bad = |m: String| Err(PipelineError::Config(m));
+        if self.save_encodings && self.output_dir.is_none() {
+            return bad("saving the encodings needs an output folder".into());
+        }
+        if self.encoders.is_empty()
+            && self.sweep_gmm_components.is_empty()
+            && self.sweep_mfa_factors.is_empty()
+        {
+            return bad("no encoder to evaluate".into());
+        }
+        for (name, v) in [
+            ("pca dimension", self.pca_dim),
+            ("sample images", self.sample_images),
+            ("PCA sample size", self.pca_sample),
+            ("model sample size", self.model_sample),
+            ("GMM components", self.gmm_components),
+            ("GMM iterations", self.gmm_max_iter),
+            ("MFA components", self.mfa_components),
+            ("MFA factors", self.mfa_factors),
+            ("MFA iterations", self.mfa_max_iter),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} must be at least 1"));
+            }
+        }
+        if self.cv_folds < 2 {
+            return bad(format!(
+                "cross-validation needs at least 2 folds, got {}",
+                self.cv_folds
+            ));
+        }
+        if let Some(c) = self.c_grid.iter().find(|c| !(c.is_finite() && **c > 0.0)) {
+            return bad(format!("SVM cost {c} must be a finite number > 0"));
+        }
+        if self.c_grid.is_empty() {
+            return bad("the SVM cost grid is empty".into());
+        }
+        if let Some(k) = self.sweep_gmm_components.iter().find(|k| **k == 0) {
+            return bad(format!("sweep GMM size {k} must be at least 1"));
+        }
+        if self.compact_dim == Some(0) {
+            return bad("the compact PCA dimension must be at least 1".into());
+        }
+        if let Some(r) = self.sweep_mfa_factors.iter().find(|r| **r == 0) {
+            return bad(format!("sweep MFA factor count {r} must be at least 1"));
+        }
+        self.normalization
+            .validate()
+            .map_err(PipelineError::Config)?;
+        self.descriptors
+            .validate()
+            .map_err(|e| PipelineError::Config(e.to_string()))
+    }
+
+    /// The configuration as text; `images`: the input was image folders (else
+    /// descriptor files, and the CNN settings did not apply).
+    pub(crate) fn describe(&self, images: bool) -> Vec<(String, String)> {
+        let d = &self.descriptors;
+        let mut v = vec![(
+            "encoders".to_string(),
+            self.encoders
+                .iter()
+                .map(EncoderSpec::name)
+                .collect::<Vec<_>>()
+                .join(","),
+        )];
+        if images {
+            v.push(("scales".into(), format!("{:?}", d.scales)));
+            v.push(("patch_mode".into(), format!("{:?}", d.mode)));
+            if d.mode == PatchMode::Exact {
+                v.push(("stride".into(), d.stride.to_string()));
+            }
+            v.push(("max_image_side".into(), format!("{:?}", d.max_image_side)));
+        } else {
+            v.push(("input".into(), "descriptor files".into()));
+        }
+        v.extend([
+            ("pca_dim".into(), self.pca_dim.to_string()),
+            ("sample_images".into(), self.sample_images.to_string()),
+            ("pca_sample".into(), self.pca_sample.to_string()),
+            ("model_sample".into(), self.model_sample.to_string()),
+            (
+                "gmm".into(),
+                format!("K={} max_iter={}", self.gmm_components, self.gmm_max_iter),
+            ),
+            (
+                "mfa".into(),
+                format!(
+                    "K={} R={} max_iter={}",
+                    self.mfa_components, self.mfa_factors, self.mfa_max_iter
+                ),
+            ),
+            ("whitening".into(), format!("{:?}", self.whitening)),
+            (
+                "normalization".into(),
+                format!(
+                    "power {} l2 {}",
+                    self.normalization.power, self.normalization.l2
+                ),
+            ),
+            ("c_grid".into(), format!("{:?}", self.c_grid)),
+            ("cv_folds".into(), self.cv_folds.to_string()),
+            ("seed".into(), self.seed.to_string()),
+        ]);
+        if let Some(d) = self.compact_dim {
+            v.push(("compact_dim".into(), d.to_string()));
+        }
+        if let Some(dir) = &self.save_descriptors {
+            v.push(("save_descriptors".into(), dir.display().to_string()));
+        }
+        v
+    }
+}

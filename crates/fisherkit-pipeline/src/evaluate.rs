@@ -1,0 +1,558 @@
+//! Stages 5–7 of a run: the term kernels accumulated from the stores, the
+//! SVM on each encoder's kernel (per scale, all scales, compact), the
+//! Figure-1 sweep, the output folder's SVMs and encodings.
+
+use crate::config::{RunConfig, Whitening};
+use crate::job::{timed, Inputs};
+use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
+use crate::output::{file_stem, OutputDir};
+use crate::report::{ResultRow, SweepPoint};
+use crate::spec::{EncoderSpec, Term};
+use crate::stages::{Fitted, Learned, ModelKind, ModelSpec};
+use crate::store::Store;
+use crate::{PipelineError, Progress};
+use fisherkit::encode::{FvPart, MfaPart};
+use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
+use fisherkit::svm::{GramSvc, LinearSvc, LinearSvcParams};
+use ndarray::{s, Array2};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The store columns of `term` at `scale`: (store, column ranges).
+fn term_columns<'a>(
+    term: &Term,
+    scale: usize,
+    kind_gmm: ModelKind,
+    kind_mfa: ModelKind,
+    learned: &Learned,
+    stores: &'a BTreeMap<ModelSpec, Store>,
+    global: &'a Option<Store>,
+) -> (&'a Store, Vec<std::ops::Range<usize>>) {
+    match term {
+        Term::CnnGlobal => {
+            let g = global.as_ref().expect("opened when a term needs it");
+            (g, std::iter::once(0..g.dim()).collect())
+        }
+        Term::GmmFv(parts) => {
+            let spec = ModelSpec {
+                scale,
+                kind: kind_gmm,
+            };
+            let Fitted::Gmm(g) = &learned.models[&spec] else {
+                unreachable!("a GMM spec holds a GMM")
+            };
+            let (k, d) = (g.n_components(), g.dim());
+            let mut cols = Vec::new();
+            for (p, r) in [
+                (FvPart::Prior, 0..k),
+                (FvPart::Mean, k..k + k * d),
+                (FvPart::Var, k + k * d..k + 2 * k * d),
+            ] {
+                if parts.contains(&p) {
+                    cols.push(r);
+                }
+            }
+            (&stores[&spec], cols)
+        }
+        Term::MfaFs(parts) => {
+            let spec = ModelSpec {
+                scale,
+                kind: kind_mfa,
+            };
+            let Fitted::Mfa(m) = &learned.models[&spec] else {
+                unreachable!("an MFA spec holds an MFA")
+            };
+            let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
+            let mut cols = Vec::new();
+            if parts.contains(&MfaPart::Mean) {
+                cols.push(0..k * d);
+            }
+            if parts.contains(&MfaPart::Loading) {
+                cols.push(k * d..k * d + k * d * r);
+            }
+            (&stores[&spec], cols)
+        }
+    }
+}
+
+/// The outcome of [`Classes::classify`]: the SVM, chosen C, the cross-validation table, test predictions.
+type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
+
+/// What the classification stage needs from the earlier ones.
+pub(crate) struct Classes<'a> {
+    pub(crate) cfg: &'a RunConfig,
+    pub(crate) inputs: &'a Inputs<'a>,
+    pub(crate) learned: &'a Learned,
+    pub(crate) stores: &'a BTreeMap<ModelSpec, Store>,
+    pub(crate) global: &'a Option<Store>,
+    pub(crate) rows: &'a [usize],
+    pub(crate) n_train: usize,
+    pub(crate) out: Option<&'a OutputDir>,
+    /// Where term kernels are kept (run folder), and the key of `rows`.
+    pub(crate) kernel_dir: PathBuf,
+    pub(crate) rows_key: String,
+}
+
+/// One evaluated encoder: its kernel per scale and what the outputs need.
+struct SpecKernels {
+    /// Σ over the local terms of the term kernels, per scale.
+    per_scale: Vec<Array2<f64>>,
+    /// The kernel of a `cnn-global` term (one per image, not per scale).
+    global: Option<Array2<f64>>,
+    /// (term index, scale, kernel without the Gram) in output order, for weights and encodings.
+    parts: Vec<(usize, usize, TermKernel)>,
+}
+
+impl Classes<'_> {
+    fn columns(
+        &self,
+        term: &Term,
+        scale: usize,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+    ) -> TermColumns<'_> {
+        let (store, cols) = term_columns(
+            term,
+            scale,
+            kinds.0,
+            kinds.1,
+            self.learned,
+            self.stores,
+            self.global,
+        );
+        TermColumns {
+            store,
+            cols,
+            whiten: whiten && matches!(term, Term::MfaFs(_)),
+            norm: self.cfg.normalization,
+        }
+    }
+
+    /// The kernels of `spec` at every scale (cnn-global counted once, with the first scale).
+    fn kernels(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<SpecKernels, PipelineError> {
+        let n_scales = self.inputs.scale_names.len();
+        let n = self.rows.len();
+        let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
+        let mut global: Option<Array2<f64>> = None;
+        let mut parts = Vec::new();
+        for (ti, term) in spec.terms.iter().enumerate() {
+            let scales: Vec<usize> = if *term == Term::CnnGlobal {
+                vec![0]
+            } else {
+                (0..n_scales).collect()
+            };
+            for s in scales {
+                let cols = self.columns(term, s, kinds, whiten);
+                let name = format!(
+                    "{}-{}-w{}-{}",
+                    cols.store
+                        .dir()
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy(),
+                    file_stem(&term.name()),
+                    cols.whiten as u8,
+                    self.rows_key
+                );
+                let mut k = match load_kernel(&self.kernel_dir, &name, n, cols.whiten) {
+                    Some(k) => k,
+                    None => {
+                        let k = timed(
+                            timings,
+                            format!(
+                                "kernel {} scale {}",
+                                term.name(),
+                                self.inputs.scale_names[s]
+                            ),
+                            || cols.kernel(self.rows, self.n_train),
+                        )?;
+                        save_kernel(&self.kernel_dir, &name, &k)?;
+                        k
+                    }
+                };
+                let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
+                if *term == Term::CnnGlobal {
+                    *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
+                } else {
+                    per_scale[s] += &gram;
+                }
+                parts.push((ti, s, k));
+            }
+        }
+        Ok(SpecKernels {
+            per_scale,
+            global,
+            parts,
+        })
+    }
+
+    /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
+    fn classify(&self, gram: &Array2<f64>) -> Result<Classified, PipelineError> {
+        let nt = self.n_train;
+        let ytr: Vec<usize> = self.rows[..nt]
+            .iter()
+            .map(|&i| self.inputs.labels[i])
+            .collect();
+        let (svm, c, cv) = LinearSvcParams {
+            seed: self.cfg.seed,
+            ..Default::default()
+        }
+        .fit_gram_with_cv(
+            gram.slice(s![..nt, ..nt]).to_owned(),
+            &ytr,
+            &self.cfg.c_grid,
+            self.cfg.cv_folds,
+            self.cfg.seed,
+        )
+        .map_err(PipelineError::stage("SVM"))?;
+        let pred = svm
+            .predict(gram.slice(s![nt.., ..nt]))
+            .map_err(PipelineError::stage("SVM"))?;
+        Ok((svm, c, cv, pred))
+    }
+
+    fn test_labels(&self) -> Vec<usize> {
+        self.rows[self.n_train..]
+            .iter()
+            .map(|&i| self.inputs.labels[i])
+            .collect()
+    }
+}
+
+/// Everything after the models: kernels, SVMs, rows of the report.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn evaluate(
+    c: &Classes<'_>,
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<(Vec<ResultRow>, Vec<SweepPoint>), PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let yte = c.test_labels();
+    let kinds = (
+        ModelKind::Gmm {
+            k: cfg.gmm_components,
+        },
+        ModelKind::Mfa {
+            k: cfg.mfa_components,
+            r: cfg.mfa_factors,
+        },
+    );
+    let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
+    for spec in &cfg.encoders {
+        match (spec.uses_mfa(), cfg.whitening) {
+            (true, Whitening::On) => jobs.push((spec, true)),
+            (true, Whitening::Both) => {
+                jobs.push((spec, false));
+                jobs.push((spec, true));
+            }
+            _ => jobs.push((spec, false)),
+        }
+    }
+    let n_scales = c.inputs.scale_names.len();
+    let mut results = Vec::new();
+    for (spec, whiten) in jobs {
+        let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
+        progress.start(&format!("kernel + SVM {name}"), 1);
+        let t = Instant::now();
+        let ks = c.kernels(spec, kinds, whiten, timings)?;
+        let kernel_seconds = t.elapsed().as_secs_f64();
+        let dim_of = |s: Option<usize>| -> usize {
+            ks.parts
+                .iter()
+                .filter(|(ti, sc, _)| {
+                    s.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal)
+                })
+                .map(|(ti, sc, _)| c.columns(&spec.terms[*ti], *sc, kinds, whiten).width())
+                .sum()
+        };
+        let with_global = |mut g: Array2<f64>| {
+            if let Some(k) = &ks.global {
+                g += k;
+            }
+            g
+        };
+        let mut total = Array2::<f64>::zeros(ks.per_scale[0].dim());
+        for g in &ks.per_scale {
+            total += g;
+        }
+        let total = with_global(total);
+        let mut evals: Vec<(Option<usize>, Array2<f64>)> = Vec::new();
+        if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
+            for s in 0..n_scales {
+                evals.push((Some(s), with_global(ks.per_scale[s].clone())));
+            }
+        }
+        evals.push((None, total));
+        for (scale, g) in evals {
+            let t = Instant::now();
+            let (svm, cc, cv, pred) = c.classify(&g)?;
+            let svm_seconds = t.elapsed().as_secs_f64();
+            let mut row = result_row(
+                spec,
+                whiten,
+                dim_of(scale),
+                n_classes,
+                &yte,
+                &pred,
+                cc,
+                cv,
+                kernel_seconds,
+                svm_seconds,
+            )?;
+            row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+            if scale.is_none() {
+                if let Some(out) = c.out {
+                    save_outputs(c, out, spec, whiten, kinds, &ks, &svm, cc)?;
+                }
+            }
+            progress.warn(&format!(
+                "{name}{}: {:.2} % (dim {}, C = {cc})",
+                row.scale
+                    .as_ref()
+                    .map(|s| format!(" scale {s}"))
+                    .unwrap_or_default(),
+                100.0 * row.accuracy,
+                row.dim
+            ));
+            results.push(row);
+            if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
+                let t = Instant::now();
+                let nt = c.n_train;
+                let (ktr, kte, kept) =
+                    kernel_pca(g.slice(s![..nt, ..nt]), g.slice(s![nt.., ..nt]), d)?;
+                let mut gc = Array2::<f64>::zeros(g.dim());
+                gc.slice_mut(s![..nt, ..nt]).assign(&ktr);
+                gc.slice_mut(s![nt.., ..nt]).assign(&kte);
+                let (_, cc, cv, pred) = c.classify(&gc)?;
+                let mut row = result_row(
+                    spec,
+                    whiten,
+                    kept,
+                    n_classes,
+                    &yte,
+                    &pred,
+                    cc,
+                    cv,
+                    kernel_seconds,
+                    t.elapsed().as_secs_f64(),
+                )?;
+                row.compact = Some(kept);
+                progress.warn(&format!(
+                    "{name} + PCA ({kept}): {:.2} %",
+                    100.0 * row.accuracy
+                ));
+                results.push(row);
+            }
+        }
+        progress.inc(1);
+        progress.finish(&name);
+    }
+    let sweep = sweep(c, kinds, &yte, timings, progress)?;
+    Ok((results, sweep))
+}
+
+/// The Figure-1 sweep: GMM-FV(σ) over K and MFA-FS(Λ) over R, all scales.
+fn sweep(
+    c: &Classes<'_>,
+    kinds: (ModelKind, ModelKind),
+    yte: &[usize],
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<Vec<SweepPoint>, PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let series: Vec<(Term, ModelKind)> = cfg
+        .sweep_gmm_components
+        .iter()
+        .map(|&k| (Term::GmmFv(vec![FvPart::Var]), ModelKind::Gmm { k }))
+        .chain(cfg.sweep_mfa_factors.iter().map(|&r| {
+            (
+                Term::MfaFs(vec![MfaPart::Loading]),
+                ModelKind::Mfa {
+                    k: cfg.mfa_components,
+                    r,
+                },
+            )
+        }))
+        .collect();
+    let mut out = Vec::new();
+    for (term, kind) in series {
+        let k = match kind {
+            ModelKind::Gmm { .. } => (kind, kinds.1),
+            ModelKind::Mfa { .. } => (kinds.0, kind),
+        };
+        let spec = EncoderSpec {
+            terms: vec![term.clone()],
+        };
+        let ks = c.kernels(&spec, k, false, timings)?;
+        let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
+        for s in &ks.per_scale {
+            g += s;
+        }
+        let (_, _, _, pred) = c.classify(&g)?;
+        let accuracy = mean_per_class_accuracy(yte, &pred, n_classes)
+            .map_err(PipelineError::stage("metrics"))?;
+        let dim: usize = (0..ks.per_scale.len())
+            .map(|s| c.columns(&term, s, k, false).width())
+            .sum();
+        let (components, factors) = match kind {
+            ModelKind::Gmm { k } => (k, None),
+            ModelKind::Mfa { k, r } => (k, Some(r)),
+        };
+        progress.warn(&format!(
+            "sweep {} K={components}{}: {:.2} % (dim {dim})",
+            term.name(),
+            factors.map(|r| format!(" R={r}")).unwrap_or_default(),
+            100.0 * accuracy
+        ));
+        out.push(SweepPoint {
+            series: term.name(),
+            components,
+            factors,
+            dim,
+            accuracy,
+        });
+    }
+    Ok(out)
+}
+
+/// Writes the SVM (weights formed block by block), the whitened MFA files and,
+/// if asked, the encodings of one encoder to the output folder.
+#[allow(clippy::too_many_arguments)]
+fn save_outputs(
+    c: &Classes<'_>,
+    out: &OutputDir,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    ks: &SpecKernels,
+    svm: &GramSvc,
+    cost: f64,
+) -> Result<(), PipelineError> {
+    let nt = c.n_train;
+    let (train_rows, test_rows) = c.rows.split_at(nt);
+    let dim: usize = ks
+        .parts
+        .iter()
+        .map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width())
+        .sum();
+    let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
+    let mut weights = Array2::<f64>::zeros((svm.n_classes(), dim));
+    let mut writers = if out.encodings {
+        Some((
+            out.encoding_writer(&stem, "train", nt, dim)?,
+            out.encoding_writer(&stem, "test", test_rows.len(), dim)?,
+        ))
+    } else {
+        None
+    };
+    let mut off = 0;
+    for (ti, s, k) in &ks.parts {
+        let cols = c.columns(&spec.terms[*ti], *s, kinds, whiten);
+        let (inv_tr, inv_te) = k.inv_norm.as_slice().expect("contiguous").split_at(nt);
+        cols.for_each_block(train_rows, k, inv_tr, |x| {
+            let w = svm.weights_block(x).map_err(PipelineError::stage("SVM"))?;
+            weights.slice_mut(s![.., off..off + x.ncols()]).assign(&w);
+            if let Some((tr, _)) = writers.as_mut() {
+                tr.write_columns(off, x)
+                    .map_err(|e| PipelineError::at("output", e))?;
+            }
+            off += x.ncols();
+            Ok(())
+        })?;
+        if let Some((_, te)) = writers.as_mut() {
+            let mut toff = off - cols.width();
+            cols.for_each_block(test_rows, k, inv_te, |x| {
+                te.write_columns(toff, x)
+                    .map_err(|e| PipelineError::at("output", e))?;
+                toff += x.ncols();
+                Ok(())
+            })?;
+        }
+        if let (Term::MfaFs(parts), Some(fim)) = (&spec.terms[*ti], &k.fim) {
+            let Fitted::Mfa(m) = &c.learned.models[&ModelSpec {
+                scale: *s,
+                kind: kinds.1,
+            }] else {
+                unreachable!("an MFA spec holds an MFA")
+            };
+            out.mfa_whitened(&c.inputs.scale_names[*s], m, parts, fim)?;
+        }
+    }
+    if let Some((tr, te)) = writers {
+        tr.finish().map_err(|e| PipelineError::at("output", e))?;
+        te.finish().map_err(|e| PipelineError::at("output", e))?;
+    }
+    let model = LinearSvc::from_parts(
+        weights.mapv(|v| v as f32),
+        svm.intercept().mapv(|v| v as f32),
+    )
+    .map_err(PipelineError::stage("SVM"))?;
+    out.svm(&stem, model, &c.inputs.classes, cost)
+}
+
+/// The whole streamed run on `inputs`: learn → encode → evaluate → report.
+#[allow(clippy::too_many_arguments)]
+fn result_row(
+    spec: &EncoderSpec,
+    whitened: bool,
+    dim: usize,
+    n_classes: usize,
+    yte: &[usize],
+    pred: &[usize],
+    c: f64,
+    cv: Vec<(f64, f64)>,
+    encode_seconds: f64,
+    svm_seconds: f64,
+) -> Result<ResultRow, PipelineError> {
+    const STAGE: &str = "metrics";
+    let conf = confusion_matrix(yte, pred, n_classes).map_err(|e| PipelineError::at(STAGE, e))?;
+    let accuracy =
+        mean_per_class_accuracy(yte, pred, n_classes).map_err(|e| PipelineError::at(STAGE, e))?;
+    let per_class: Vec<f64> = (0..n_classes)
+        .map(|i| {
+            let row = conf.slice(s![i, ..]);
+            let n: usize = row.sum();
+            if n == 0 {
+                0.0
+            } else {
+                row[i] as f64 / n as f64
+            }
+        })
+        .collect();
+    let overall = (0..n_classes).map(|i| conf[[i, i]]).sum::<usize>() as f64 / yte.len() as f64;
+    let single = spec.terms.len() == 1;
+    Ok(ResultRow {
+        encoder: if single {
+            spec.terms[0].family().to_string()
+        } else {
+            "combination".into()
+        },
+        spec: spec.name(),
+        parts: if single {
+            spec.terms[0].part_names()
+        } else {
+            vec![]
+        },
+        whitened,
+        dim,
+        accuracy,
+        overall_accuracy: overall,
+        per_class_accuracy: per_class,
+        confusion: conf.outer_iter().map(|r| r.to_vec()).collect(),
+        c,
+        cv,
+        encode_seconds,
+        svm_seconds,
+        scale: None,
+        compact: None,
+    })
+}

@@ -1,0 +1,819 @@
+//! A run as an object that owns its run folder ([`Job`]): the stages of
+//! [`crate::run`] one call at a time, so that the two passes over images
+//! (the sample pass and the encode pass) can be computed elsewhere — other
+//! threads, processes or Ray workers — and handed back (docs/pipeline.md §6).
+//!
+//! The owner calls, in order: [`Job::sample_chunks`] → for each chunk
+//! [`Job::sample_chunk`] (anywhere) then [`Job::add_sample`] (here, in chunk
+//! order) → [`Job::fit`] → for batches of [`Job::encode_todo`]
+//! [`Job::encode_images`] (anywhere) then [`Job::put_encoded`] (here) →
+//! [`Job::finish`]. A worker opens the same job (same settings, same
+//! folders) and calls only the computing methods; it writes nothing.
+
+use crate::config::RunConfig;
+use crate::evaluate::{evaluate, Classes};
+use crate::output::OutputDir;
+use crate::report::{DatasetInfo, Report};
+use crate::spec::Term;
+use crate::stages::{
+    self, fit_pca, key, project_sample, sample_images, EncodeTarget, EncodedPart, FitSettings,
+    Fitted, ImageLog, Learned, ModelKind, ModelSpec, OnDescriptors, RunFolder, Sample, SamplePart,
+    SampleSettings, Source,
+};
+use crate::store::Store;
+use crate::{PipelineError, Progress};
+use fisherkit::pca::Pca;
+use ndarray::{concatenate, Axis};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// The data of a run: names, labels and where the descriptors come from.
+pub(crate) struct Inputs<'a> {
+    /// Class names; labels index into them.
+    pub(crate) classes: Vec<String>,
+    /// `<class>/<file>` (images) or the descriptor file's names, train then test.
+    pub(crate) names: Vec<String>,
+    /// Label of every image, train then test.
+    pub(crate) labels: Vec<usize>,
+    /// Images `0..n_train` are the training images.
+    pub(crate) n_train: usize,
+    pub(crate) source: Source<'a>,
+    /// One name per descriptor scale, for messages, timings and file names.
+    pub(crate) scale_names: Vec<String>,
+    /// What identifies the data (file names, sizes and times) in the run folder's key.
+    pub(crate) data_key: Vec<String>,
+    /// The data came from image folders.
+    pub(crate) images: bool,
+}
+
+pub(crate) fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    timings.push((name, t.elapsed().as_secs_f64()));
+    r
+}
+
+/// Creates the output folder of `cfg`, if any, before any work is done.
+fn output_dir(cfg: &RunConfig) -> Result<Option<OutputDir>, PipelineError> {
+    cfg.output_dir
+        .as_deref()
+        .map(|d| OutputDir::create(d, cfg.save_encodings))
+        .transpose()
+}
+
+/// The run folder of `cfg` and `inputs`: under the cache folder, keyed by the
+/// data and every setting the PCA and the sample depend on; a temporary
+/// folder (removed at the end) without a cache.
+fn run_folder(cfg: &RunConfig, inputs: &Inputs<'_>) -> Result<RunFolder, PipelineError> {
+    let d = &cfg.descriptors;
+    let mut parts = inputs.data_key.clone();
+    parts.extend([
+        format!("fisherkit-run-v1 images={}", inputs.images),
+        format!(
+            "cnn=squeezenet1_1 scales={:?} mode={:?} stride={} max={:?}",
+            d.scales, d.mode, d.stride, d.max_image_side
+        ),
+        format!(
+            "pca={} sample_images={} pca_sample={} seed={}",
+            cfg.pca_dim, cfg.sample_images, cfg.pca_sample, cfg.seed
+        ),
+    ]);
+    let (dir, temporary) = match &cfg.cache_dir {
+        Some(c) => (c.join("runs").join(key(&parts)), false),
+        None => {
+            let t = std::env::temp_dir().join(format!(
+                "fisherkit-run-{}-{}",
+                std::process::id(),
+                key(&parts)
+            ));
+            (t, true)
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Io {
+        path: dir.display().to_string(),
+        message: format!("cannot create the run folder: {e}"),
+    })?;
+    Ok(RunFolder { dir, temporary })
+}
+
+/// The explicit list of background models the encoders and the sweep need.
+fn model_plan(cfg: &RunConfig, n_scales: usize) -> Vec<ModelSpec> {
+    let mut kinds = std::collections::BTreeSet::new();
+    for spec in &cfg.encoders {
+        for t in &spec.terms {
+            match t {
+                Term::GmmFv(_) => kinds.insert(ModelKind::Gmm {
+                    k: cfg.gmm_components,
+                }),
+                Term::MfaFs(_) => kinds.insert(ModelKind::Mfa {
+                    k: cfg.mfa_components,
+                    r: cfg.mfa_factors,
+                }),
+                Term::CnnGlobal => false,
+            };
+        }
+    }
+    for &k in &cfg.sweep_gmm_components {
+        kinds.insert(ModelKind::Gmm { k });
+    }
+    for &r in &cfg.sweep_mfa_factors {
+        kinds.insert(ModelKind::Mfa {
+            k: cfg.mfa_components,
+            r,
+        });
+    }
+    (0..n_scales)
+        .flat_map(|scale| kinds.iter().map(move |&kind| ModelSpec { scale, kind }))
+        .collect()
+}
+
+/// The settings every model of the run shares.
+fn fit_settings(cfg: &RunConfig) -> FitSettings {
+    FitSettings {
+        gmm_max_iter: cfg.gmm_max_iter,
+        mfa_max_iter: cfg.mfa_max_iter,
+        model_sample: cfg.model_sample,
+        seed: cfg.seed,
+    }
+}
+
+fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
+    fisherkit_io::read_pca(p).ok()?.to_dtype::<f32>().ok()
+}
+
+fn read_fitted(p: &Path, kind: ModelKind) -> Option<Fitted> {
+    match kind {
+        ModelKind::Gmm { .. } => Some(Fitted::Gmm(Box::new(
+            fisherkit_io::read_gmm(p).ok()?.to_dtype::<f32>().ok()?,
+        ))),
+        ModelKind::Mfa { .. } => Some(Fitted::Mfa(Box::new(
+            fisherkit_io::read_mfa(p).ok()?.to_dtype::<f32>().ok()?,
+        ))),
+    }
+}
+
+fn write_fitted(p: &Path, f: &Fitted) -> Result<(), PipelineError> {
+    let meta = BTreeMap::new();
+    match f {
+        Fitted::Gmm(g) => fisherkit_io::write_gmm(p, g, &meta),
+        Fitted::Mfa(m) => fisherkit_io::write_mfa_model(p, m, &meta),
+    }
+    .map_err(|e| PipelineError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// A run in progress: its settings, data, run folder and what is learned.
+pub struct Job<'a> {
+    cfg: RunConfig,
+    inputs: Inputs<'a>,
+    folder: RunFolder,
+    plan: Vec<ModelSpec>,
+    log: ImageLog,
+    out: Option<OutputDir>,
+    timings: Vec<(String, f64)>,
+    /// PCA per scale and models read from the run folder or learned.
+    pcas: Vec<Option<Pca<f32>>>,
+    models: BTreeMap<ModelSpec, Fitted>,
+    /// The sample pass so far: chunks added, merged sums.
+    sampled: usize,
+    sample: Option<Sample>,
+    /// After [`Job::fit`]: the models and their stores.
+    learned: Option<Learned>,
+    stores: BTreeMap<ModelSpec, Store>,
+    global: Option<Store>,
+}
+
+impl<'a> Job<'a> {
+    /// Opens the run of `cfg` on `inputs`: creates the output and run
+    /// folders and reads what an earlier run left there.
+    pub(crate) fn open(cfg: RunConfig, inputs: Inputs<'a>) -> Result<Self, PipelineError> {
+        let out = output_dir(&cfg)?;
+        if let Some(dir) = &cfg.save_descriptors {
+            std::fs::create_dir_all(dir).map_err(|e| PipelineError::Io {
+                path: dir.display().to_string(),
+                message: format!("cannot create the descriptor output folder: {e}"),
+            })?;
+        }
+        let folder = run_folder(&cfg, &inputs)?;
+        let log = ImageLog::load(&folder.path("images.tsv"));
+        let plan = model_plan(&cfg, inputs.scale_names.len());
+        let mut job = Job {
+            cfg,
+            inputs,
+            folder,
+            plan,
+            log,
+            out,
+            timings: Vec::new(),
+            pcas: Vec::new(),
+            models: BTreeMap::new(),
+            sampled: 0,
+            sample: None,
+            learned: None,
+            stores: BTreeMap::new(),
+            global: None,
+        };
+        job.pcas = (0..job.inputs.scale_names.len())
+            .map(|s| read_pca_file(&job.pca_path(s)))
+            .collect();
+        job.models = job
+            .plan
+            .iter()
+            .filter_map(|m| read_fitted(&job.model_path(m), m.kind).map(|f| (*m, f)))
+            .collect();
+        Ok(job)
+    }
+
+    /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`
+    /// with the CNN `net` (see [`crate::run`]).
+    ///
+    /// # Errors
+    /// Bad settings, unreadable folders, classes that do not agree.
+    pub fn images(
+        cfg: &RunConfig,
+        net: &'a fisherkit_cnn::SqueezeNet,
+    ) -> Result<Self, PipelineError> {
+        cfg.validate()?;
+        let inputs = crate::run::image_inputs(cfg, net)?;
+        Job::open(cfg.clone(), inputs)
+    }
+
+    /// The run folder (models, stores, image journal).
+    pub fn folder(&self) -> &Path {
+        &self.folder.dir
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RunConfig {
+        &self.cfg
+    }
+
+    /// Adds a stage's wall-clock seconds to the report (stages run elsewhere).
+    pub fn add_timing(&mut self, name: &str, seconds: f64) {
+        self.timings.push((name.to_string(), seconds));
+    }
+
+    fn fit_settings(&self) -> FitSettings {
+        fit_settings(&self.cfg)
+    }
+
+    fn pca_path(&self, s: usize) -> std::path::PathBuf {
+        self.folder
+            .path(&format!("pca-{}.safetensors", self.inputs.scale_names[s]))
+    }
+
+    fn model_path(&self, m: &ModelSpec) -> std::path::PathBuf {
+        let stem = m.stem(&self.inputs.scale_names[m.scale], &self.fit_settings());
+        self.folder.path(&format!("{stem}.safetensors"))
+    }
+
+    fn sample_settings(&self) -> SampleSettings {
+        SampleSettings {
+            images: self.cfg.sample_images,
+            pca_rows: self.cfg.pca_sample,
+            model_rows: self.cfg.model_sample,
+            seed: self.cfg.seed,
+        }
+    }
+
+    fn sample_image_list(&self) -> Vec<usize> {
+        sample_images(self.inputs.n_train, &self.sample_settings())
+    }
+
+    /// Whether the sample pass is needed: a PCA or a model is missing from the run folder.
+    pub fn needs_sample(&self) -> bool {
+        self.pcas.iter().any(Option::is_none) || self.models.len() < self.plan.len()
+    }
+
+    /// The chunks of the sample pass, in the order [`Job::add_sample`] takes
+    /// them (empty when nothing is to be learned).
+    pub fn sample_chunks(&self) -> Vec<Vec<usize>> {
+        if !self.needs_sample() {
+            return Vec::new();
+        }
+        stages::sample_chunks(&self.sample_image_list())
+    }
+
+    /// The sample pass over one chunk (computation only; any process).
+    ///
+    /// # Errors
+    /// A chunk index out of range, a failure of the network.
+    pub fn sample_chunk(&self, chunk: &[usize]) -> Result<SamplePart, PipelineError> {
+        self.check_images(chunk)?;
+        stages::sample_chunk(
+            &self.inputs.source,
+            chunk,
+            self.sample_image_list().len(),
+            self.inputs.scale_names.len(),
+            &self.sample_settings(),
+            &self.inputs.names,
+        )
+    }
+
+    fn check_images(&self, idx: &[usize]) -> Result<(), PipelineError> {
+        let n = self.inputs.names.len();
+        match idx.iter().find(|&&i| i >= n) {
+            Some(i) => Err(PipelineError::Config(format!(
+                "image index {i} is out of range: the run has {n} images"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds the next chunk's sample (chunks in the order of [`Job::sample_chunks`],
+    /// so that the merged sums are the same wherever the chunks ran).
+    ///
+    /// # Errors
+    /// A part out of order, of another run, or an unwritable image journal.
+    pub fn add_sample(
+        &mut self,
+        part: SamplePart,
+        progress: &dyn Progress,
+    ) -> Result<(), PipelineError> {
+        let chunks = self.sample_chunks();
+        match chunks.get(self.sampled) {
+            Some(c) if *c == part.images => {}
+            _ => {
+                return Err(PipelineError::Config(format!(
+                    "sample part for images {:?}… is not chunk {} of this run's sample pass",
+                    part.images.iter().take(3).collect::<Vec<_>>(),
+                    self.sampled
+                )))
+            }
+        }
+        for (_, e) in &part.entries {
+            if let Err(reason) = e {
+                progress.warn(&format!("skipped: {reason}"));
+            }
+        }
+        self.log
+            .append(&self.folder.path("images.tsv"), &part.entries)?;
+        match self.sample.as_mut() {
+            Some(s) => s.merge(part.sample)?,
+            None => self.sample = Some(part.sample),
+        }
+        self.sampled += 1;
+        Ok(())
+    }
+
+    /// Stages 2–3: the PCA of every scale and every planned model, learned
+    /// from the sample (after every chunk was added) and written to the run
+    /// folder, or read from it; then the stores are opened.
+    ///
+    /// # Errors
+    /// Missing sample chunks, a failed fit, an unwritable run folder.
+    pub fn fit(&mut self, progress: &dyn Progress) -> Result<(), PipelineError> {
+        if self.needs_sample() {
+            let expected = self.sample_chunks().len();
+            if self.sampled != expected {
+                return Err(PipelineError::Config(format!(
+                    "the sample pass has {} of its {expected} chunks",
+                    self.sampled
+                )));
+            }
+            let sample = self
+                .sample
+                .take()
+                .ok_or_else(|| PipelineError::Dataset("no sample image could be read".into()))?;
+            self.learn_from(sample, progress)?;
+        }
+        let learned = Learned {
+            pcas: self
+                .pcas
+                .iter()
+                .map(|p| p.clone().expect("learned"))
+                .collect(),
+            models: std::mem::take(&mut self.models),
+        };
+        self.write_models(&learned)?;
+        self.learned = Some(learned);
+        self.open_stores()
+    }
+
+    fn learn_from(&mut self, sample: Sample, progress: &dyn Progress) -> Result<(), PipelineError> {
+        let cfg_dim = self.cfg.pca_dim;
+        let fresh = timed(&mut self.timings, "pca".into(), || {
+            fit_pca(&sample, cfg_dim)
+        })?;
+        for (s, p) in fresh.into_iter().enumerate() {
+            if self.pcas[s].is_none() {
+                let path = self.pca_path(s);
+                fisherkit_io::write_pca(&path, &p, &BTreeMap::new()).map_err(|e| {
+                    PipelineError::Io {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?;
+                self.pcas[s] = Some(p);
+            }
+        }
+        let pcas: Vec<Pca<f32>> = self.pcas.iter().map(|p| p.clone().expect("set")).collect();
+        let xs = project_sample(&sample, &pcas)?;
+        drop(sample);
+        let fit = self.fit_settings();
+        for m in self.plan.clone() {
+            if self.models.contains_key(&m) {
+                continue;
+            }
+            let name = &self.inputs.scale_names[m.scale];
+            let (f, secs) = stages::fit_model(&m, &xs[m.scale], &fit, name, progress)?;
+            self.timings
+                .push((format!("em {}", m.stem(name, &fit)), secs));
+            write_fitted(&self.model_path(&m), &f)?;
+            self.models.insert(m, f);
+        }
+        Ok(())
+    }
+
+    /// The PCA and models into the output folder, if any.
+    fn write_models(&self, learned: &Learned) -> Result<(), PipelineError> {
+        let Some(out) = &self.out else { return Ok(()) };
+        let names = &self.inputs.scale_names;
+        for (s, p) in learned.pcas.iter().enumerate() {
+            out.pca(&names[s], p)?;
+        }
+        for (m, f) in &learned.models {
+            match f {
+                Fitted::Gmm(g) => out.gmm(&names[m.scale], g)?,
+                Fitted::Mfa(x) => out.mfa(&names[m.scale], x)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn with_global(&self) -> bool {
+        self.cfg
+            .encoders
+            .iter()
+            .any(|s| s.terms.contains(&Term::CnnGlobal))
+    }
+
+    /// The stores of the planned models (and of the global vectors), opened in the run folder.
+    fn open_stores(&mut self) -> Result<(), PipelineError> {
+        let learned = self.learned.as_ref().expect("fitted");
+        let fit = self.fit_settings();
+        let n = self.inputs.names.len();
+        for (m, f) in &learned.models {
+            let dim = f.raw_encoder()?.output_dim();
+            let dir = self.folder.path(&format!(
+                "{}.store",
+                m.stem(&self.inputs.scale_names[m.scale], &fit)
+            ));
+            self.stores.insert(*m, Store::open(&dir, n, dim)?);
+        }
+        if self.with_global() {
+            self.global = Some(Store::open(
+                &self.folder.path("global.store"),
+                n,
+                fisherkit_cnn::net::NUM_CLASSES,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Loads the PCA and models a worker needs from the run folder (written
+    /// there by the owner's [`Job::fit`]).
+    ///
+    /// # Errors
+    /// A PCA or model the run folder does not hold (on a cluster: the run
+    /// folder is not on a file system every node sees).
+    pub fn load_learned(&mut self) -> Result<(), PipelineError> {
+        if self.learned.is_some() {
+            return Ok(());
+        }
+        if self.needs_sample() {
+            return Err(PipelineError::Io {
+                path: self.folder.dir.display().to_string(),
+                message: "the run folder holds no fitted PCA and models: fit them first (on a cluster, put the cache folder on a file system every node sees)".into(),
+            });
+        }
+        self.learned = Some(Learned {
+            pcas: self.pcas.iter().map(|p| p.clone().expect("read")).collect(),
+            models: self.models.clone(),
+        });
+        Ok(())
+    }
+
+    /// The images the encode pass still has to do (missing from a store,
+    /// or all of them with `--save-descriptors`), ascending.
+    pub fn encode_todo(&self) -> Vec<usize> {
+        let n = self.inputs.names.len();
+        let all = self.cfg.save_descriptors.is_some();
+        (0..n)
+            .filter(|i| !self.log.skipped.contains_key(i))
+            .filter(|&i| {
+                all || self.stores.values().any(|s| !s.has(i))
+                    || self.global.as_ref().is_some_and(|g| !g.has(i))
+            })
+            .collect()
+    }
+
+    /// The encode pass over the images `idx` (computation only; any process
+    /// that called [`Job::fit`] or [`Job::load_learned`]).
+    ///
+    /// # Errors
+    /// Nothing learned yet, an index out of range, a failure of the network.
+    pub fn encode_images(&self, idx: &[usize]) -> Result<EncodedPart, PipelineError> {
+        self.encode_with(idx, None)
+    }
+
+    fn encode_with(
+        &self,
+        idx: &[usize],
+        hook: Option<&mut OnDescriptors<'_>>,
+    ) -> Result<EncodedPart, PipelineError> {
+        self.check_images(idx)?;
+        let learned = self.learned.as_ref().ok_or_else(|| {
+            PipelineError::Config(
+                "encode_images needs the fitted models: call fit or load_learned first".into(),
+            )
+        })?;
+        let encoders: Vec<(usize, Box<dyn fisherkit::Encoder<f32>>)> = learned
+            .models
+            .iter()
+            .map(|(m, f)| Ok((m.scale, f.raw_encoder()?)))
+            .collect::<Result<_, PipelineError>>()?;
+        let mut targets: Vec<EncodeTarget<'_>> = encoders
+            .iter()
+            .map(|(s, e)| (*s, Some(e.as_ref())))
+            .collect();
+        if self.with_global() {
+            targets.push((0, None));
+        }
+        stages::encode_images(
+            &self.inputs.source,
+            idx,
+            &learned.pcas,
+            &targets,
+            &self.inputs.names,
+            hook,
+        )
+    }
+
+    /// Writes an encoded part into the stores (rows they lack) and journals it.
+    ///
+    /// # Errors
+    /// A part of another run (row count or widths), a full disk.
+    pub fn put_encoded(&mut self, part: EncodedPart) -> Result<(), PipelineError> {
+        let n_targets = self.stores.len() + usize::from(self.global.is_some());
+        let mut ok = Vec::with_capacity(part.rows.len());
+        for (i, rows) in &part.rows {
+            self.check_images(&[*i])?;
+            if rows.len() != n_targets {
+                return Err(PipelineError::Config(format!(
+                    "encoded part for image {i} has {} encodings, the run {n_targets}",
+                    rows.len()
+                )));
+            }
+            let stores = self.stores.values().chain(self.global.as_ref());
+            for (store, row) in stores.zip(rows) {
+                if row.len() != store.dim() {
+                    return Err(PipelineError::Config(format!(
+                        "encoded part for image {i}: an encoding of width {}, the store {}",
+                        row.len(),
+                        store.dim()
+                    )));
+                }
+                if !store.has(*i) {
+                    store.write_row(*i, row.as_slice().expect("contiguous"))?;
+                }
+            }
+            ok.push(*i);
+        }
+        for s in self.stores.values_mut().chain(self.global.as_mut()) {
+            s.commit(&ok)?;
+        }
+        self.log
+            .append(&self.folder.path("images.tsv"), &part.entries)
+    }
+
+    /// The sample pass in this process, chunk by chunk.
+    pub(crate) fn sample_here(&mut self, progress: &dyn Progress) -> Result<(), PipelineError> {
+        let chunks = self.sample_chunks();
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let n: usize = chunks.iter().map(Vec::len).sum();
+        progress.start("sample (CNN on the sample images)", n as u64);
+        for chunk in chunks {
+            let part = self.sample_chunk(&chunk)?;
+            self.add_sample(part, progress)?;
+            progress.inc(chunk.len() as u64);
+        }
+        let rows = self.sample.as_ref().map_or(0, |s| {
+            s.rows.iter().map(Vec::len).sum::<usize>() / s.dim.max(1)
+        });
+        progress.finish(&format!("{n} images, {rows} model-sample rows"));
+        self.timings
+            .push(("sample pass (CNN)".into(), t.elapsed().as_secs_f64()));
+        Ok(())
+    }
+
+    /// Stage 4 in this process: every image of [`Job::encode_todo`] once
+    /// through the CNN and the encoders, batch by batch, with
+    /// `--save-descriptors` streamed as images pass.
+    pub(crate) fn encode_here(&mut self, progress: &dyn Progress) -> Result<(), PipelineError> {
+        let todo = self.encode_todo();
+        let mut sink = match &self.cfg.save_descriptors {
+            Some(dir) => Some(DescriptorSink {
+                train: crate::descriptor_file::DescriptorFileWriter::create(
+                    &dir.join("train.npz"),
+                )?,
+                test: crate::descriptor_file::DescriptorFileWriter::create(&dir.join("test.npz"))?,
+                n_train: self.inputs.n_train,
+            }),
+            None => None,
+        };
+        progress.start("CNN + encoding", todo.len() as u64);
+        let t = Instant::now();
+        let batch_len = self.inputs.source.batch_len();
+        for batch in todo.chunks(batch_len) {
+            let part = match sink.as_mut() {
+                Some(s) => {
+                    let (names, labels, classes) = (
+                        &self.inputs.names,
+                        &self.inputs.labels,
+                        &self.inputs.classes,
+                    );
+                    let mut hook = |i: usize, d: &crate::descriptors::ImageDescriptors| {
+                        let views: Vec<_> = d.scales.iter().map(|a| a.view()).collect();
+                        let stacked = concatenate(Axis(0), &views).expect("same width");
+                        let w = if i < s.n_train {
+                            &mut s.train
+                        } else {
+                            &mut s.test
+                        };
+                        w.push(&names[i], stacked.view(), &classes[labels[i]])
+                    };
+                    self.encode_with(batch, Some(&mut hook))?
+                }
+                None => self.encode_with(batch, None)?,
+            };
+            for (_, e) in &part.entries {
+                if let Err(reason) = e {
+                    progress.warn(&format!("skipped: {reason}"));
+                }
+            }
+            self.put_encoded(part)?;
+            progress.inc(batch.len() as u64);
+        }
+        let reused = self.inputs.names.len() - todo.len();
+        progress.finish(&format!(
+            "{} images through the CNN, {reused} reused from the run folder",
+            todo.len()
+        ));
+        self.timings.push((
+            format!("cnn + encoding ({} images)", todo.len()),
+            t.elapsed().as_secs_f64(),
+        ));
+        if let Some(s) = sink {
+            s.train.finish()?;
+            s.test.finish()?;
+        }
+        Ok(())
+    }
+
+    /// Stages 5–7: kernels, SVMs, the report (after every image was encoded).
+    ///
+    /// # Errors
+    /// A class without a readable image, a failed SVM, an unwritable output folder.
+    pub fn finish(mut self, progress: &dyn Progress) -> Result<Report, PipelineError> {
+        let learned = self.learned.take().ok_or_else(|| {
+            PipelineError::Config("finish needs the fitted models: call fit first".into())
+        })?;
+        let (rows, n_train) = usable_rows(
+            &self.inputs,
+            &self.log,
+            &self.stores,
+            &self.global,
+            &self.cfg.test,
+        )?;
+        self.write_image_lists(&rows, n_train)?;
+        let c = Classes {
+            cfg: &self.cfg,
+            inputs: &self.inputs,
+            learned: &learned,
+            stores: &self.stores,
+            global: &self.global,
+            rows: &rows,
+            n_train,
+            out: self.out.as_ref(),
+            kernel_dir: self.folder.path("kernels"),
+            rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
+        };
+        std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
+            path: c.kernel_dir.display().to_string(),
+            message: format!("cannot create the kernel folder: {e}"),
+        })?;
+        let mut timings = std::mem::take(&mut self.timings);
+        let (results, sweep) = evaluate(&c, &mut timings, progress)?;
+        let dataset = self.dataset_info(&learned, &rows, n_train);
+        Ok(Report {
+            results,
+            sweep,
+            dataset,
+            timings,
+            config: self.cfg.describe(self.inputs.images),
+            peak_rss_mb: peak_rss_mb(),
+            fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+    }
+
+    /// `images.train.txt` / `images.test.txt` in the output folder, if any.
+    fn write_image_lists(&self, rows: &[usize], n_train: usize) -> Result<(), PipelineError> {
+        let Some(out) = &self.out else { return Ok(()) };
+        let inputs = &self.inputs;
+        let (tr, te) = rows.split_at(n_train);
+        let names = |r: &[usize]| {
+            r.iter()
+                .map(|&i| inputs.names[i].clone())
+                .collect::<Vec<_>>()
+        };
+        let labels = |r: &[usize]| r.iter().map(|&i| inputs.labels[i]).collect::<Vec<_>>();
+        out.image_list("train", &names(tr), &labels(tr), &inputs.classes)?;
+        out.image_list("test", &names(te), &labels(te), &inputs.classes)
+    }
+
+    fn dataset_info(&self, learned: &Learned, rows: &[usize], n_train: usize) -> DatasetInfo {
+        let inputs = &self.inputs;
+        let per_image: Vec<f64> = (0..inputs.scale_names.len())
+            .map(|s| {
+                let v: Vec<usize> = rows[..n_train]
+                    .iter()
+                    .filter_map(|i| self.log.counts.get(i).map(|c| c[s]))
+                    .collect();
+                v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
+            })
+            .collect();
+        let skipped = self
+            .log
+            .skipped
+            .iter()
+            .map(|(&i, reason)| match &inputs.source {
+                Source::Images { paths, .. } => (paths[i].display().to_string(), reason.clone()),
+                Source::Bags(_) => (inputs.names[i].clone(), reason.clone()),
+            })
+            .collect();
+        DatasetInfo {
+            train: self.cfg.train.display().to_string(),
+            test: self.cfg.test.display().to_string(),
+            classes: inputs.classes.clone(),
+            n_train,
+            n_test: rows.len() - n_train,
+            skipped,
+            descriptors_per_image: per_image,
+            pca_dims: learned.pcas.iter().map(|p| p.n_components()).collect(),
+        }
+    }
+}
+
+/// Streams `--save-descriptors` into two descriptor files as images pass.
+struct DescriptorSink {
+    train: crate::descriptor_file::DescriptorFileWriter,
+    test: crate::descriptor_file::DescriptorFileWriter,
+    n_train: usize,
+}
+
+/// The images every needed store holds, train rows first: (rows, train count).
+fn usable_rows(
+    inputs: &Inputs<'_>,
+    log: &ImageLog,
+    stores: &BTreeMap<ModelSpec, Store>,
+    global: &Option<Store>,
+    test_source: &Path,
+) -> Result<(Vec<usize>, usize), PipelineError> {
+    let ok = |i: &usize| {
+        !log.skipped.contains_key(i)
+            && stores.values().all(|s| s.has(*i))
+            && global.as_ref().is_none_or(|g| g.has(*i))
+    };
+    let train: Vec<usize> = (0..inputs.n_train).filter(ok).collect();
+    let test: Vec<usize> = (inputs.n_train..inputs.names.len()).filter(ok).collect();
+    for (c, name) in inputs.classes.iter().enumerate() {
+        if !train.iter().any(|&i| inputs.labels[i] == c) {
+            return Err(PipelineError::Dataset(format!(
+                "training class `{name}` has no readable image"
+            )));
+        }
+    }
+    if test.is_empty() {
+        return Err(PipelineError::Dataset(format!(
+            "{} has no readable image",
+            test_source.display()
+        )));
+    }
+    let n_train = train.len();
+    Ok((train.into_iter().chain(test).collect(), n_train))
+}
+
+/// The process's peak resident memory so far (Linux `VmHWM`), in MB.
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
