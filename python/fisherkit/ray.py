@@ -77,6 +77,7 @@ __all__ = [
     "encode_distributed",
     "sample_rows",
     "em_on_statistics",
+    "run_pipeline",
 ]
 
 
@@ -387,3 +388,121 @@ def encode_distributed(
     task = ray.remote(_encode_batch).options(num_cpus=num_cpus)
     futures = [task.remote(enc_ref, bags[i : i + size], num_cpus) for i in range(0, len(bags), size)]
     return np.concatenate(ray.get(futures), axis=0)
+
+
+# --- the whole pipeline on Ray ---------------------------------------------------------
+
+_JOBS: dict = {}
+
+
+def _job(args: tuple, learned: bool):
+    """This worker process's Job of ``args`` (opened once per process and phase)."""
+    from . import _fisherkit
+
+    key = (args, learned)
+    job = _JOBS.get(key)
+    if job is None:
+        job = _fisherkit.Job(list(args))
+        if learned:
+            job.load_learned()
+        _JOBS.clear()
+        _JOBS[key] = job
+    return job
+
+
+def _sample_task(args: tuple, chunk: list, num_cpus: float) -> dict:
+    _limit_threads(num_cpus)
+    return _job(args, False).sample_chunk(chunk)
+
+
+def _encode_task(args: tuple, images: list, num_cpus: float, fault_marker: str | None) -> dict:
+    _limit_threads(num_cpus)
+    if fault_marker and not os.path.exists(fault_marker):
+        # Fault injection for tests (FISHERKIT_RAY_FAULT_MARKER): the first
+        # encode task kills its worker process; Ray retries the task.
+        open(fault_marker, "w").close()
+        os._exit(1)
+    return _job(args, True).encode_images(images)
+
+
+def run_pipeline(
+    train: Any = None,
+    test: Any = None,
+    *,
+    images_per_task: int = 16,
+    num_cpus: float = 1,
+    verbose: bool = False,
+    **options: Any,
+) -> dict:
+    """``fisherkit.pipeline.run`` on a Ray cluster: the same options, the
+    same report (same accuracies for the same seed).
+
+    The two passes over the images run in Ray tasks of ``num_cpus`` CPUs
+    each: the sample pass (CNN descriptors of the seeded sample images →
+    per-chunk PCA sums and model-sample rows, in fixed chunks of
+    ``fisherkit._fisherkit`` 's ``SAMPLE_CHUNK`` images, merged on the driver
+    in chunk order, so the sums do not depend on the cluster) and the encode
+    pass (CNN → PCA → every model's raw encoding, ``images_per_task`` images
+    per task, rows returned through the object store). The driver fits the
+    PCA and the models (EM on the merged sample), writes the encodings to
+    the run folder's stores, and computes kernels, SVMs and the report. The
+    report's ``timings`` give the time of each distributed pass.
+
+    On a multi-node cluster: every node needs fisherkit installed, the
+    image folders must be readable at the same path on every node, and the
+    cache folder (``cache=``, default ``.fisherkit-cache``, made absolute
+    here) must be on a file system every node sees (NFS or similar): the
+    workers read the fitted PCA and models from the run folder. A killed
+    run resumes from the run folder like ``fisherkit run``; a task whose
+    worker dies is retried by Ray (the passes compute only, so a retry
+    cannot write twice).
+    """
+    import json
+    import time
+
+    from . import _fisherkit
+    from .pipeline import _argv, _check
+
+    ray = _ray()
+    size = positive_int(images_per_task, "images_per_task")
+    if options.get("no_cache"):
+        raise ValueError("run_pipeline needs a cache folder every node sees; no_cache=True is not supported")
+    if options.get("save_descriptors"):
+        raise ValueError("run_pipeline does not write descriptor files; use fisherkit.pipeline.run for save_descriptors")
+    options = dict(options)
+    options["cache"] = os.path.abspath(os.fspath(options.get("cache") or ".fisherkit-cache"))
+    for name in ("output_dir", "report", "plot"):
+        if options.get(name):
+            options[name] = os.path.abspath(os.fspath(options[name]))
+    train = None if train is None else os.path.abspath(os.fspath(train))
+    test = None if test is None else os.path.abspath(os.fspath(test))
+    args = tuple(_argv(train, test, options))
+    try:
+        job = _fisherkit.Job(list(args))
+    except ValueError as e:
+        raise _check(e) from None
+    sample = ray.remote(_sample_task).options(num_cpus=num_cpus, max_retries=3)
+    encode = ray.remote(_encode_task).options(num_cpus=num_cpus, max_retries=3)
+
+    chunks = job.sample_chunks()
+    if chunks:
+        t = time.perf_counter()
+        futures = [sample.remote(args, c, num_cpus) for c in chunks]
+        for f in futures:  # merged in chunk order
+            job.add_sample(ray.get(f), bool(verbose))
+        job.add_timing(f"sample pass (ray, {len(chunks)} tasks)", time.perf_counter() - t)
+    job.fit(bool(verbose))
+
+    todo = job.encode_todo()
+    if todo:
+        t = time.perf_counter()
+        fault = os.environ.get("FISHERKIT_RAY_FAULT_MARKER")
+        pending = [encode.remote(args, todo[i : i + size], num_cpus, fault) for i in range(0, len(todo), size)]
+        n_tasks = len(pending)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            job.put_encoded(ray.get(done[0]))
+        job.add_timing(
+            f"cnn + encoding (ray, {len(todo)} images, {n_tasks} tasks)", time.perf_counter() - t
+        )
+    return json.loads(job.finish(bool(verbose)))

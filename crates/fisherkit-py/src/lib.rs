@@ -21,6 +21,7 @@ mod io;
 mod kmeans;
 mod linear;
 mod mfa;
+mod pipeline;
 mod stats;
 
 /// The float types the bindings compute in: the library's [`Float`] that numpy
@@ -141,5 +142,6 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     mfa::register(m)?;
     linear::register(m)?;
+    pipeline::register(m)?;
     Ok(())
 }

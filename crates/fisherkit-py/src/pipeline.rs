@@ -1,0 +1,456 @@
+//! The pipeline from Python: `fisherkit.pipeline.run` (the whole run, options
+//! parsed by the command line's own definitions), `fisherkit.cnn.Descriptors`
+//! (the CNN descriptors `--save-descriptors` writes) and the [`Job`] that
+//! `fisherkit.ray.run_pipeline` drives, whose passes over images run in Ray
+//! tasks (docs/pipeline.md §6).
+
+use fisherkit::pca::PcaMoments;
+use fisherkit_cli::progress::Ui;
+use fisherkit_cli::{run_argv, RunInvocation};
+use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
+use fisherkit_cnn::SqueezeNet;
+use fisherkit_pipeline::descriptors::describe_batch;
+use fisherkit_pipeline::{EncodedPart, ImageEntry, Job, Sample, SamplePart};
+use ndarray::{Array1, Array2, Array3};
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The built-in CNN, loaded once per process.
+fn net() -> PyResult<&'static SqueezeNet> {
+    static NET: OnceLock<Result<SqueezeNet, String>> = OnceLock::new();
+    NET.get_or_init(|| SqueezeNet::builtin().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| PyValueError::new_err(format!("built-in CNN: {e}")))
+}
+
+fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
+    run_argv(&args).map_err(|e| PyValueError::new_err(e.message))
+}
+
+/// Runs `fisherkit run ARGS` (the arguments after `run`) and returns the
+/// report as JSON text (the schema of `--report`, which it also writes when
+/// asked). Progress goes to stderr when `verbose`.
+#[pyfunction]
+fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<String> {
+    let inv = parse(args)?;
+    if !inv.descriptor_files {
+        net()?;
+    }
+    let report = py
+        .detach(|| inv.execute(&Ui::new(!verbose)))
+        .map_err(|e| PyValueError::new_err(e.message))?;
+    serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
+}
+
+/// One image for [`cnn_descriptors`]: a path, or an (H, W, 3) RGB array.
+#[derive(FromPyObject)]
+enum ImageArg<'py> {
+    Path(PathBuf),
+    U8(PyReadonlyArray3<'py, u8>),
+    F32(PyReadonlyArray3<'py, f32>),
+    F64(PyReadonlyArray3<'py, f64>),
+}
+
+/// The image as (H, W, 3) f32 in 0–255, or why it cannot be used.
+fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
+    let checked = |a: Array3<f32>| {
+        let (h, w, c) = a.dim();
+        if c != 3 || h == 0 || w == 0 {
+            return Err(format!(
+                "image {i} has shape ({h}, {w}, {c}); expected (H, W, 3) RGB"
+            ));
+        }
+        if let Some(v) = a
+            .iter()
+            .find(|v| !(v.is_finite() && (0.0..=255.0).contains(*v)))
+        {
+            return Err(format!(
+                "image {i} has the value {v}; pixel values must lie in 0..255"
+            ));
+        }
+        Ok(a)
+    };
+    match img {
+        ImageArg::Path(p) => {
+            let name = p.display().to_string();
+            let bytes = std::fs::read(p).map_err(|e| format!("cannot read image {name}: {e}"))?;
+            fisherkit_cnn::image::decode_image(&bytes, &name).map_err(|e| e.to_string())
+        }
+        ImageArg::U8(a) => checked(a.as_array().mapv(f32::from)),
+        ImageArg::F32(a) => checked(a.as_array().to_owned()),
+        ImageArg::F64(a) => checked(a.as_array().mapv(|v| v as f32)),
+    }
+}
+
+/// The CNN descriptors of `images` (paths or (H, W, 3) RGB arrays, 0–255):
+/// per image, one (n_i, 1000) float32 array, the rows of every scale stacked
+/// in scale order — the rows `fisherkit run --save-descriptors` writes —
+/// and, with `with_global`, the image-level vector (1000).
+#[pyfunction]
+#[pyo3(signature = (images, scales, patch_mode, max_image_side, stride, with_global))]
+fn cnn_descriptors<'py>(
+    py: Python<'py>,
+    images: Vec<ImageArg<'py>>,
+    scales: Vec<u32>,
+    patch_mode: &str,
+    max_image_side: Option<u32>,
+    stride: f32,
+    with_global: bool,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let mode = match patch_mode {
+        "dense" => PatchMode::Dense,
+        "exact" => PatchMode::Exact,
+        m => {
+            return Err(PyValueError::new_err(format!(
+                "patch_mode must be 'dense' or 'exact', got {m:?}"
+            )))
+        }
+    };
+    let params = DescriptorParams {
+        scales,
+        mode,
+        stride,
+        max_image_side,
+    };
+    params
+        .validate()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let net = net()?;
+    let decoded: Vec<Result<Array3<f32>, String>> = images
+        .iter()
+        .enumerate()
+        .map(|(i, im)| decode(i, im))
+        .collect();
+    let names: Vec<String> = images
+        .iter()
+        .enumerate()
+        .map(|(i, im)| match im {
+            ImageArg::Path(p) => p.display().to_string(),
+            _ => format!("image {i}"),
+        })
+        .collect();
+    let batch = 4 * rayon::current_num_threads().max(1);
+    let computed = py.detach(|| {
+        let mut out = Vec::with_capacity(decoded.len());
+        let mut it = decoded.into_iter().zip(names.iter().cloned());
+        loop {
+            let (d, n): (Vec<_>, Vec<_>) = it.by_ref().take(batch).unzip();
+            if d.is_empty() {
+                break;
+            }
+            out.extend(describe_batch(net, d, &n, &params, with_global)?);
+        }
+        Ok::<_, fisherkit_pipeline::PipelineError>(out)
+    });
+    let computed = computed.map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut result = Vec::with_capacity(computed.len());
+    for d in computed {
+        let d = d.map_err(PyValueError::new_err)?;
+        let views: Vec<_> = d.scales.iter().map(|a| a.view()).collect();
+        let stacked = ndarray::concatenate(ndarray::Axis(0), &views)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let item = match (with_global, d.global) {
+            (true, Some(g)) => (stacked.into_pyarray(py), g.into_pyarray(py))
+                .into_pyobject(py)?
+                .into_any(),
+            _ => stacked.into_pyarray(py).into_any(),
+        };
+        result.push(item);
+    }
+    Ok(result)
+}
+
+/// A pipeline run driven from Python, one stage call at a time (see
+/// `fisherkit_pipeline::job`); the sample and encode passes may run in
+/// other processes, each with its own `Job` of the same arguments.
+#[pyclass(name = "Job", module = "fisherkit._fisherkit")]
+struct PyJob {
+    job: Option<Job<'static>>,
+    inv: RunInvocation,
+}
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn entries_to_py<'py>(py: Python<'py>, entries: &[ImageEntry]) -> PyResult<Bound<'py, PyList>> {
+    let l = PyList::empty(py);
+    for (i, e) in entries {
+        match e {
+            Ok(c) => l.append((*i, Some(c.clone()), None::<String>))?,
+            Err(r) => l.append((*i, None::<Vec<usize>>, Some(r.clone())))?,
+        }
+    }
+    Ok(l)
+}
+
+type EntryTuple = (usize, Option<Vec<usize>>, Option<String>);
+
+fn entries_from_py(v: Vec<EntryTuple>) -> PyResult<Vec<ImageEntry>> {
+    v.into_iter()
+        .map(|(i, c, r)| match (c, r) {
+            (Some(c), None) => Ok((i, Ok(c))),
+            (None, Some(r)) => Ok((i, Err(r))),
+            _ => Err(PyValueError::new_err(format!(
+                "entry of image {i}: give either the descriptor counts or the reason it was skipped"
+            ))),
+        })
+        .collect()
+}
+
+fn item<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    d: &Bound<'py, PyDict>,
+    key: &str,
+) -> PyResult<T> {
+    let v = d
+        .get_item(key)?
+        .ok_or_else(|| PyValueError::new_err(format!("the part has no `{key}`")))?;
+    let r = match v.extract::<T>() {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let e: PyErr = e.into();
+            Err(PyTypeError::new_err(format!("the part's `{key}`: {e}")))
+        }
+    };
+    r
+}
+
+type MomentTuple<'py> = (
+    PyReadonlyArray1<'py, f64>,
+    usize,
+    PyReadonlyArray1<'py, f64>,
+    PyReadonlyArray2<'py, f64>,
+);
+
+#[pymethods]
+impl PyJob {
+    /// Opens the run of `fisherkit run ARGS` (image folders).
+    #[new]
+    fn new(args: Vec<String>) -> PyResult<Self> {
+        let inv = parse(args)?;
+        if inv.descriptor_files {
+            return Err(PyValueError::new_err(
+                "a distributed run starts from image folders (train/test), not descriptor files",
+            ));
+        }
+        let job = Job::images(&inv.config, net()?).map_err(err)?;
+        Ok(Self {
+            job: Some(job),
+            inv,
+        })
+    }
+
+    /// The run folder.
+    fn folder(&self) -> PyResult<String> {
+        Ok(self.job()?.folder().display().to_string())
+    }
+
+    /// The sample pass's chunks (lists of image indices), in order.
+    fn sample_chunks(&self) -> PyResult<Vec<Vec<usize>>> {
+        Ok(self.job()?.sample_chunks())
+    }
+
+    /// The sample pass over one chunk, as a dict of plain values and arrays.
+    fn sample_chunk<'py>(
+        &self,
+        py: Python<'py>,
+        chunk: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let job = self.job()?;
+        let part = py.detach(|| job.sample_chunk(&chunk)).map_err(err)?;
+        let d = PyDict::new(py);
+        d.set_item("images", part.images.clone())?;
+        d.set_item("dim", part.sample.dim)?;
+        d.set_item("entries", entries_to_py(py, &part.entries)?)?;
+        let moments = PyList::empty(py);
+        for m in &part.sample.moments {
+            match m {
+                Some(m) => {
+                    let (s, n, sum, sc) = m.parts();
+                    moments.append((
+                        s.clone().into_pyarray(py),
+                        n,
+                        sum.clone().into_pyarray(py),
+                        sc.clone().into_pyarray(py),
+                    ))?
+                }
+                None => moments.append(py.None())?,
+            }
+        }
+        d.set_item("moments", moments)?;
+        let rows = PyList::empty(py);
+        for r in part.sample.rows {
+            rows.append(Array1::from(r).into_pyarray(py))?;
+        }
+        d.set_item("rows", rows)?;
+        Ok(d)
+    }
+
+    /// Adds the next chunk's sample part (from `sample_chunk`, in chunk order).
+    fn add_sample(&mut self, part: &Bound<'_, PyDict>, verbose: bool) -> PyResult<()> {
+        let moments: Vec<Option<MomentTuple<'_>>> = item(part, "moments")?;
+        let moments = moments
+            .into_iter()
+            .map(|m| {
+                m.map(|(s, n, sum, sc)| {
+                    PcaMoments::from_parts(
+                        s.as_array().to_owned(),
+                        n,
+                        sum.as_array().to_owned(),
+                        sc.as_array().to_owned(),
+                    )
+                    .map_err(err)
+                })
+                .transpose()
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let rows: Vec<PyReadonlyArray1<'_, f32>> = item(part, "rows")?;
+        let part = SamplePart {
+            images: item(part, "images")?,
+            sample: Sample {
+                moments,
+                rows: rows.iter().map(|r| r.as_array().to_vec()).collect(),
+                dim: item(part, "dim")?,
+            },
+            entries: entries_from_py(item(part, "entries")?)?,
+        };
+        let ui = Ui::new(!verbose);
+        self.job_mut()?.add_sample(part, &Quiet(&ui)).map_err(err)
+    }
+
+    /// Fits (or reads) the PCA and the models and opens the stores.
+    fn fit(&mut self, py: Python<'_>, verbose: bool) -> PyResult<()> {
+        let ui = Ui::new(!verbose);
+        let job = self.job_mut()?;
+        py.detach(|| job.fit(&Quiet(&ui))).map_err(err)
+    }
+
+    /// Reads the fitted PCA and models from the run folder (a worker's job).
+    fn load_learned(&mut self) -> PyResult<()> {
+        self.job_mut()?.load_learned().map_err(err)
+    }
+
+    /// The images the encode pass still has to do.
+    fn encode_todo(&self) -> PyResult<Vec<usize>> {
+        Ok(self.job()?.encode_todo())
+    }
+
+    /// The encode pass over `images`, as a dict: `images` (those read),
+    /// `rows` (one (n, dim) float32 array per target), `entries`.
+    fn encode_images<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let job = self.job()?;
+        let part = py.detach(|| job.encode_images(&images)).map_err(err)?;
+        let d = PyDict::new(py);
+        d.set_item("entries", entries_to_py(py, &part.entries)?)?;
+        d.set_item(
+            "images",
+            part.rows.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        )?;
+        let n_targets = part.rows.first().map_or(0, |(_, r)| r.len());
+        let rows = PyList::empty(py);
+        for t in 0..n_targets {
+            let dim = part.rows[0].1[t].len();
+            let mut a = Array2::<f32>::zeros((part.rows.len(), dim));
+            for (k, (_, r)) in part.rows.iter().enumerate() {
+                a.row_mut(k).assign(&r[t]);
+            }
+            rows.append(a.into_pyarray(py))?;
+        }
+        d.set_item("rows", rows)?;
+        Ok(d)
+    }
+
+    /// Writes an encoded part (from `encode_images`) into the stores.
+    fn put_encoded(&mut self, py: Python<'_>, part: &Bound<'_, PyDict>) -> PyResult<()> {
+        let images: Vec<usize> = item(part, "images")?;
+        let rows: Vec<PyReadonlyArray2<'_, f32>> = item(part, "rows")?;
+        let entries = entries_from_py(item(part, "entries")?)?;
+        let mut per_image: Vec<(usize, Vec<Array1<f32>>)> = images
+            .iter()
+            .map(|&i| (i, Vec::with_capacity(rows.len())))
+            .collect();
+        for r in &rows {
+            let a = r.as_array();
+            if a.nrows() != images.len() {
+                return Err(PyValueError::new_err(format!(
+                    "the part has {} images but an encoding array of {} rows",
+                    images.len(),
+                    a.nrows()
+                )));
+            }
+            for (k, row) in a.outer_iter().enumerate() {
+                per_image[k].1.push(row.to_owned());
+            }
+        }
+        let part = EncodedPart {
+            rows: per_image,
+            entries,
+        };
+        let job = self.job_mut()?;
+        py.detach(|| job.put_encoded(part)).map_err(err)
+    }
+
+    /// Adds a stage's wall-clock seconds to the report.
+    fn add_timing(&mut self, name: &str, seconds: f64) -> PyResult<()> {
+        self.job_mut()?.add_timing(name, seconds);
+        Ok(())
+    }
+
+    /// Kernels, SVMs and the report (JSON text); writes `--report`/`--plot`
+    /// if given. The job is used up.
+    fn finish(&mut self, py: Python<'_>, verbose: bool) -> PyResult<String> {
+        let job = self
+            .job
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this job has finished already"))?;
+        let ui = Ui::new(!verbose);
+        let report = py.detach(|| job.finish(&Quiet(&ui))).map_err(err)?;
+        self.inv
+            .write_outputs(&report, &ui)
+            .map_err(|e| PyValueError::new_err(e.message))?;
+        serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
+    }
+}
+
+impl PyJob {
+    fn job(&self) -> PyResult<&Job<'static>> {
+        self.job
+            .as_ref()
+            .ok_or_else(|| PyValueError::new_err("this job has finished already"))
+    }
+
+    fn job_mut(&mut self) -> PyResult<&mut Job<'static>> {
+        self.job
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("this job has finished already"))
+    }
+}
+
+/// Progress for the Job's stages: warnings and summaries on `ui` (nothing when quiet).
+struct Quiet<'a>(&'a Ui);
+
+impl fisherkit_pipeline::Progress for Quiet<'_> {
+    fn start(&self, _stage: &str, _len: u64) {}
+    fn inc(&self, _n: u64) {}
+    fn finish(&self, summary: &str) {
+        self.0.info(summary);
+    }
+    fn warn(&self, message: &str) {
+        self.0.info(message);
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pipeline_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cnn_descriptors, m)?)?;
+    m.add_class::<PyJob>()?;
+    Ok(())
+}

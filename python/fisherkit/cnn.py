@@ -1,0 +1,132 @@
+"""The CNN descriptors of the pipeline: ImageNet CNN (SqueezeNet v1.1)
+class scores of image patches at several scales, as natural parameters
+(log-probabilities), computed in Rust (docs/math.md §6).
+
+``Descriptors().transform(images)`` returns exactly the rows ``fisherkit run
+--save-descriptors`` writes for each image, in the same order (every scale's
+patches, scales in order).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _fisherkit
+from ._base import BaseEstimator, TransformerMixin
+
+__all__ = ["Descriptors"]
+
+
+class Descriptors(TransformerMixin, BaseEstimator):
+    """Semantic patch descriptors of images: per image, one (n_i, 1000)
+    float32 array of log-probabilities, one row per patch.
+
+    Parameters
+    ----------
+    scales : sequence of int, default (96, 128, 160)
+        Patch sides in pixels of the working image.
+    patch_mode : {"dense", "exact"}, default "dense"
+        ``dense``: each scale is one pass of the fully convolutional network
+        over the image resized so that a patch becomes 227 px, the cells of
+        the class-score map being the patches; ``exact``: every patch cropped
+        and resized to 227 px.
+    max_image_side : int or None, default 512
+        Larger images are first shrunk to this longer side (None: never).
+    stride : float, default 0.5
+        ``exact`` mode: step between patches as a fraction of the side.
+    global_descriptor : bool, default False
+        Also return each image's image-level vector (1000): ``transform``
+        then returns a list of ``(patches, global)`` pairs.
+
+    Attributes
+    ----------
+    n_features_out_ : int
+        1000, the ImageNet classes.
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit.cnn
+    >>> img = np.zeros((64, 48, 3), np.uint8)
+    >>> d = fisherkit.cnn.Descriptors(scales=[32]).transform([img])
+    >>> d[0].shape[1]
+    1000
+    """
+
+    n_features_out_ = 1000
+
+    def __init__(
+        self,
+        scales: Sequence[int] = (96, 128, 160),
+        patch_mode: str = "dense",
+        max_image_side: int | None = 512,
+        stride: float = 0.5,
+        global_descriptor: bool = False,
+    ):
+        self.scales = scales
+        self.patch_mode = patch_mode
+        self.max_image_side = max_image_side
+        self.stride = stride
+        self.global_descriptor = global_descriptor
+
+    def fit(self, X: Any = None, y: Any = None) -> "Descriptors":
+        """Nothing to learn (the network is fixed); returns self."""
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return True
+
+    def _params(self) -> tuple[list[int], str, int | None, float]:
+        scales = self.scales
+        if isinstance(scales, (int, np.integer)):
+            scales = [scales]
+        try:
+            scales = [int(s) for s in scales]
+        except (TypeError, ValueError):
+            raise TypeError(f"scales must be a sequence of integers, got {self.scales!r}") from None
+        if not scales or any(s < 1 for s in scales):
+            raise ValueError(f"scales must be a non-empty list of positive sides in pixels, got {self.scales!r}")
+        if self.patch_mode not in ("dense", "exact"):
+            raise ValueError(f"patch_mode must be 'dense' or 'exact', got {self.patch_mode!r}")
+        side = self.max_image_side
+        if side is not None:
+            if isinstance(side, bool) or not isinstance(side, (int, np.integer)):
+                raise TypeError(f"max_image_side must be an int or None, got {side!r}")
+            if side < 1:
+                raise ValueError(f"max_image_side must be at least 1 (None: no limit), got {side}")
+            side = int(side)
+        return scales, self.patch_mode, side, float(self.stride)
+
+    def transform(self, images: Sequence[Any]) -> list:
+        """The descriptors of ``images``: paths (str or os.PathLike) or
+        (H, W, 3) RGB arrays (uint8, or floats in 0–255), in any mix.
+        Returns a list with one (n_i, 1000) float32 array per image (or
+        ``(array, global_vector)`` pairs with ``global_descriptor=True``).
+
+        Raises ``ValueError`` naming the image that cannot be read or used,
+        ``TypeError`` for an input that is neither a path nor an array."""
+        scales, mode, side, stride = self._params()
+        if isinstance(images, (str, os.PathLike, np.ndarray)) and not (
+            isinstance(images, np.ndarray) and images.ndim == 4
+        ):
+            raise TypeError("images must be a sequence of paths or (H, W, 3) arrays, not a single image")
+        items = []
+        for i, im in enumerate(images):
+            if isinstance(im, (str, os.PathLike)):
+                items.append(os.fspath(im))
+            elif isinstance(im, np.ndarray):
+                if im.ndim != 3 or im.shape[2] != 3:
+                    raise ValueError(f"image {i} has shape {im.shape}; expected (H, W, 3) RGB")
+                if im.dtype == np.uint8:
+                    items.append(np.ascontiguousarray(im))
+                elif im.dtype.kind in "fiu":
+                    items.append(np.ascontiguousarray(im, dtype=np.float32))
+                else:
+                    raise TypeError(f"image {i} has dtype {im.dtype}; expected uint8 or a float array in 0..255")
+            else:
+                raise TypeError(f"image {i} is a {type(im).__name__}; expected a path or an (H, W, 3) array")
+        if not items:
+            return []
+        return _fisherkit.cnn_descriptors(items, scales, mode, side, stride, bool(self.global_descriptor))
