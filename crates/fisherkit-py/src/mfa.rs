@@ -21,7 +21,7 @@ pub(crate) enum Arr3<'py> {
 }
 
 impl Arr3<'_> {
-    fn to_owned_as<F: PyFloat>(&self) -> Array3<F> {
+    pub(crate) fn to_owned_as<F: PyFloat>(&self) -> Array3<F> {
         match self {
             Arr3::F32(a) => a.as_array().mapv(|v| F::from_f64_lossy(v as f64)),
             Arr3::F64(a) => a.as_array().mapv(F::from_f64_lossy),
