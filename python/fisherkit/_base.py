@@ -133,13 +133,13 @@ def as_matrix(X: Any, what: str = "X", expr: str | None = None) -> np.ndarray:
     elif kind == "f" and arr.dtype.itemsize == 2:
         arr = arr.astype(np.float32)
     elif kind == "c":
-        raise ValueError(f"{what} has complex dtype {arr.dtype}; complex data are not supported")
+        raise ValueError(f"Complex data not supported: {what} has dtype {arr.dtype}")
     elif kind == "O":
         try:
             arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as e:
             raise TypeError(
-                f"{what} has dtype object and its values are not numbers; fisherkit computes in "
+                f"{what} has dtype object and not every value is a number ({e}); fisherkit computes in "
                 f"float32 or float64: convert it, e.g. np.asarray({expr}, dtype=np.float32)"
             ) from None
     if arr.dtype.kind == "f" and not arr.dtype.isnative:
@@ -151,13 +151,15 @@ def as_matrix(X: Any, what: str = "X", expr: str | None = None) -> np.ndarray:
         )
     if arr.ndim != 2:
         hint = (
-            " (reshape a single sample with x.reshape(1, -1), a single feature with x.reshape(-1, 1))"
+            " (Reshape your data: x.reshape(1, -1) for a single sample, x.reshape(-1, 1) for a single feature)"
             if arr.ndim == 1
             else ""
         )
         raise ValueError(
             f"{what} must be a 2-D array (n_samples, n_features), got an array of shape {arr.shape}{hint}"
         )
+    if arr.shape[1] == 0:
+        raise ValueError(f"{what} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     return np.ascontiguousarray(arr)
 
 

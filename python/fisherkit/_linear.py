@@ -95,6 +95,8 @@ class PCA(TransformerMixin, BaseEstimator):
         """Fits on the rows of ``X`` (N, D). Returns self."""
         X = as_matrix(X)
         k = positive_int(self.n_components, "n_components")
+        if self.center and X.shape[0] < 2:
+            raise ValueError(f"PCA with centring needs n_samples >= 2, got n_samples = {X.shape[0]}")
         if k > min(X.shape) and not self.clamp_components:
             raise ValueError(
                 f"n_components={k} exceeds min(n_samples, n_features) = {min(X.shape)} "
@@ -256,7 +258,7 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         if y.ndim == 2 and y.shape[1] == 1:
             import warnings
 
-            warnings.warn("a column-vector y was passed when a 1d array was expected; ravelled",
+            warnings.warn("A column-vector y was passed when a 1d array was expected; ravelled to (n_samples,)",
                           _data_conversion_warning(), stacklevel=2)
             y = y.ravel()
         if y.ndim != 1:
@@ -266,7 +268,7 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         _check_classification_targets(y)
         classes, idx = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"need at least 2 classes, got {len(classes)}")
+            raise ValueError(f"need at least 2 classes, got {len(classes)} class")
         coef, intercept, n_iter, converged = _native.linear_svc_fit(
             X, idx.astype(np.int64).ravel().tolist(), len(classes), float(self.C), str(self.loss),
             float(self.tol), positive_int(self.max_iter, "max_iter"), bool(self.fit_intercept),

@@ -122,6 +122,11 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def _fit(self, X, max_iter: int):
         X = as_matrix(X)
+        r = positive_int(self.n_factors, "n_factors")
+        if r >= X.shape[1]:
+            raise ValueError(
+                f"n_factors={r} must satisfy 0 < n_factors < n_features = {X.shape[1]} (X has shape {X.shape})"
+            )
         (w, m, lam, psi), lls, n_iter, converged = _native.mfa_fit(
             X,
             positive_int(self.n_components, "n_components"),
