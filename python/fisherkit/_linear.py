@@ -69,9 +69,9 @@ class PCA(TransformerMixin, BaseEstimator):
     n_components : int
         k, at most min(N, D) (see ``clamp_components``).
     whiten : bool, default False
-        Divide each coordinate by $\\sqrt{\\lambda_j}$ (unit variance on the training data).
+        Divide each coordinate by sqrt(lambda_j) (unit variance on the training data).
     center : bool, default True
-        Subtract the mean first (without: decomposition of $X^\\top X / N$).
+        Subtract the mean first (without: decomposition of X^T X / N).
     clamp_components : bool, default False
         Keep min(n_components, N, D) components instead of failing.
 
@@ -79,10 +79,17 @@ class PCA(TransformerMixin, BaseEstimator):
     ----------
     components_ : ndarray (k, D), orthonormal rows, in the data's dtype
     mean_ : ndarray (D,)
-    explained_variance_ : ndarray (k,) float64, decreasing ($N-1$ divisor when centred)
+    explained_variance_ : ndarray (k,) float64, decreasing (N - 1 divisor when centred)
     explained_variance_ratio_ : ndarray (k,) float64
     n_components_ : int, k
     n_features_in_ : int, D
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> X = np.random.default_rng(0).standard_normal((100, 6))
+    >>> fisherkit.PCA(n_components=2).fit(X).transform(X).shape
+    (100, 2)
     """
 
     def __init__(self, n_components, whiten=False, center=True, clamp_components=False):

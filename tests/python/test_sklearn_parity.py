@@ -335,3 +335,15 @@ def test_help_has_no_latex_and_has_examples():
             text = pydoc.plaintext.document(obj) if obj is not est else (est.__doc__ or "")
             assert "$" not in text and "\\frac" not in text and "\\mu" not in text, (est.__name__, obj)
         assert "Examples" in est.__doc__ and "Attributes" in est.__doc__, est.__name__
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from fisherkit import _encode, _gmm, _linear, _mfa
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fisherkit.ConvergenceWarning)
+        for mod in (_gmm, _encode, _mfa, _linear):
+            res = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+            assert res.failed == 0 and res.attempted > 0, (mod.__name__, res)
