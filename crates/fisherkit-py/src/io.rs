@@ -11,10 +11,10 @@ use fisherkit_io::{
 };
 use numpy::{IntoPyArray, PyReadonlyArrayDyn};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
-use std::collections::BTreeMap;
 use pyo3::prelude::*;
 use safetensors::tensor::{serialize_to_file, Dtype, SafeTensorError, TensorView};
 use safetensors::SafeTensors;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -174,7 +174,10 @@ type GmmFile<'py> = (
     BTreeMap<String, String>,
 );
 
-fn model_of_kind(path: &std::path::Path, want: &str) -> PyResult<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
+fn model_of_kind(
+    path: &std::path::Path,
+    want: &str,
+) -> PyResult<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
     let (model, whitening, meta) = read_model_with_whitening(path).map_err(io_error)?;
     let got = match &model {
         Model::Gmm(_) => "gmm",
@@ -224,6 +227,7 @@ fn gmm_load(py: Python<'_>, path: PathBuf) -> PyResult<GmmFile<'_>> {
 /// `metadata`. Everything is validated first.
 #[pyfunction]
 #[pyo3(signature = (path, weights, means, loadings, psi, metadata, whitening=None))]
+#[allow(clippy::too_many_arguments)]
 fn mfa_save(
     py: Python<'_>,
     path: PathBuf,
@@ -292,13 +296,20 @@ fn mfa_load(py: Python<'_>, path: PathBuf) -> PyResult<MfaFile<'_>> {
     ) -> MfaFile<'py> {
         let w = whitening.map(|w| {
             let parts = w.parts_string().split(',').map(str::to_string).collect();
-            (parts, w.fisher_information_as::<F>().into_pyarray(py).into_any())
+            (
+                parts,
+                w.fisher_information_as::<F>().into_pyarray(py).into_any(),
+            )
         });
         (
             (
                 m.weights.into_pyarray(py).into_any(),
                 m.means.into_pyarray(py).into_any(),
-                m.loadings.as_standard_layout().to_owned().into_pyarray(py).into_any(),
+                m.loadings
+                    .as_standard_layout()
+                    .to_owned()
+                    .into_pyarray(py)
+                    .into_any(),
                 m.psi.into_pyarray(py).into_any(),
             ),
             w,
