@@ -576,21 +576,3 @@ def _check_n_components(path: str, params: dict, k: int) -> None:
                 f"{path}: n_components={n!r} differs from the file's model, which has {k} components; "
                 "n_components comes from the file (omit it)"
             )
-
-
-def read_model_file(path, kind: str, required: tuple[str, ...]) -> tuple[dict, dict]:
-    """Metadata and tensors of a fisherkit model file, checking ``kind``,
-    ``format_version`` (if present) and the required tensor names."""
-    p = os.fspath(path)
-    meta, tensors = _native.load_safetensors(p)
-    tensors = dict(tensors)
-    got = meta.get("kind")
-    if got != kind:
-        raise ValueError(f"{p}: model file of kind {got!r}, expected {kind!r}")
-    version = meta.get("format_version")
-    if version is not None and version != "1":
-        raise ValueError(f"{p}: unsupported format_version {version!r}; this fisherkit reads \"1\"")
-    missing = [n for n in required if n not in tensors]
-    if missing:
-        raise ValueError(f"{p}: {kind} model file lacks tensor(s) {', '.join(missing)}")
-    return meta, tensors
