@@ -175,6 +175,21 @@ def test_gmm_and_mfa_files_keep_hyper_parameters_and_fit_state(tmp_path):
         fisherkit.MixtureOfFactorAnalyzers.load(tmp_path / "m.safetensors", n_factors=3)
 
 
+def test_cli_gmm_file_hyper_parameters_load_in_python(tmp_path):
+    exe = cli()
+    X = np.random.default_rng(0).standard_normal((400, 3))
+    np.save(tmp_path / "X.npy", X)
+    subprocess.run([exe, "gmm", "fit", "--input", str(tmp_path / "X.npy"), "--components", "3", "--seed", "11",
+                    "--max-iter", "40", "--tol", "0.0001", "--init", "random", "--variance-floor-absolute", "0.05",
+                    "--output", str(tmp_path / "g.safetensors"), "--quiet"], check=True, capture_output=True)
+    g = fisherkit.GaussianMixture.load(tmp_path / "g.safetensors")
+    p = g.get_params()
+    assert (p["random_state"], p["max_iter"], p["tol"], p["init_params"]) == (11, 40, 1e-4, "random")
+    assert (p["variance_floor"], p["variance_floor_mode"]) == (0.05, "absolute")
+    assert g.n_iter_ >= 1 and isinstance(g.converged_, bool) and np.isfinite(g.lower_bound_)
+    np.testing.assert_allclose(g.lower_bound_, g.score(X), rtol=1e-3)
+
+
 def test_old_gmm_file_without_metadata_still_loads(tmp_path):
     from test_model_files import write_by_hand
 
