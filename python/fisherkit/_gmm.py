@@ -52,8 +52,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     verbose : int, default 0
         1: print a summary of the fit (iterations, inertia, convergence).
 
-    A fit that ends unconverged, or that finds fewer distinct centres than
-    ``n_clusters`` (fewer distinct rows than clusters), warns with a
+    A fit that ends unconverged, or whose rows fall in fewer clusters than
+    ``n_clusters`` (e.g. fewer distinct rows than clusters), warns with a
     ``ConvergenceWarning``. Data whose squared norms overflow the dtype are a
     ``ValueError``.
 
@@ -103,7 +103,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.converged_ = bool(converged)
         self.n_features_in_ = X.shape[1]
         k = int(self.n_clusters)
-        distinct = len(np.unique(c, axis=0))
+        distinct = len(np.unique(labels))  # clusters holding a row, as scikit-learn counts
         if self.verbose:
             print(
                 f"KMeans: {self.n_iter_} Lloyd updates, inertia {self.inertia_:.6g}, "
@@ -112,7 +112,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if distinct < k:
             warnings.warn(
                 f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({k}): "
-                "X has fewer distinct rows than clusters (duplicate points); the centres repeat",
+                "some clusters hold no row (possibly X has fewer distinct rows than clusters: duplicate points)",
                 ConvergenceWarning,
                 stacklevel=2,
             )
