@@ -16,8 +16,10 @@ Estimators follow scikit-learn's conventions (hyper-parameters in ``__init__``,
     gmm.update_from_statistics(st)           # M-step from merged sums
     gmm.partial_fit(X_batch)                 # one EM step on a batch
 
-Arrays are float32 or float64 (computation happens in the data's dtype; other
-dtypes raise ``TypeError``); C-contiguous inputs are used without copies and
+Arrays are float32 or float64 (computation happens in the data's dtype;
+integer and boolean arrays, e.g. raw uint8 descriptors, become float64 as in
+scikit-learn, big-endian floats are converted; other dtypes and sparse input
+raise ``TypeError``); C-contiguous inputs are used without copies and
 the GIL is released while computing. ``fisherkit.ray`` runs EM and encoding on
 a Ray cluster.
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 import os as _os
 
 from ._fisherkit import __version__
-from ._base import NotFittedError, clone
+from ._base import ConvergenceWarning, NotFittedError, clone
 from ._gmm import GaussianMixture, GmmStatistics, KMeans
 from ._encode import VLAD, FisherVector
 from ._mfa import MFAFisherScore, MfaStatistics, MixtureOfFactorAnalyzers
@@ -46,6 +48,7 @@ __all__ = [
     "PCA",
     "LinearSVC",
     "NotFittedError",
+    "ConvergenceWarning",
     "clone",
     "load_model",
 ]

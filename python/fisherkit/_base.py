@@ -12,7 +12,7 @@ import numpy as np
 try:  # scikit-learn is optional: estimators then behave the same without it
     from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin, TransformerMixin
     from sklearn.base import clone as _sk_clone
-    from sklearn.exceptions import NotFittedError
+    from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
     HAVE_SKLEARN = True
 except ImportError:  # pragma: no cover - exercised only without scikit-learn
@@ -20,6 +20,9 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
 
     class NotFittedError(ValueError, AttributeError):
         """Raised when an estimator is used before ``fit``."""
+
+    class ConvergenceWarning(UserWarning):
+        """Warned when an iterative fit stops before converging."""
 
     class BaseEstimator:
         """Minimal stand-in for ``sklearn.base.BaseEstimator``:
@@ -95,34 +98,68 @@ def clone(estimator: Any) -> Any:
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def as_matrix(X: Any, what: str = "X") -> np.ndarray:
+def _is_sparse(X: Any) -> bool:
+    try:
+        import scipy.sparse as sp
+
+        if sp.issparse(X):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def as_matrix(X: Any, what: str = "X", expr: str | None = None) -> np.ndarray:
     """A C-contiguous float32/float64 2-D array, without a copy when ``X`` is one.
 
-    numpy arrays keep their dtype (float32 or float64; any other dtype is a
-    ``TypeError`` naming it); other inputs (lists, data frames) go through
-    ``np.asarray``, integers and booleans becoming float64. A non-2-D input is
-    a ``ValueError`` naming its shape.
+    float32 and float64 arrays keep their dtype (in native byte order:
+    big-endian data are converted); integers and booleans (e.g. raw uint8
+    descriptors) become float64, as in scikit-learn, float16 becomes
+    float32; other dtypes are a ``TypeError`` naming it. Sparse matrices are a
+    ``TypeError`` (not supported), complex data a ``ValueError``. A non-2-D
+    input is a ``ValueError`` naming its shape. ``what`` names the argument
+    in messages, ``expr`` is the Python expression for it in hints.
     """
-    if isinstance(X, np.ndarray):
-        arr = X
-    else:
-        arr = np.asarray(X)
-        if arr.dtype.kind in "iub":
+    expr = what if expr is None else expr
+    if _is_sparse(X):
+        raise TypeError(
+            f"{what} is a sparse matrix ({type(X).__name__}); fisherkit does not support sparse "
+            f"input: convert it to a dense array, e.g. {expr}.toarray()"
+        )
+    arr = X if isinstance(X, np.ndarray) else np.asarray(X)
+    kind = arr.dtype.kind
+    if kind in "iub":
+        arr = arr.astype(np.float64)
+    elif kind == "f" and arr.dtype.itemsize == 2:
+        arr = arr.astype(np.float32)
+    elif kind == "c":
+        raise ValueError(f"Complex data not supported: {what} has dtype {arr.dtype}")
+    elif kind == "O":
+        try:
             arr = arr.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"{what} has dtype object and not every value is a number ({e}); fisherkit computes in "
+                f"float32 or float64: convert it, e.g. np.asarray({expr}, dtype=np.float32)"
+            ) from None
+    if arr.dtype.kind == "f" and not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype not in _FLOATS:
         raise TypeError(
             f"{what} has dtype {arr.dtype}; fisherkit computes in float32 or float64: "
-            f"convert it, e.g. {what}.astype(np.float32)"
+            f"convert it, e.g. {expr}.astype(np.float32)"
         )
     if arr.ndim != 2:
         hint = (
-            " (reshape a single sample with x.reshape(1, -1), a single feature with x.reshape(-1, 1))"
+            " (Reshape your data: x.reshape(1, -1) for a single sample, x.reshape(-1, 1) for a single feature)"
             if arr.ndim == 1
             else ""
         )
         raise ValueError(
             f"{what} must be a 2-D array (n_samples, n_features), got an array of shape {arr.shape}{hint}"
         )
+    if arr.shape[1] == 0:
+        raise ValueError(f"{what} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     return np.ascontiguousarray(arr)
 
 
@@ -130,6 +167,11 @@ def as_bags(bags: Any) -> list[np.ndarray]:
     """A list of C-contiguous 2-D bags sharing one dtype (float32 if all are
     float32, else float64). Accepts a sequence of (N_i, D) arrays or one
     (n_bags, N, D) array."""
+    if _is_sparse(bags):
+        raise TypeError(
+            f"bags is a sparse matrix ({type(bags).__name__}); fisherkit does not support sparse "
+            "input: pass a list of dense (N_i, D) arrays"
+        )
     if isinstance(bags, np.ndarray):
         if bags.ndim == 3:
             bags = list(bags)
@@ -144,10 +186,49 @@ def as_bags(bags: Any) -> list[np.ndarray]:
             )
     elif not isinstance(bags, Sequence) and not hasattr(bags, "__iter__"):
         raise TypeError(f"expected a list of bags (each an (N_i, D) array), got {type(bags).__name__}")
-    out = [as_matrix(b, f"bag {i}") for i, b in enumerate(bags)]
+    out = [as_matrix(b, f"bag {i}", f"bags[{i}]") for i, b in enumerate(bags)]
     if any(b.dtype != np.float32 for b in out):
         out = [b if b.dtype == np.float64 else b.astype(np.float64) for b in out]
     return out
+
+
+def check_n_features(est: Any, X: np.ndarray) -> None:
+    """scikit-learn's message for a width different from the training data's."""
+    n = getattr(est, "n_features_in_", None)
+    if n is not None and X.shape[1] != n:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting {n} features as input "
+            f"(X has {X.shape[1]} columns but the model has dimension {n})"
+        )
+
+
+def check_scale(X: np.ndarray, what: str = "X") -> None:
+    """A ``ValueError`` when squared norms of the rows of ``X`` overflow its
+    dtype (e.g. ``X * 1e200``): distances and dot products would be infinite
+    and the results meaningless (all zeros, one cluster)."""
+    if X.size == 0:
+        return
+    big = float(np.max(np.abs(X)))
+    if not np.isfinite(big):
+        return  # the native check names the row and column
+    limit = np.sqrt(float(np.finfo(X.dtype).max) / (4.0 * max(X.shape[1], 1)))
+    if big > limit:
+        raise ValueError(
+            f"{what} has values too large for {X.dtype} arithmetic (max |x| = {big:.3g}): squared "
+            f"distances overflow above {limit:.3g}; rescale the data (e.g. divide by its standard deviation)"
+        )
+
+
+def warn_unconverged(est: Any, what: str) -> None:
+    """A ``ConvergenceWarning`` (scikit-learn's when it is importable)."""
+    import warnings
+
+    warnings.warn(
+        f"{type(est).__name__}: {what} did not converge within max_iter={est.max_iter} "
+        "iterations; increase max_iter or tol, or check the data",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
 
 
 def seed_from(random_state: Any) -> int:

@@ -107,6 +107,24 @@ def vlad(
 ) -> _F: ...
 def save_safetensors(path: str, metadata: dict[str, str], tensors: Sequence[tuple[str, _F]]) -> None: ...
 def load_safetensors(path: str) -> tuple[dict[str, str], list[tuple[str, _F]]]: ...
+def gmm_save(path: str, weights: _F, means: _F, variances: _F, metadata: dict[str, str]) -> None:
+    """kind = "gmm" file, fisherkit-io's writer (validated)."""
+def gmm_load(path: str) -> tuple[_F, _F, _F, dict[str, str]]:
+    """(weights (K), means (K, D), variances (K, D), metadata), fisherkit-io's reader."""
+def mfa_save(
+    path: str,
+    weights: _F,
+    means: _F,
+    loadings: _F,
+    psi: _F,
+    metadata: dict[str, str],
+    whitening: tuple[Sequence[str], _F] | None = None,
+) -> None:
+    """kind = "mfa" file with an optional whitening block (parts, fisher_information (P))."""
+def mfa_load(
+    path: str,
+) -> tuple[tuple[_F, _F, _F, _F], tuple[list[str], _F] | None, dict[str, str]]:
+    """((weights, means, loadings, psi (1 or K, D)), (parts, fisher_information) or None, metadata)."""
 
 # ---------------------------------------------------------------- MFA
 _Mfa = tuple[_F, _F, _F, _F]  # weights (K), means (K, D), loadings (K, D, R), psi (1, D) or (K, D)

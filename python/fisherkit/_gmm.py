@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,9 +17,13 @@ from ._base import (
     DensityMixin,
     StatisticsEMMixin,
     TransformerMixin,
+    ConvergenceWarning,
     as_matrix,
     check_fitted,
+    check_n_features,
+    check_scale,
     fitted_arrays,
+    warn_unconverged,
     nonneg_float,
     positive_int,
     seed_from,
@@ -42,6 +49,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Number of k-means++ seedings; the run of lowest inertia is kept.
     random_state : int, RandomState, Generator or None, default 0
         Seed of the k-means++ seeding (None: fresh entropy).
+    verbose : int, default 0
+        1: print a summary of the fit (iterations, inertia, convergence).
+
+    A fit that ends unconverged, or whose rows fall in fewer clusters than
+    ``n_clusters`` (e.g. fewer distinct rows than clusters), warns with a
+    ``ConvergenceWarning``. Data whose squared norms overflow the dtype are a
+    ``ValueError``.
 
     Attributes
     ----------
@@ -51,18 +65,29 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     n_iter_ : int, Lloyd updates of the kept run
     converged_ : bool
     n_features_in_ : int, D
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> X = np.random.default_rng(0).standard_normal((200, 3))
+    >>> km = fisherkit.KMeans(n_clusters=4, random_state=0).fit(X)
+    >>> km.cluster_centers_.shape, km.predict(X[:5]).shape
+    ((4, 3), (5,))
     """
 
-    def __init__(self, n_clusters, max_iter=100, tol=1e-4, n_init=1, random_state=0):
+    def __init__(self, n_clusters, max_iter=100, tol=1e-4, n_init=1, random_state=0, verbose=0):
         self.n_clusters = n_clusters
         self.max_iter = max_iter
         self.tol = tol
         self.n_init = n_init
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y=None) -> "KMeans":
-        """Clusters the rows of ``X`` (N, D), float32 or float64. Returns self."""
+        """Clusters the rows of ``X`` (N, D), float32 or float64 (integers are
+        converted to float64). Returns self."""
         X = as_matrix(X)
+        check_scale(X)
         c, labels, inertia, n_iter, converged = _native.kmeans_fit(
             X,
             positive_int(self.n_clusters, "n_clusters"),
@@ -77,11 +102,33 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
         self.n_features_in_ = X.shape[1]
+        k = int(self.n_clusters)
+        distinct = len(np.unique(labels))  # clusters holding a row, as scikit-learn counts
+        if self.verbose:
+            print(
+                f"KMeans: {self.n_iter_} Lloyd updates, inertia {self.inertia_:.6g}, "
+                f"{'converged' if self.converged_ else 'not converged'}"
+            )
+        if distinct < k:
+            warnings.warn(
+                f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({k}): "
+                "some clusters hold no row (possibly X has fewer distinct rows than clusters: duplicate points)",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        elif not self.converged_:
+            warn_unconverged(self, "k-means")
         return self
 
     def _sq_dist(self, X) -> np.ndarray:
         check_fitted(self, "cluster_centers_")
-        return _native.kmeans_squared_distances(as_matrix(X), self.cluster_centers_)
+        X = as_matrix(X)
+        check_n_features(self, X)
+        check_scale(X)
+        c = np.ascontiguousarray(self.cluster_centers_)
+        if c.dtype != X.dtype:
+            c = c.astype(X.dtype)
+        return _native.kmeans_squared_distances(X, c)
 
     def predict(self, X) -> np.ndarray:
         """Index of the nearest centre of each row of ``X`` (N, D): (N,) int64."""
@@ -123,8 +170,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Diagonal-covariance Gaussian mixture fitted by EM.
 
-    $p(x) = \\sum_k w_k N(x; \\mu_k, \\mathrm{diag}\\,\\sigma_k^2)$. Posteriors are
-    computed in log space with one GEMM per chunk of rows; the E-step sums are
+    p(x) = sum_k w_k N(x; mu_k, diag(sigma_k^2)). Posteriors are computed in
+    log space with one GEMM per chunk of rows; the E-step sums are
     accumulated in float64 whatever the data type. The model is kept in the
     dtype of the training data (float32 data give a float32 model: faster, and
     scikit-learn's float32 negative-variance problem cannot happen here).
@@ -137,7 +184,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         Maximum number of EM iterations per initialisation.
     tol : float, default 1e-6
         Stop when the relative change of the mean log-likelihood per row,
-        $|\\ell_t - \\ell_{t-1}| / \\max(|\\ell_{t-1}|, 1)$, is below ``tol``
+        |l_t - l_(t-1)| / max(|l_(t-1)|, 1), is below ``tol``
         (scikit-learn's ``tol`` is an absolute change of the lower bound).
     n_init : int, default 1
         Number of initialisations; the best final log-likelihood wins.
@@ -146,30 +193,57 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         assignments; "random": k-means++ seeds as means, the data variance for
         every component, uniform weights.
     variance_floor : float, default 1e-3
-        Lower bound on the variances (see ``variance_floor_mode``).
+        Lower bound on the variances (see ``variance_floor_mode``), >= 0.
     variance_floor_mode : {"relative", "absolute"}, default "relative"
-        "relative": $\\sigma^2_{kd} \\ge$ ``variance_floor`` $\\cdot \\mathrm{Var}(x_d)$;
-        "absolute": $\\sigma^2_{kd} \\ge$ ``variance_floor`` (VLFeat uses 1e-4).
+        "relative": sigma^2_kd >= ``variance_floor`` * Var(x_d);
+        "absolute": sigma^2_kd >= ``variance_floor`` (VLFeat uses 1e-4).
     random_state : int, RandomState, Generator or None, default 0
-        Seed of the initialisation (None: fresh entropy).
+        Seed of the initialisation and of :meth:`sample` (None: fresh entropy).
+    covariance_type : {"diag"}, default "diag"
+        Only diagonal covariances are implemented; any other value is a
+        ``ValueError`` at fit (accepted for code written for scikit-learn).
+    warm_start : bool, default False
+        If True and the estimator is fitted, :meth:`fit` starts EM from the
+        current model (one initialisation) instead of ``init_params``.
+    means_init : array (K, D) or None, default None
+        Initial means; EM then starts from them with ``weights_init`` (or
+        uniform weights) and the per-dimension variance of the data (floored).
+    weights_init : array (K,) or None, default None
+        Initial weights (positive, normalised to sum 1); with ``means_init``
+        or alone (the means then come from ``init_params``'s k-means++ seeds).
+    verbose : int, default 0
+        1: print a summary after the fit; 2: also the log-likelihood of every
+        iteration.
 
     Attributes
     ----------
     weights_ : ndarray (K,)
     means_ : ndarray (K, D)
     covariances_ : ndarray (K, D), the diagonal variances (scikit-learn's "diag" layout)
+    precisions_ : ndarray (K, D), 1 / covariances_
+    precisions_cholesky_ : ndarray (K, D), 1 / sqrt(covariances_) (scikit-learn's
+        "diag" convention, what scikit-image's ``fisher_vector`` reads)
     converged_ : bool
     n_iter_ : int
     lower_bound_ : float, mean log-likelihood per row of the parameters entering the last iteration
     log_likelihood_history_ : ndarray (n_iter_,) float64, the same for every iteration
     n_features_in_ : int, D
 
-    Streaming and distributed EM: :meth:`sufficient_statistics` on shards,
-    ``sum`` of the statistics, :meth:`update_from_statistics` (exact EM);
-    :meth:`partial_fit` does one EM step on a batch.
-    """
+    A fit that stops at ``max_iter`` without converging warns with a
+    ``ConvergenceWarning``. Streaming and distributed EM:
+    :meth:`sufficient_statistics` on shards, ``sum`` of the statistics,
+    :meth:`update_from_statistics` (exact EM); :meth:`partial_fit` does one EM
+    step on a batch.
 
-    covariance_type = "diag"
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> X = np.random.default_rng(0).standard_normal((500, 4))
+    >>> gmm = fisherkit.GaussianMixture(n_components=3, random_state=0).fit(X)
+    >>> gmm.means_.shape, gmm.predict_proba(X[:2]).shape
+    ((3, 4), (2, 3))
+    >>> Xs, labels = gmm.sample(10)
+    """
 
     def __init__(
         self,
@@ -181,6 +255,11 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         variance_floor=1e-3,
         variance_floor_mode="relative",
         random_state=0,
+        covariance_type="diag",
+        warm_start=False,
+        means_init=None,
+        weights_init=None,
+        verbose=0,
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -190,10 +269,19 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self.variance_floor = variance_floor
         self.variance_floor_mode = variance_floor_mode
         self.random_state = random_state
+        self.covariance_type = covariance_type
+        self.warm_start = warm_start
+        self.means_init = means_init
+        self.weights_init = weights_init
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- fitting
     def _floor(self) -> tuple[float, str]:
-        return float(self.variance_floor), str(self.variance_floor_mode)
+        if self.variance_floor_mode not in ("relative", "absolute"):
+            raise ValueError(
+                f"variance_floor_mode must be \"relative\" or \"absolute\", got {self.variance_floor_mode!r}"
+            )
+        return nonneg_float(self.variance_floor, "variance_floor"), str(self.variance_floor_mode)
 
     def _set_model(self, w, m, v) -> None:
         self.weights_ = w
@@ -201,9 +289,70 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self.covariances_ = v
         self.n_features_in_ = m.shape[1]
 
-    def _fit(self, X, max_iter: int, given=None) -> "GaussianMixture":
-        X = as_matrix(X)
-        (w, m, v), lls, n_iter, converged = _native.gmm_fit(
+    @property
+    def precisions_(self) -> np.ndarray:
+        check_fitted(self, "covariances_")
+        return 1.0 / np.asarray(self.covariances_)
+
+    @property
+    def precisions_cholesky_(self) -> np.ndarray:
+        check_fitted(self, "covariances_")
+        return 1.0 / np.sqrt(np.asarray(self.covariances_))
+
+    def _check_hyper(self) -> None:
+        if self.covariance_type != "diag":
+            raise ValueError(
+                f"covariance_type={self.covariance_type!r} is not supported: fisherkit's "
+                "GaussianMixture has diagonal covariances only (covariance_type=\"diag\")"
+            )
+        if self.init_params not in ("kmeans", "random"):
+            raise ValueError(f"init_params must be \"kmeans\" or \"random\", got {self.init_params!r}")
+
+    def _given(self, X: np.ndarray):
+        """The starting model of EM, or None for ``init_params``."""
+        k = positive_int(self.n_components, "n_components")
+        if self.warm_start and hasattr(self, "means_"):
+            w, m, v = self._params()
+            if m.shape != (k, X.shape[1]):
+                raise ValueError(
+                    f"warm_start: the fitted model has shape {m.shape}, the data need ({k}, {X.shape[1]})"
+                )
+            return tuple(np.ascontiguousarray(a, dtype=X.dtype) for a in (w, m, v))
+        if self.means_init is None and self.weights_init is None:
+            return None
+        d = X.shape[1]
+        if self.weights_init is not None:
+            w = np.asarray(self.weights_init, dtype=np.float64)
+            if w.shape != (k,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise ValueError(
+                    f"weights_init must be {k} positive finite weights (shape ({k},)), got shape {w.shape}"
+                )
+            w = w / w.sum()
+        else:
+            w = np.full(k, 1.0 / k)
+        if self.means_init is not None:
+            m = np.asarray(self.means_init, dtype=np.float64)
+            if m.shape != (k, d) or not np.all(np.isfinite(m)):
+                raise ValueError(f"means_init must be a finite ({k}, {d}) array, got shape {m.shape}")
+        else:  # k-means centres, as init_params="kmeans" starts from
+            km = KMeans(n_clusters=k, max_iter=20, random_state=self.random_state)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                m = np.asarray(km.fit(X).cluster_centers_, dtype=np.float64)
+        var = X.astype(np.float64).var(axis=0)
+        floor, mode = self._floor()
+        if mode == "relative":
+            pos = var[var > 0]
+            base = np.where(var > 0, var, pos.mean() if pos.size else 1.0)
+            var = np.maximum(var, floor * base)
+        else:
+            var = np.maximum(var, floor)
+        var = np.where(var > 0, var, 1.0)
+        v = np.tile(var, (k, 1))
+        return tuple(np.ascontiguousarray(a, dtype=X.dtype) for a in (w, m, v))
+
+    def _native_fit(self, X: np.ndarray, max_iter: int, given):
+        return _native.gmm_fit(
             X,
             positive_int(self.n_components, "n_components"),
             max_iter,
@@ -214,15 +363,36 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             seed_from(self.random_state),
             given,
         )
+
+    def _fit(self, X, max_iter: int, given=None) -> "GaussianMixture":
+        self._check_hyper()
+        X = as_matrix(X)
+        if given is None:
+            given = self._given(X)
+        (w, m, v), lls, n_iter, converged = self._native_fit(X, max_iter, given)
         self._set_model(w, m, v)
         return self._record_fit(lls, n_iter, converged)
 
     def fit(self, X, y=None) -> "GaussianMixture":
-        """Fits the mixture to the rows of ``X`` (N, D), float32 or float64, by
-        EM from the initialisation of ``init_params``. Returns self."""
-        return self._fit(X, positive_int(self.max_iter, "max_iter"))
+        """Fits the mixture to the rows of ``X`` (N, D), float32 or float64
+        (integers are converted to float64), by EM from the initialisation of
+        ``init_params`` (or ``means_init``/``weights_init``, or the current
+        model with ``warm_start``). Returns self."""
+        self._fit(X, positive_int(self.max_iter, "max_iter"))
+        if self.verbose:
+            print(
+                f"GaussianMixture: {self.n_iter_} EM iterations, mean log-likelihood "
+                f"{self.lower_bound_:.6f}, {'converged' if self.converged_ else 'not converged'}"
+            )
+            if self.verbose >= 2:
+                for i, ll in enumerate(self.log_likelihood_history_):
+                    print(f"  iteration {i + 1}: {ll:.6f}")
+        if not self.converged_:
+            warn_unconverged(self, "EM")
+        return self
 
     def fit_predict(self, X, y=None) -> np.ndarray:
+        """Fits, then returns the most probable component of each row of ``X``."""
         return self.fit(X).predict(X)
 
     # -------------------------------------------------------------- inference
@@ -235,21 +405,45 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             )
         return w, m, v
 
+    def _X(self, X) -> np.ndarray:
+        X = as_matrix(X)
+        check_n_features(self, X)
+        return X
+
     def score_samples(self, X) -> np.ndarray:
-        """Log-likelihood $\\log p(x_i)$ of each row of ``X`` (N, D): (N,) float64."""
-        return _native.gmm_score_samples(*self._params(), as_matrix(X))
+        """Log-likelihood log p(x_i) of each row of ``X`` (N, D): (N,) float64."""
+        params = self._params()
+        return _native.gmm_score_samples(*params, self._X(X))
 
     def score(self, X, y=None) -> float:
         """Mean log-likelihood per row of ``X`` (N, D)."""
         return float(np.mean(self.score_samples(X)))
 
     def predict_proba(self, X) -> np.ndarray:
-        """Posteriors $q_{ik}$ (N, K) of the rows of ``X`` (N, D), in X's dtype."""
-        return _native.gmm_predict_proba(*self._params(), as_matrix(X))
+        """Posteriors q_ik (N, K) of the rows of ``X`` (N, D), in X's dtype."""
+        params = self._params()
+        return _native.gmm_predict_proba(*params, self._X(X))
 
     def predict(self, X) -> np.ndarray:
         """Most probable component of each row of ``X`` (N, D): (N,) int64."""
         return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+
+    def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Draws ``n_samples`` rows from the fitted mixture (seeded by
+        ``random_state``, as scikit-learn): ``(X (n_samples, D), y
+        (n_samples,) int64 components)``, X in the model's dtype, rows grouped
+        by component."""
+        w, m, v = self._params()
+        n = positive_int(n_samples, "n_samples")
+        rs = self.random_state
+        rng = rs if isinstance(rs, (np.random.RandomState, np.random.Generator)) else np.random.default_rng(
+            seed_from(rs)
+        )
+        counts = rng.multinomial(n, np.asarray(w, dtype=np.float64) / float(np.sum(w)))
+        y = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        z = rng.standard_normal((n, m.shape[1]))
+        X = m[y].astype(np.float64) + np.sqrt(v[y].astype(np.float64)) * z
+        return X.astype(m.dtype), y
 
     def _n_parameters(self) -> int:
         k, d = np.shape(self.means_)
@@ -270,6 +464,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     _statistics_type = GmmStatistics
 
     def _statistics_of(self, X: np.ndarray) -> GmmStatistics:
+        check_n_features(self, X)
         return _native.gmm_sufficient_statistics(*self._params(), X)
 
     def _m_step(self, stats: GmmStatistics) -> None:
@@ -282,53 +477,102 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the model to a safetensors file: metadata ``kind`` = "gmm",
-        ``format_version`` = "1"; tensors ``weights`` (K), ``means`` (K, D),
-        ``variances`` (K, D) in the model's dtype (the fisherkit model format,
-        readable by the ``fisherkit`` command line)."""
+        """Writes the model to a safetensors file with the same Rust writer
+        as the ``fisherkit`` command line (docs/formats.md §2.2): metadata
+        ``kind`` = "gmm", ``format_version`` = "1"; tensors ``weights`` (K),
+        ``means`` (K, D), ``variances`` (K, D) in the model's dtype; the
+        hyper-parameters (``max_iter``, ``tol``, ``n_init``, ``init``,
+        ``variance_floor`` as "Relative(f)"/"Absolute(f)", ``seed`` for an
+        int ``random_state``) and the fit's ``n_iter``, ``converged`` and
+        ``mean_log_likelihood`` as optional metadata (the command line's keys)."""
         w, m, v = self._params()
-        _native.save_safetensors(
-            os.fspath(path),
-            {"kind": "gmm", "format_version": "1"},
-            [("weights", w), ("means", m), ("variances", v)],
-        )
+        meta = _fit_metadata(self)
+        meta["init"] = str(self.init_params)
+        mode = "Absolute" if self.variance_floor_mode == "absolute" else "Relative"
+        meta["variance_floor"] = f"{mode}({float(self.variance_floor)!r})"
+        _native.gmm_save(os.fspath(path), w, m, v, meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **params: Any) -> "GaussianMixture":
-        """Reads a ``kind = "gmm"`` safetensors model file; ``params`` are
-        hyper-parameters for further fitting (``n_components`` comes from the file)."""
-        meta, tensors = read_model_file(path, "gmm", ("weights", "means", "variances"))
-        m = tensors["means"]
-        w = np.ascontiguousarray(tensors["weights"], dtype=m.dtype)
-        v = np.ascontiguousarray(tensors["variances"], dtype=m.dtype)
-        if w.ndim != 1 or m.ndim != 2 or v.shape != m.shape or w.shape[0] != m.shape[0]:
-            raise ValueError(
-                f"{os.fspath(path)}: inconsistent GMM tensor shapes: weights {w.shape}, "
-                f"means {m.shape}, variances {v.shape}"
-            )
-        # validates the parameters (positive weights and variances, finite means)
-        _native.gmm_score_samples(w, m, v, np.ascontiguousarray(m[:1]))
-        gmm = cls(n_components=m.shape[0], **params)
+        """Reads a ``kind = "gmm"`` safetensors model file (Python's, the command
+        line's or another tool's; validated by the Rust reader). The
+        hyper-parameters and fit state stored in it are restored (missing keys:
+        the defaults); ``params`` override hyper-parameters for further
+        fitting. ``n_components`` comes from the file (a different value is a
+        ``ValueError``)."""
+        p = os.fspath(path)
+        w, m, v, meta = _native.gmm_load(p)
+        k = m.shape[0]
+        hyper = _hyper_from_metadata(meta, {"init": ("init_params", str)})
+        floor = re.fullmatch(r"(Relative|Absolute)\((.*)\)", meta.get("variance_floor", ""))
+        if floor:
+            try:
+                hyper["variance_floor"] = float(floor.group(2))
+                hyper["variance_floor_mode"] = floor.group(1).lower()
+            except ValueError:
+                pass
+        if hyper.get("init_params") not in (None, "kmeans", "random"):
+            del hyper["init_params"]
+        _check_n_components(p, params, k)
+        hyper.update(params)
+        gmm = cls(n_components=k, **hyper)
         gmm._set_model(w, m, v)
+        _restore_fit(gmm, meta)
         return gmm
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "means_")
 
 
-def read_model_file(path, kind: str, required: tuple[str, ...]) -> tuple[dict, dict]:
-    """Metadata and tensors of a fisherkit model file, checking ``kind``,
-    ``format_version`` (if present) and the required tensor names."""
-    p = os.fspath(path)
-    meta, tensors = _native.load_safetensors(p)
-    tensors = dict(tensors)
-    got = meta.get("kind")
-    if got != kind:
-        raise ValueError(f"{p}: model file of kind {got!r}, expected {kind!r}")
-    version = meta.get("format_version")
-    if version is not None and version != "1":
-        raise ValueError(f"{p}: unsupported format_version {version!r}; this fisherkit reads \"1\"")
-    missing = [n for n in required if n not in tensors]
-    if missing:
-        raise ValueError(f"{p}: {kind} model file lacks tensor(s) {', '.join(missing)}")
-    return meta, tensors
+def _fit_metadata(est: Any) -> dict[str, str]:
+    """The hyper-parameters and fit state of a mixture as model-file metadata
+    (the command line's keys)."""
+    meta = {"max_iter": str(int(est.max_iter)), "tol": repr(float(est.tol)), "n_init": str(int(est.n_init))}
+    rs = est.random_state
+    if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
+        meta["seed"] = str(int(rs))
+    if hasattr(est, "n_iter_"):
+        meta["n_iter"] = str(int(est.n_iter_))
+    if hasattr(est, "converged_"):
+        meta["converged"] = json.dumps(bool(est.converged_))
+    if hasattr(est, "lower_bound_"):
+        meta["mean_log_likelihood"] = repr(float(est.lower_bound_))
+    return meta
+
+
+def _hyper_from_metadata(meta: dict, extra: dict) -> dict[str, Any]:
+    """Hyper-parameters from the metadata of :func:`_fit_metadata` (and
+    ``extra``: key → (parameter, converter)); unparsable values are skipped."""
+    out: dict[str, Any] = {}
+    keys = {"max_iter": ("max_iter", int), "tol": ("tol", float), "n_init": ("n_init", int),
+            "seed": ("random_state", int), **extra}
+    for key, (name, conv) in keys.items():
+        if key in meta:
+            try:
+                out[name] = conv(meta[key])
+            except ValueError:
+                pass
+    return out
+
+
+def _restore_fit(est: Any, meta: dict) -> None:
+    try:
+        est.n_iter_ = int(meta["n_iter"])
+    except (KeyError, ValueError):
+        pass
+    if meta.get("converged") in ("true", "false"):
+        est.converged_ = meta["converged"] == "true"
+    try:
+        est.lower_bound_ = float(meta["mean_log_likelihood"])
+    except (KeyError, ValueError):
+        pass
+
+
+def _check_n_components(path: str, params: dict, k: int) -> None:
+    if "n_components" in params:
+        n = params.pop("n_components")
+        if n != k:
+            raise ValueError(
+                f"{path}: n_components={n!r} differs from the file's model, which has {k} components; "
+                "n_components comes from the file (omit it)"
+            )

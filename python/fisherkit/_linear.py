@@ -9,7 +9,18 @@ from typing import Any
 import numpy as np
 
 from . import _fisherkit as _native
-from ._base import BaseEstimator, TransformerMixin, as_matrix, check_fitted, positive_int, seed_from
+from ._base import (
+    HAVE_SKLEARN,
+    BaseEstimator,
+    TransformerMixin,
+    as_matrix,
+    check_fitted,
+    check_n_features,
+    check_scale,
+    positive_int,
+    seed_from,
+    warn_unconverged,
+)
 
 try:
     from sklearn.base import ClassifierMixin
@@ -25,6 +36,30 @@ except ImportError:  # pragma: no cover
 __all__ = ["PCA", "LinearSVC"]
 
 
+def _data_conversion_warning():
+    try:
+        from sklearn.exceptions import DataConversionWarning
+
+        return DataConversionWarning
+    except ImportError:  # pragma: no cover
+        return UserWarning
+
+
+def _check_classification_targets(y: np.ndarray) -> None:
+    """scikit-learn's ``check_classification_targets``: continuous (or NaN)
+    labels are a ``ValueError``."""
+    if HAVE_SKLEARN:
+        from sklearn.utils.multiclass import check_classification_targets
+
+        check_classification_targets(y)
+        return
+    if y.dtype.kind == "f":  # pragma: no cover - without scikit-learn
+        if not np.all(np.isfinite(y)):
+            raise ValueError("Input y contains NaN or infinity")
+        if np.any(y != np.round(y)):
+            raise ValueError("Unknown label type: continuous. Classification needs discrete labels")
+
+
 class PCA(TransformerMixin, BaseEstimator):
     """Principal component analysis (eigendecomposition of the D×D covariance,
     accumulated in float64).
@@ -34,9 +69,9 @@ class PCA(TransformerMixin, BaseEstimator):
     n_components : int
         k, at most min(N, D) (see ``clamp_components``).
     whiten : bool, default False
-        Divide each coordinate by $\\sqrt{\\lambda_j}$ (unit variance on the training data).
+        Divide each coordinate by sqrt(lambda_j) (unit variance on the training data).
     center : bool, default True
-        Subtract the mean first (without: decomposition of $X^\\top X / N$).
+        Subtract the mean first (without: decomposition of X^T X / N).
     clamp_components : bool, default False
         Keep min(n_components, N, D) components instead of failing.
 
@@ -44,10 +79,17 @@ class PCA(TransformerMixin, BaseEstimator):
     ----------
     components_ : ndarray (k, D), orthonormal rows, in the data's dtype
     mean_ : ndarray (D,)
-    explained_variance_ : ndarray (k,) float64, decreasing ($N-1$ divisor when centred)
+    explained_variance_ : ndarray (k,) float64, decreasing (N - 1 divisor when centred)
     explained_variance_ratio_ : ndarray (k,) float64
     n_components_ : int, k
     n_features_in_ : int, D
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> X = np.random.default_rng(0).standard_normal((100, 6))
+    >>> fisherkit.PCA(n_components=2).fit(X).transform(X).shape
+    (100, 2)
     """
 
     def __init__(self, n_components, whiten=False, center=True, clamp_components=False):
@@ -59,6 +101,15 @@ class PCA(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None) -> "PCA":
         """Fits on the rows of ``X`` (N, D). Returns self."""
         X = as_matrix(X)
+        k = positive_int(self.n_components, "n_components")
+        if self.center and X.shape[0] < 2:
+            raise ValueError(f"PCA with centring needs n_samples >= 2, got n_samples = {X.shape[0]}")
+        if k > min(X.shape) and not self.clamp_components:
+            raise ValueError(
+                f"n_components={k} exceeds min(n_samples, n_features) = {min(X.shape)} "
+                f"(X has shape {X.shape}); pass a smaller n_components, or clamp_components=True to keep "
+                f"min(n_components, n_samples, n_features) components"
+            )
         mean, comp, var, ratio, total = _native.pca_fit(
             X, positive_int(self.n_components, "n_components"), bool(self.whiten),
             bool(self.center), bool(self.clamp_components),
@@ -75,9 +126,11 @@ class PCA(TransformerMixin, BaseEstimator):
         check_fitted(self, "components_")
         comp = np.ascontiguousarray(self.components_)
         mean = np.ascontiguousarray(self.mean_, dtype=comp.dtype)
+        X = as_matrix(X)
+        check_n_features(self, X)
         return _native.pca_transform(
             mean, comp, np.ascontiguousarray(self.explained_variance_, dtype=np.float64),
-            bool(self.whiten), as_matrix(X),
+            bool(self.whiten), X,
         )
 
     # -------------------------------------------------------------- files
@@ -157,6 +210,13 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         Append a constant feature (regularised intercept, as LIBLINEAR).
     random_state : int, default 0
         Seed of the coordinate order.
+    verbose : int, default 0
+        1: print the passes and convergence of every binary problem after the fit.
+
+    Labels are checked as scikit-learn does (continuous or NaN labels are a
+    ``ValueError``). A binary problem that ends at ``max_iter`` unconverged
+    warns with a ``ConvergenceWarning``; data whose squared norms overflow
+    the dtype are a ``ValueError``.
 
     Attributes
     ----------
@@ -166,26 +226,56 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     n_iter_ : ndarray (K,) int, converged_ : ndarray (K,) bool
     n_features_in_ : int
 
-    ``decision_function`` returns (N, K) for every K ≥ 2 (scikit-learn returns
-    (N,) for two classes).
+    ``decision_function`` returns (N, K) for K > 2 and, as scikit-learn, (N,)
+    for two classes: the score of ``classes_[1]``, ``f_1(x) - f_0(x)`` (the two
+    one-vs-rest problems are kept, so ``coef_`` is (2, D)); positive means
+    ``classes_[1]``.
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((100, 5)); y = (X[:, 0] > 0).astype(int)
+    >>> svc = fisherkit.LinearSVC(C=1.0).fit(X, y)
+    >>> svc.decision_function(X[:3]).shape, svc.predict(X[:3]).shape
+    ((3,), (3,))
     """
 
-    def __init__(self, C=1.0, loss="squared_hinge", tol=0.1, max_iter=1000, fit_intercept=True, random_state=0):
+    def __init__(
+        self, C=1.0, loss="squared_hinge", tol=0.1, max_iter=1000, fit_intercept=True, random_state=0, verbose=0
+    ):
         self.C = C
         self.loss = loss
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y) -> "LinearSVC":
-        """Trains on ``X`` (N, D) with labels ``y`` (N,), any hashable labels. Returns self."""
+        """Trains on ``X`` (N, D) with labels ``y`` (N,): integer, string or
+        bool labels (or floats with integer values). Returns self."""
         X = as_matrix(X)
+        check_scale(X)
         if not (isinstance(self.C, (int, float, np.number)) and np.isfinite(self.C) and self.C > 0):
             raise ValueError(f"C must be a finite number > 0, got {self.C!r}")
-        classes, idx = np.unique(np.asarray(y), return_inverse=True)
+        if y is None:
+            raise ValueError("LinearSVC requires y to be passed, but the target y is None")
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            import warnings
+
+            warnings.warn("A column-vector y was passed when a 1d array was expected; ravelled to (n_samples,)",
+                          _data_conversion_warning(), stacklevel=2)
+            y = y.ravel()
+        if y.ndim != 1:
+            raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        _check_classification_targets(y)
+        classes, idx = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"need at least 2 classes, got {len(classes)}")
+            raise ValueError(f"need at least 2 classes, got {len(classes)} class")
         coef, intercept, n_iter, converged = _native.linear_svc_fit(
             X, idx.astype(np.int64).ravel().tolist(), len(classes), float(self.C), str(self.loss),
             float(self.tol), positive_int(self.max_iter, "max_iter"), bool(self.fit_intercept),
@@ -196,19 +286,35 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         self.n_iter_ = np.asarray(n_iter)
         self.converged_ = np.asarray(converged)
         self.n_features_in_ = X.shape[1]
+        if self.verbose:
+            for c, it, ok in zip(classes, self.n_iter_, self.converged_):
+                print(f"LinearSVC: class {c!r} vs rest: {it} passes, {'converged' if ok else 'not converged'}")
+        if not np.all(self.converged_):
+            warn_unconverged(self, "the dual coordinate descent (LIBLINEAR)")
         return self
 
-    def decision_function(self, X) -> np.ndarray:
-        """$w_k^\\top x_i + b_k$, (N, K), in X's dtype."""
+    def _scores(self, X) -> np.ndarray:
+        """w_k^T x_i + b_k, (N, K) for every K."""
         check_fitted(self, "coef_")
         coef = np.ascontiguousarray(self.coef_)
+        X = as_matrix(X)
+        check_n_features(self, X)
+        check_scale(X)
         return _native.linear_svc_decision_function(
-            coef, np.ascontiguousarray(self.intercept_, dtype=coef.dtype), as_matrix(X)
+            coef, np.ascontiguousarray(self.intercept_, dtype=coef.dtype), X
         )
+
+    def decision_function(self, X) -> np.ndarray:
+        """w_k^T x_i + b_k, (N, K), in X's dtype; for two classes (N,), the
+        score of ``classes_[1]``: f_1(x) - f_0(x) (as scikit-learn, > 0 means
+        ``classes_[1]``)."""
+        s = self._scores(X)
+        return s[:, 1] - s[:, 0] if s.shape[1] == 2 else s
 
     def predict(self, X) -> np.ndarray:
         """The label of the largest decision value of each row."""
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        s = self._scores(X)
+        return self.classes_[np.argmax(s, axis=1)]
 
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:

@@ -17,14 +17,17 @@ from ._base import (
     as_bags,
     as_matrix,
     check_fitted,
+    check_n_features,
     fitted_arrays,
     clone,
     nonneg_float,
     positive_int,
     seed_from,
+    warn_unconverged,
 )
 from ._fisherkit import MfaStatistics
-from ._gmm import read_model_file
+from ._gmm import _check_n_components, _fit_metadata, _hyper_from_metadata, _restore_fit
+from ._encode import _EncoderMixin, _parts_of
 
 __all__ = ["MixtureOfFactorAnalyzers", "MFAFisherScore", "MfaStatistics"]
 
@@ -33,12 +36,11 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Mixture of K factor analysers with R factors, fitted by EM
     (Ghahramani & Hinton 1997).
 
-    Component k: $x = \\Lambda_k z + \\mu_k + \\varepsilon$, $z \\sim N(0, I_R)$,
-    $\\varepsilon \\sim N(0, \\Psi)$ with $\\Psi$ diagonal, so
-    $p(x) = \\sum_k w_k N(x; \\mu_k, \\Lambda_k\\Lambda_k^\\top + \\Psi)$. No D×D
-    matrix is ever formed (Woodbury identities, GEMMs against the stacked
-    loadings); sums are accumulated in float64. The model keeps the dtype of
-    the training data.
+    Component k: x = Lambda_k z + mu_k + eps, z ~ N(0, I_R), eps ~ N(0, Psi)
+    with Psi diagonal, so p(x) = sum_k w_k N(x; mu_k, Lambda_k Lambda_k^T + Psi).
+    No D x D matrix is ever formed (Woodbury identities, GEMMs against the
+    stacked loadings); sums are accumulated in float64. The model keeps the
+    dtype of the training data.
 
     Parameters
     ----------
@@ -47,24 +49,40 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     n_factors : int
         R, with 0 < R < D.
     psi_mode : {"shared", "per_component"}, default "shared"
-        One $\\Psi$ for all components (the paper's model) or one per component.
+        One Psi for all components (the paper's model) or one per component.
     max_iter : int, default 100
     tol : float, default 1e-6
         Stop when the relative change of the log-likelihood is below ``tol``.
     n_init : int, default 1
     psi_floor : float, default 1e-3
-        $\\psi_d \\ge$ ``psi_floor`` $\\cdot \\mathrm{Var}(x_d)$.
+        psi_d >= ``psi_floor`` * Var(x_d).
     random_state : int, RandomState, Generator or None, default 0
         Seed of the k-means + PPCA initialisation.
+    verbose : int, default 0
+        1: print a summary after the fit; 2: also every iteration's log-likelihood.
 
     Attributes
     ----------
     weights_ : ndarray (K,)
     means_ : ndarray (K, D)
-    loadings_ : ndarray (K, D, R), $\\Lambda_k$
-    psi_ : ndarray (D,) shared or (K, D) per component, the diagonal of $\\Psi$
+    loadings_ : ndarray (K, D, R), Lambda_k
+    psi_ : ndarray (D,) shared or (K, D) per component, the diagonal of Psi
     converged_, n_iter_, lower_bound_, log_likelihood_history_, n_features_in_
-        As :class:`GaussianMixture`.
+        As :class:`GaussianMixture` (an unconverged fit warns with a
+        ``ConvergenceWarning``).
+    whitening_parts_, fisher_information_
+        Only on a model loaded from a file with a whitening block (``fisherkit
+        mfa whiten``): the MFA Fisher score parts and the diagonal
+        Fisher-information estimate (P,) that :class:`MFAFisherScore` whitens
+        with; :meth:`save` writes them back.
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> X = np.random.default_rng(0).standard_normal((400, 6))
+    >>> mfa = fisherkit.MixtureOfFactorAnalyzers(n_components=2, n_factors=2).fit(X)
+    >>> mfa.loadings_.shape, mfa.predict(X[:3]).shape
+    ((2, 6, 2), (3,))
     """
 
     def __init__(
@@ -77,6 +95,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         n_init=1,
         psi_floor=1e-3,
         random_state=0,
+        verbose=0,
     ):
         self.n_components = n_components
         self.n_factors = n_factors
@@ -86,6 +105,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self.n_init = n_init
         self.psi_floor = psi_floor
         self.random_state = random_state
+        self.verbose = verbose
 
     def _set_model(self, w, m, lam, psi) -> None:
         self.weights_ = w
@@ -102,6 +122,11 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def _fit(self, X, max_iter: int):
         X = as_matrix(X)
+        r = positive_int(self.n_factors, "n_factors")
+        if r >= X.shape[1]:
+            raise ValueError(
+                f"n_factors={r} must satisfy 0 < n_factors < n_features = {X.shape[1]} (X has shape {X.shape})"
+            )
         (w, m, lam, psi), lls, n_iter, converged = _native.mfa_fit(
             X,
             positive_int(self.n_components, "n_components"),
@@ -117,12 +142,36 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         return self._record_fit(lls, n_iter, converged)
 
     def fit(self, X, y=None) -> "MixtureOfFactorAnalyzers":
-        """Fits the mixture to the rows of ``X`` (N, D), float32 or float64. Returns self."""
-        return self._fit(X, positive_int(self.max_iter, "max_iter"))
+        """Fits the mixture to the rows of ``X`` (N, D), float32 or float64
+        (integers are converted to float64). Returns self."""
+        self._fit(X, positive_int(self.max_iter, "max_iter"))
+        for attr in ("whitening_parts_", "fisher_information_"):  # estimated for the old model
+            self.__dict__.pop(attr, None)
+        if self.verbose:
+            print(
+                f"MixtureOfFactorAnalyzers: {self.n_iter_} EM iterations, mean log-likelihood "
+                f"{self.lower_bound_:.6f}, {'converged' if self.converged_ else 'not converged'}"
+            )
+            if self.verbose >= 2:
+                for i, ll in enumerate(self.log_likelihood_history_):
+                    print(f"  iteration {i + 1}: {ll:.6f}")
+        if not self.converged_:
+            warn_unconverged(self, "EM")
+        return self
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """Fits, then returns the most probable component of each row of ``X``."""
+        return self.fit(X).predict(X)
+
+    def _X(self, X) -> np.ndarray:
+        X = as_matrix(X)
+        check_n_features(self, X)
+        return X
 
     def score_samples(self, X) -> np.ndarray:
         """Log-likelihood of each row of ``X`` (N, D): (N,) float64."""
-        return _native.mfa_score_samples(self._params(), as_matrix(X))
+        params = self._params()
+        return _native.mfa_score_samples(params, self._X(X))
 
     def score(self, X, y=None) -> float:
         """Mean log-likelihood per row of ``X``."""
@@ -130,17 +179,35 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """Posteriors (N, K) of the rows of ``X``, in X's dtype."""
-        return _native.mfa_predict_proba(self._params(), as_matrix(X))
+        params = self._params()
+        return _native.mfa_predict_proba(params, self._X(X))
 
     def predict(self, X) -> np.ndarray:
         """Most probable component of each row: (N,) int64."""
         return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+
+    def _n_parameters(self) -> int:
+        """Free parameters: K-1 weights, K·D means, K·D·R loadings (not
+        discounting their rotational invariance), D or K·D noise variances."""
+        k, d, r = np.shape(self.loadings_)
+        return k - 1 + k * d + k * d * r + int(np.size(self.psi_))
+
+    def bic(self, X) -> float:
+        """Bayesian information criterion on ``X`` (lower is better)."""
+        n = as_matrix(X).shape[0]
+        return -2 * self.score(X) * n + self._n_parameters() * np.log(n)
+
+    def aic(self, X) -> float:
+        """Akaike information criterion on ``X`` (lower is better)."""
+        n = as_matrix(X).shape[0]
+        return -2 * self.score(X) * n + 2 * self._n_parameters()
 
     # sufficient_statistics, update_from_statistics, partial_fit: StatisticsEMMixin
     # (update_from_statistics needs the model that computed the statistics)
     _statistics_type = MfaStatistics
 
     def _statistics_of(self, X: np.ndarray) -> MfaStatistics:
+        check_n_features(self, X)
         return _native.mfa_sufficient_statistics(self._params(), X)
 
     def _m_step(self, stats: MfaStatistics) -> None:
@@ -150,87 +217,164 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         return abs(ll - prev) <= float(self.tol) * abs(prev)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes a safetensors model file: ``kind`` = "mfa", ``format_version``
-        = "1"; tensors ``weights`` (K), ``means`` (K, D), ``loadings`` (K, D, R),
-        ``psi`` (D) shared or (K, D) per component."""
+        """Writes a safetensors model file with the command line's Rust writer
+        (docs/formats.md §2.3): ``kind`` = "mfa", ``format_version`` = "1";
+        tensors ``weights`` (K), ``means`` (K, D), ``loadings`` (K, D, R),
+        ``psi`` (D) shared or (K, D) per component; the whitening block
+        (``fisher_information``, ``whitening_parts``) if the model has one;
+        the hyper-parameters (``max_iter``, ``tol``, ``n_init``, ``psi``,
+        ``psi_floor``, ``seed``) and ``n_iter``, ``converged``,
+        ``mean_log_likelihood`` as optional metadata."""
         w, m, lam, psi = self._params()
-        psi_t = psi[0] if np.ndim(self.psi_) == 1 else psi
-        _native.save_safetensors(
-            os.fspath(path),
-            {"kind": "mfa", "format_version": "1"},
-            [("weights", w), ("means", m), ("loadings", lam), ("psi", np.ascontiguousarray(psi_t))],
-        )
+        meta = _fit_metadata(self)
+        meta["psi"] = "per-component" if self.psi_mode == "per_component" else "shared"
+        meta["psi_floor"] = repr(float(self.psi_floor))
+        whitening = None
+        if hasattr(self, "fisher_information_"):
+            whitening = (
+                list(self.whitening_parts_),
+                np.ascontiguousarray(self.fisher_information_, dtype=m.dtype),
+            )
+        _native.mfa_save(os.fspath(path), w, m, lam, psi, meta, whitening)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **params: Any) -> "MixtureOfFactorAnalyzers":
-        """Reads a ``kind = "mfa"`` safetensors model file."""
-        _, t = read_model_file(path, "mfa", ("weights", "means", "loadings", "psi"))
-        m = t["means"]
-        w = np.ascontiguousarray(t["weights"], dtype=m.dtype)
-        lam = np.ascontiguousarray(t["loadings"], dtype=m.dtype)
-        psi = np.ascontiguousarray(t["psi"], dtype=m.dtype)
-        if m.ndim != 2 or lam.ndim != 3 or psi.ndim not in (1, 2):
-            raise ValueError(
-                f"{os.fspath(path)}: inconsistent MFA tensor shapes: weights {w.shape}, means {m.shape}, "
-                f"loadings {lam.shape}, psi {psi.shape}"
-            )
-        # validates the parameters
-        _native.mfa_score_samples((w, m, lam, np.atleast_2d(psi)), np.ascontiguousarray(m[:1]))
-        mode = "shared" if psi.ndim == 1 else "per_component"
-        mfa = cls(n_components=m.shape[0], n_factors=lam.shape[2], psi_mode=mode, **params)
+        """Reads a ``kind = "mfa"`` safetensors model file (Python's, the command
+        line's or another tool's; validated by the Rust reader), with its
+        whitening block if it has one (``whitening_parts_``,
+        ``fisher_information_``) and the stored hyper-parameters and fit state
+        (missing keys: the defaults); ``params`` override hyper-parameters.
+        ``n_components``, ``n_factors`` and ``psi_mode`` come from the file."""
+        p = os.fspath(path)
+        (w, m, lam, psi), whitening, meta = _native.mfa_load(p)
+        k, r = m.shape[0], lam.shape[2]
+        mode = "per_component" if psi.shape[0] > 1 or meta.get("psi") == "per-component" else "shared"
+        if k == 1 and meta.get("psi") not in ("shared", "per-component"):
+            mode = "shared"
+        _check_n_components(p, params, k)
+        for name, value in (("n_factors", r), ("psi_mode", mode)):
+            if name in params and params.pop(name) != value:
+                raise ValueError(f"{p}: the file's model has {name}={value!r}; it comes from the file (omit it)")
+        hyper = _hyper_from_metadata(meta, {"psi_floor": ("psi_floor", float)})
+        hyper.update(params)
+        mfa = cls(n_components=k, n_factors=r, psi_mode=mode, **hyper)
         mfa._set_model(w, m, lam, psi)
+        if whitening is not None:
+            mfa.whitening_parts_ = tuple(whitening[0])
+            mfa.fisher_information_ = whitening[1]
+        _restore_fit(mfa, meta)
         return mfa
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "means_")
 
 
-class MFAFisherScore(TransformerMixin, BaseEstimator):
+class MFAFisherScore(_EncoderMixin, TransformerMixin, BaseEstimator):
     """MFA Fisher score of bags of descriptors (the paper's equations 14, 15).
 
-    For a bag $x_1 \\dots x_N$ with posteriors $h_{ik}$, $r_{ik} = S_k^{-1}(x_i - \\mu_k)$,
-    $e_{ik} = E[z|x_i, k]$, $\\beta_k = M_k^{-1}\\Lambda_k^\\top\\Psi^{-1}$:
-    ``"mean"``: $G_{\\mu_k} = \\frac1N\\sum_i h_{ik} r_{ik}$ (K·D, component-major);
-    ``"loading"``: $G_{\\Lambda_k} = \\frac1N(\\sum_i h_{ik} r_{ik} e_{ik}^\\top - n_k\\beta_k^\\top)$
+    For a bag x_1 ... x_N with posteriors h_ik, r_ik = S_k^-1 (x_i - mu_k),
+    e_ik = E[z | x_i, k], beta_k = M_k^-1 Lambda_k^T Psi^-1:
+    ``"mean"``: G_mu_k = 1/N sum_i h_ik r_ik (K·D, component-major);
+    ``"loading"``: G_Lambda_k = 1/N (sum_i h_ik r_ik e_ik^T - n_k beta_k^T)
     (K·D·R: component, dimension, factor). Blocks in the order mean, loading,
     then optional diagonal whitening, signed power and L2.
 
     Parameters
     ----------
     mfa : MixtureOfFactorAnalyzers
-        Fitted: used as is; unfitted: :meth:`fit` fits a clone on the stacked bags.
-    parts : sequence of {"mean", "loading"}, default ("loading",)
+        Fitted: used as is; unfitted: :meth:`fit` fits a clone on the stacked
+        bags. Another type (e.g. a GaussianMixture) is a ``TypeError``.
+    parts : sequence of {"mean", "loading"} or None, default None
+        Non-empty. None: the parts of the model's stored whitening if it has
+        one (as ``fisherkit encode``), else ``("loading",)``.
     power : float, default 0.5
     l2 : bool, default True
-    whiten : bool, default False
-        :meth:`fit` estimates the diagonal Fisher information as the variance
-        of the raw scores of the training bags (``whitening_``, at least 2
-        bags) and :meth:`transform` divides by its square root before the
-        normalisation.
+    whiten : {"auto", True, False}, default "auto"
+        "auto": divide by the square root of the Fisher-information estimate
+        stored in the model (``fisher_information_``, read from an MFA file
+        written by ``fisherkit mfa whiten``), as ``fisherkit encode`` does; no
+        whitening for a model without one. ``parts`` must then be the parts
+        the estimate was made for (a ``ValueError`` otherwise, as the command
+        line). True: :meth:`fit` estimates the diagonal Fisher information as
+        the variance of the raw scores of the training bags (``whitening_``,
+        at least 2 bags). False: never whiten.
+    empty_bag : {"error", "zeros"}, default "error"
+        A bag without descriptors: a ``ValueError`` naming it, or a zero vector.
+
+    Attributes
+    ----------
+    mfa_ : the fitted mixture used (after :meth:`fit`)
+    whitening_ : ndarray (dim,), with ``whiten=True`` after :meth:`fit`
+    n_features_in_ : int, D
+
+    Examples
+    --------
+    >>> import numpy as np, fisherkit
+    >>> rng = np.random.default_rng(0)
+    >>> bags = [rng.standard_normal((60, 6)) for _ in range(4)]
+    >>> mfa = fisherkit.MixtureOfFactorAnalyzers(n_components=2, n_factors=2).fit(np.concatenate(bags))
+    >>> fisherkit.MFAFisherScore(mfa).transform(bags).shape
+    (4, 24)
     """
 
-    def __init__(self, mfa, parts=("loading",), power=0.5, l2=True, whiten=False):
+    def __init__(self, mfa, parts=None, power=0.5, l2=True, whiten="auto", empty_bag="error"):
         self.mfa = mfa
         self.parts = parts
         self.power = power
         self.l2 = l2
         self.whiten = whiten
+        self.empty_bag = empty_bag
+
+    @staticmethod
+    def _check_type(model: Any) -> None:
+        if not (hasattr(model, "loadings_") or isinstance(model, MixtureOfFactorAnalyzers)):
+            raise TypeError(
+                "MFAFisherScore needs a fisherkit.MixtureOfFactorAnalyzers, got "
+                f"{type(model).__name__}" + (
+                    " (for a Gaussian mixture use fisherkit.FisherVector)" if hasattr(model, "covariance_type") else ""
+                )
+            )
+
+    def _stored(self, model) -> tuple | None:
+        """The model's stored whitening ``(parts, fisher_information)`` that
+        ``whiten="auto"`` applies, or None."""
+        if self.whiten != "auto" or not hasattr(model, "fisher_information_"):
+            return None
+        return list(model.whitening_parts_), model.fisher_information_
+
+    def _parts_for(self, model) -> list[str]:
+        stored = self._stored(model)
+        if self.parts is None:
+            return stored[0] if stored else ["loading"]
+        parts = _parts_of(self.parts, ("mean", "loading"), "MFAFisherScore", "MFA Fisher score")
+        if stored and sorted(parts) != sorted(stored[0]):
+            raise ValueError(
+                f"parts {tuple(parts)} differ from the parts the model's stored whitening was estimated "
+                f"for {tuple(stored[0])}; pass parts={tuple(stored[0])} (or parts=None), or whiten=False"
+            )
+        return parts
 
     def _parts(self) -> list[str]:
-        parts = [self.parts] if isinstance(self.parts, str) else list(self.parts)
-        return [str(p) for p in parts]
+        return self._parts_for(self._model())
 
     def _model(self):
         model = getattr(self, "mfa_", None)
         if model is None:
             model = self.mfa
+        self._check_type(model)
         if not hasattr(model, "means_"):
             raise NotFittedError("the MFAFisherScore's mfa is not fitted: fit it first, or call fit(bags)")
         return model
 
+    def _dim_in(self) -> int:
+        return int(np.shape(self._model().means_)[1])
+
     def fit(self, bags=None, y=None) -> "MFAFisherScore":
         """Keeps a fitted ``mfa`` (``mfa_``) or fits a clone of an unfitted one
-        on the stacked bags; with ``whiten``, estimates ``whitening_``. Returns self."""
+        on the stacked bags; with ``whiten=True``, estimates ``whitening_``. Returns self."""
+        if self.whiten not in ("auto", True, False):
+            raise ValueError(f"whiten must be \"auto\", True or False, got {self.whiten!r}")
+        self._check_type(self.mfa)
         if hasattr(self.mfa, "means_"):
             self.mfa_ = self.mfa
         else:
@@ -238,26 +382,37 @@ class MFAFisherScore(TransformerMixin, BaseEstimator):
             if not b:
                 raise ValueError("cannot fit the model on an empty list of bags")
             self.mfa_ = clone(self.mfa).fit(np.concatenate(b, axis=0))
-        if self.whiten:
-            self.whitening_ = _native.mfa_fit_whitening(self.mfa_._params(), as_bags(bags), self._parts())
+        parts = self._parts_for(self.mfa_)
+        if self.whiten is True:
+            self.whitening_ = _native.mfa_fit_whitening(self.mfa_._params(), as_bags(bags), parts)
         return self
 
     def transform(self, bags) -> np.ndarray:
         """Encodes ``bags`` (list of (N_i, D) arrays): (n_bags, dim) in the
         bags' dtype (float32 if all are float32, else float64)."""
         model = self._model()
+        parts = self._parts_for(model)
         whitening = None
-        if self.whiten:
+        if self.whiten is True:
             check_fitted(self, "whitening_")
             whitening = np.ascontiguousarray(self.whitening_)
+        else:
+            stored = self._stored(model)
+            if stored is not None:
+                # the stored estimate follows the canonical order mean, loading
+                whitening = np.ascontiguousarray(stored[1])
         bags = as_bags(bags)
         if whitening is not None and bags:
             whitening = whitening.astype(bags[0].dtype)
-        return _native.mfa_fisher_score(
-            model._params(), bags, self._parts(), float(self.power), bool(self.l2), whitening
-        )
+        params = model._params()
+
+        def run(b):
+            return _native.mfa_fisher_score(params, b, parts, float(self.power), bool(self.l2), whitening)
+
+        return self._encode(bags, run)
 
     def output_dim(self) -> int:
         """Length of the encoding."""
-        k, d, r = np.shape(self._model().loadings_)
-        return _native.mfa_fisher_score_dim(k, d, r, self._parts())
+        model = self._model()
+        k, d, r = np.shape(model.loadings_)
+        return _native.mfa_fisher_score_dim(k, d, r, self._parts_for(model))

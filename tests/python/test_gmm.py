@@ -177,10 +177,8 @@ def test_errors_are_clear(mixture):
         g.fit(X[:2])
     with pytest.raises(ValueError, match="cannot make 5 clusters from 2 rows"):
         fisherkit.KMeans(5).fit(X[:2])
-    with pytest.raises(TypeError, match="int64"):
-        g.fit(np.ones((10, 2), dtype=np.int64))
-    with pytest.raises(TypeError, match="float16"):
-        g.fit(np.ones((10, 2), dtype=np.float16))
+    with pytest.raises(TypeError, match="complex128|bytes|<U"):
+        g.fit(np.ones((10, 2)).astype(str))
     with pytest.raises(ValueError, match="init_params"):
         fisherkit.GaussianMixture(2, init_params="bogus").fit(X)
     with pytest.raises(ValueError, match="variance_floor_mode"):
@@ -231,7 +229,10 @@ def test_save_load_round_trip(tmp_path, mixture, dtype):
     path = tmp_path / "gmm.safetensors"
     g.save(path)
     header = _read_safetensors_header(path)
-    assert header["__metadata__"] == {"kind": "gmm", "format_version": "1"}
+    meta = header["__metadata__"]
+    assert {k: meta[k] for k in ("kind", "format_version", "dtype", "max_iter", "n_iter", "init")} == {
+        "kind": "gmm", "format_version": "1", "dtype": np.dtype(dtype).name, "max_iter": "5",
+        "n_iter": str(g.n_iter_), "init": "kmeans"}
     code = {np.float32: "F32", np.float64: "F64"}[dtype]
     assert header["means"] == {**header["means"], "dtype": code, "shape": [4, 5]}
     assert header["variances"]["shape"] == [4, 5] and header["weights"]["shape"] == [4]

@@ -25,8 +25,13 @@
 //! not at all. See [`MfaWhitening`].
 //!
 //! Metadata written: `kind`, `format_version` (= [`FORMAT_VERSION`]),
-//! `fisherkit_version`, `dtype`, plus any extra keys the caller passes (for
-//! example the seed and the final log-likelihood of a fit). Readers accept a
+//! `fisherkit_version`, `dtype`, plus any extra keys the caller passes: the
+//! command line and the Python module store a fit's hyper-parameters and
+//! state as the optional keys of docs/formats.md §2.2/§2.3 (`max_iter`,
+//! `tol`, `n_init`, `init`, `variance_floor`, `seed`, `psi`, `psi_floor`,
+//! `n_iter`, `converged`, `mean_log_likelihood`). They are returned by
+//! [`read_model_with_metadata`] and never needed to read the model, so files
+//! without them load as before. Readers accept a
 //! missing `format_version` (files written by other tools) and refuse any
 //! other version than [`FORMAT_VERSION`].
 

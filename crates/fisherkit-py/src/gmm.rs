@@ -101,7 +101,7 @@ fn gmm_fit<'py>(
     dispatch!(x, run(py, hp, &given))
 }
 
-/// Log-likelihood $\log p(x_i)$ (N) of the rows of `x` (N, D), float64.
+/// Log-likelihood log p(x_i) (N) of the rows of `x` (N, D), float64.
 #[pyfunction]
 fn gmm_score_samples<'py>(
     py: Python<'py>,
@@ -122,7 +122,7 @@ fn gmm_score_samples<'py>(
     dispatch!(x, run(py, (&weights, &means, &variances)))
 }
 
-/// Posteriors $q_{ik}$ (N, K) of the rows of `x` (N, D), in x's dtype.
+/// Posteriors q_ik (N, K) of the rows of `x` (N, D), in x's dtype.
 #[pyfunction]
 fn gmm_predict_proba<'py>(
     py: Python<'py>,
@@ -199,10 +199,10 @@ fn gmm_from_statistics<'py>(
 statistics_class! {
     /// E-step sufficient statistics of a diagonal GMM over some rows, in float64.
     ///
-    /// With posteriors $q_{ik}$ and a reference point $c$ (D), $y_i = x_i - c$:
-    /// ``resp_sums`` $n_k = \sum_i q_{ik}$ (K), ``sum_y`` $\sum_i q_{ik} y_i$ (K, D),
-    /// ``sum_y2`` $\sum_i q_{ik} y_i^2$ (K, D), ``n_rows`` and ``log_likelihood``
-    /// $\sum_i \log p(x_i)$. Statistics of disjoint shards add up exactly
+    /// With posteriors q_ik and a reference point c (D), y_i = x_i - c:
+    /// ``resp_sums`` n_k = sum_i q_ik (K), ``sum_y`` sum_i q_ik y_i (K, D),
+    /// ``sum_y2`` sum_i q_ik y_i^2 (K, D), ``n_rows`` and ``log_likelihood``
+    /// sum_i log p(x_i). Statistics of disjoint shards add up exactly
     /// (``a + b``, ``sum([...])``; ``b``'s sums are shifted exactly to ``a``'s
     /// reference point), so EM over shards is exact:
     /// ``gmm.update_from_statistics(sum(shard_stats))`` is one batch EM step.
@@ -210,13 +210,13 @@ statistics_class! {
     GmmStatistics(GmmStats) {
         resp_sums: resp_sums,
         arrays: {
-            /// $\sum_i q_{ik}(x_i - c)$ (K, D).
+            /// sum_i q_ik(x_i - c) (K, D).
             sum_y: PyArray2,
-            /// $\sum_i q_{ik}(x_i - c)^2$ (K, D).
+            /// sum_i q_ik(x_i - c)^2 (K, D).
             sum_y2: PyArray2,
-            /// $\sum_i q_{ik} x_i$ (K, D).
+            /// sum_i q_ik x_i (K, D).
             sum_x: PyArray2,
-            /// $\sum_i q_{ik} x_i^2$ (K, D).
+            /// sum_i q_ik x_i^2 (K, D).
             sum_x2: PyArray2,
         },
         reduce: |st, py| (

@@ -145,7 +145,7 @@ fn linear_svc_fit<'py>(
     dispatch!(x, run(py, (&params, &y, n_classes)))
 }
 
-/// Decision values (N, K) $w_k^\top x_i + b_k$ of `x` (N, D), in x's dtype.
+/// Decision values (N, K) w_k^T x_i + b_k of `x` (N, D), in x's dtype.
 #[pyfunction]
 fn linear_svc_decision_function<'py>(
     py: Python<'py>,

@@ -21,7 +21,7 @@ pub(crate) enum Arr3<'py> {
 }
 
 impl Arr3<'_> {
-    fn to_owned_as<F: PyFloat>(&self) -> Array3<F> {
+    pub(crate) fn to_owned_as<F: PyFloat>(&self) -> Array3<F> {
         match self {
             Arr3::F32(a) => a.as_array().mapv(|v| F::from_f64_lossy(v as f64)),
             Arr3::F64(a) => a.as_array().mapv(F::from_f64_lossy),
@@ -207,13 +207,13 @@ fn mfa_update_from_statistics<'py>(
 statistics_class! {
     /// E-step sufficient statistics of a mixture of factor analysers, in float64.
     ///
-    /// With $y_i = x_i - c$ ($c$ the model's reference point), posteriors
-    /// $h_{ik}$ and $e_{ik} = E[z | x_i, k]$: ``resp_sums`` $n_k$ (K),
-    /// ``sum_e`` $\sum_i h_{ik} e_{ik}$ (K, R), ``sum_ee``
-    /// $\sum_i h_{ik} e_{ik} e_{ik}^\top$ (K, R, R), ``sum_y``
-    /// $\sum_i h_{ik} y_i$ (K, D), ``sum_ye`` $\sum_i h_{ik} y_i e_{ik}^\top$
-    /// (K, D, R), ``sum_yy`` $\sum_i y_i^2$ (1, D) (shared $\Psi$) or
-    /// $\sum_i h_{ik} y_i^2$ (K, D) (per component), ``n_rows`` and
+    /// With y_i = x_i - c (c the model's reference point), posteriors
+    /// h_ik and e_ik = E[z | x_i, k]: ``resp_sums`` n_k (K),
+    /// ``sum_e`` sum_i h_ik e_ik (K, R), ``sum_ee``
+    /// sum_i h_ik e_ik e_ik^T (K, R, R), ``sum_y``
+    /// sum_i h_ik y_i (K, D), ``sum_ye`` sum_i h_ik y_i e_ik^T
+    /// (K, D, R), ``sum_yy`` sum_i y_i^2 (1, D) (shared Psi) or
+    /// sum_i h_ik y_i^2 (K, D) (per component), ``n_rows`` and
     /// ``log_likelihood``. ``a + b`` (and ``sum([...])``) merges the
     /// statistics of disjoint shards computed with the same model;
     /// ``update_from_statistics`` of that model on the merged statistics is one
@@ -221,15 +221,15 @@ statistics_class! {
     MfaStatistics(MfaStats) {
         resp_sums: soft_counts,
         arrays: {
-            /// $\sum_i h_{ik} e_{ik}$ (K, R).
+            /// sum_i h_ik e_ik (K, R).
             sum_e: PyArray2,
-            /// $\sum_i h_{ik} e_{ik} e_{ik}^\top$ (K, R, R).
+            /// sum_i h_ik e_ik e_ik^T (K, R, R).
             sum_ee: PyArray3,
-            /// $\sum_i h_{ik} y_i$ (K, D).
+            /// sum_i h_ik y_i (K, D).
             sum_y: PyArray2,
-            /// $\sum_i h_{ik} y_i e_{ik}^\top$ (K, D, R).
+            /// sum_i h_ik y_i e_ik^T (K, D, R).
             sum_ye: PyArray3,
-            /// $\sum_i y_i^2$ (1, D) shared, $\sum_i h_{ik} y_i^2$ (K, D) per component.
+            /// sum_i y_i^2 (1, D) shared, sum_i h_ik y_i^2 (K, D) per component.
             sum_yy: PyArray2,
         },
         reduce: |st, py| (

@@ -53,7 +53,7 @@ macro_rules! statistics_class {
                 pyo3::IntoPyObjectExt::into_bound_py_any(self.inner.n_rows(), py)
             }
 
-            /// $\sum_i \log p(x_i)$ under the model that computed the statistics.
+            /// sum_i log p(x_i) under the model that computed the statistics.
             #[getter]
             fn log_likelihood(&self) -> f64 {
                 self.inner.log_likelihood()
@@ -77,13 +77,13 @@ macro_rules! statistics_class {
                 self.inner.dim()
             }
 
-            /// Reference point $c$ (D) the rows were centred on.
+            /// Reference point c (D) the rows were centred on.
             #[getter]
             fn center<'py>(&self, py: pyo3::Python<'py>) -> pyo3::Bound<'py, numpy::PyArray1<f64>> {
                 numpy::ToPyArray::to_pyarray(&self.inner.center(), py)
             }
 
-            /// Soft counts $n_k = \sum_i q_{ik}$ (K).
+            /// Soft counts n_k = sum_i q_ik (K).
             #[getter]
             fn resp_sums<'py>(&self, py: pyo3::Python<'py>) -> pyo3::Bound<'py, numpy::PyArray1<f64>> {
                 numpy::ToPyArray::to_pyarray(&self.inner.$resp(), py)
