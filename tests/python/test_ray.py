@@ -209,34 +209,42 @@ def test_distributed_mfa_errors(ray_local, mfa_data):
     np.testing.assert_allclose(mfa.loadings_, ref.loadings_, rtol=1e-8, atol=1e-10)
 
 
-def test_ray_pipeline_gives_the_cli_report(ray_local, tmp_path):
-    """run_pipeline on a local 2-CPU cluster = fisherkit run, same options and seed."""
+@pytest.fixture(scope="module")
+def scene_run(tmp_path_factory):
+    """A tiny image set and the fisherkit run report on it."""
     import json
     import subprocess
 
-    import fisherkit.ray as fkray
-    from pipeline_data import OPTIONS, cli_args, cli_binary, comparable, make_set
+    from pipeline_data import OPTIONS, cli_args, cli_binary, make_set
 
-    train, test = make_set(tmp_path / "data")
+    root = tmp_path_factory.mktemp("rayscenes")
+    train, test = make_set(root / "data")
     subprocess.run(
         [cli_binary(), "--quiet", "run", "--train", str(train), "--test", str(test),
-         "--cache", str(tmp_path / "cli-cache"), "--report", str(tmp_path / "cli.json"), *cli_args(OPTIONS)],
+         "--cache", str(root / "cli-cache"), "--report", str(root / "cli.json"), *cli_args(OPTIONS)],
         check=True, capture_output=True,
     )
-    cli = json.loads((tmp_path / "cli.json").read_text())
+    return train, test, json.loads((root / "cli.json").read_text())
+
+
+def test_ray_pipeline_gives_the_cli_report(ray_local, scene_run, tmp_path):
+    """run_pipeline on a local 2-CPU cluster = fisherkit run, same options and seed."""
+    import fisherkit.ray as fkray
+    from pipeline_data import OPTIONS, comparable
+
+    train, test, cli = scene_run
     report = fkray.run_pipeline(train, test, cache=tmp_path / "ray-cache", images_per_task=5, **OPTIONS)
     assert comparable(report) == comparable(cli)
     assert any(name.startswith("cnn + encoding (ray") for name, _ in report["timings"])
     assert any(name.startswith("sample pass (ray") for name, _ in report["timings"])
 
 
-def test_ray_pipeline_survives_a_dying_worker(ray_local, tmp_path):
+def test_ray_pipeline_survives_a_dying_worker(ray_local, scene_run, tmp_path):
     """A task whose worker process dies is retried by Ray: the report is unchanged."""
     import fisherkit.ray as fkray
-    from pipeline_data import OPTIONS, comparable, make_set
+    from pipeline_data import OPTIONS, comparable
 
-    train, test = make_set(tmp_path / "data")
-    ref = fkray.run_pipeline(train, test, cache=tmp_path / "c1", images_per_task=6, **OPTIONS)
+    train, test, cli = scene_run
     marker = tmp_path / "killed-once"
     os.environ["FISHERKIT_RAY_FAULT_MARKER"] = str(marker)
     try:
@@ -244,7 +252,7 @@ def test_ray_pipeline_survives_a_dying_worker(ray_local, tmp_path):
     finally:
         del os.environ["FISHERKIT_RAY_FAULT_MARKER"]
     assert marker.exists(), "no worker was killed"
-    assert comparable(got) == comparable(ref)
+    assert comparable(got) == comparable(cli)
 
 
 def test_ray_pipeline_refuses_what_it_cannot_do(ray_local, tmp_path):

@@ -262,7 +262,7 @@ pub(crate) fn evaluate(
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
         progress.start(&format!("kernel + SVM {name}"), 1);
         let t = Instant::now();
-        let ks = c.kernels(spec, kinds, whiten, timings)?;
+        let mut ks = c.kernels(spec, kinds, whiten, timings)?;
         let kernel_seconds = t.elapsed().as_secs_f64();
         let dim_of = |s: Option<usize>| -> usize {
             ks.parts
@@ -283,15 +283,19 @@ pub(crate) fn evaluate(
         for g in &ks.per_scale {
             total += g;
         }
-        let total = with_global(total);
-        let mut evals: Vec<(Option<usize>, Array2<f64>)> = Vec::new();
+        let mut total = Some(with_global(total));
+        // Per-scale rows first, each kernel moved out (not copied): at most
+        // the scales' kernels, the total and the global one are held (n × n f64 each).
+        let mut scales: Vec<Option<usize>> = Vec::new();
         if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
-            for s in 0..n_scales {
-                evals.push((Some(s), with_global(ks.per_scale[s].clone())));
-            }
+            scales.extend((0..n_scales).map(Some));
         }
-        evals.push((None, total));
-        for (scale, g) in evals {
+        scales.push(None);
+        for scale in scales {
+            let g = match scale {
+                Some(s) => with_global(std::mem::take(&mut ks.per_scale[s])),
+                None => total.take().expect("the total is used once, last"),
+            };
             let t = Instant::now();
             let (svm, cc, cv, pred) = c.classify(&g)?;
             let svm_seconds = t.elapsed().as_secs_f64();
