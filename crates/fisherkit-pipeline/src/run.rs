@@ -20,7 +20,7 @@ use fisherkit::pca::Pca;
 use fisherkit::svm::{GramSvc, LinearSvc, LinearSvcParams};
 use fisherkit::Normalization;
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::Backbone;
 use ndarray::{concatenate, s, Array2, Axis};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -312,12 +312,12 @@ fn file_stamp(path: &Path) -> String {
 /// `cfg.train` and `cfg.test` and returns the report. Streamed: memory is
 /// bounded by the batch, the samples, the models and the N × N kernels, not
 /// by the number of images × dimension (docs/pipeline.md).
-/// `net` is the ImageNet CNN (normally [`SqueezeNet::builtin`]).
+/// `net` is the ImageNet CNN (normally [`Backbone::builtin`]).
 ///
 /// ```no_run
 /// use fisherkit_pipeline::{run, NoProgress, RunConfig};
 /// let cfg = RunConfig::new("scenes/train".into(), "scenes/test".into());
-/// let net = fisherkit_cnn::SqueezeNet::builtin()?;
+/// let net = fisherkit_cnn::Backbone::builtin(fisherkit_cnn::BackboneKind::SqueezeNet)?;
 /// let report = run(&cfg, &net, &NoProgress)?;
 /// for row in &report.results {
 ///     println!("{} {:.1} %", row.spec, 100.0 * row.accuracy);
@@ -326,7 +326,7 @@ fn file_stamp(path: &Path) -> String {
 /// ```
 pub fn run(
     cfg: &RunConfig,
-    net: &SqueezeNet,
+    net: &Backbone,
     progress: &dyn Progress,
 ) -> Result<Report, PipelineError> {
     cfg.validate()?;
@@ -443,8 +443,13 @@ fn run_folder(cfg: &RunConfig, inputs: &Inputs<'_>) -> Result<RunFolder, Pipelin
     parts.extend([
         format!("fisherkit-run-v1 images={}", inputs.images),
         format!(
-            "cnn=squeezenet1_1 scales={:?} mode={:?} stride={} max={:?}",
-            d.scales, d.mode, d.stride, d.max_image_side
+            "cnn={} scales={:?} mode={:?} stride={} max={:?}",
+            // Descriptor-file runs use no CNN; they keep the historical key (valid caches).
+            inputs.source.cnn_name().unwrap_or("squeezenet1_1"),
+            d.scales,
+            d.mode,
+            d.stride,
+            d.max_image_side
         ),
         format!(
             "pca={} sample_images={} pca_sample={} seed={}",
@@ -1369,6 +1374,7 @@ fn streamed(
         config: cfg.describe(inputs.images),
         peak_rss_mb: peak_rss_mb(),
         fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
+        cnn: inputs.source.cnn_name().map(str::to_string),
     })
 }
 
