@@ -157,6 +157,9 @@ impl std::str::FromStr for BackboneKind {
 }
 
 /// One of the built-in networks, owned.
+// The variants differ by a few hundred bytes of layer headers (the weights are on the heap);
+// one Backbone exists per run, so boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Backbone {
     SqueezeNet(SqueezeNet),
