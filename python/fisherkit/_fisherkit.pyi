@@ -262,6 +262,7 @@ def linear_svc_load(
 def pipeline_run(args: list[str], verbose: bool) -> str: ...
 def cnn_descriptors(
     images: list[str | np.ndarray],
+    cnn: str,
     scales: list[int],
     patch_mode: str,
     max_image_side: int | None,

@@ -1,4 +1,4 @@
-"""The CNN descriptors of the pipeline: ImageNet CNN (SqueezeNet v1.1)
+"""The CNN descriptors of the pipeline: ImageNet CNN (SqueezeNet v1.1 or EfficientNet-Lite0)
 class scores of image patches at several scales, as natural parameters
 (log-probabilities), computed in Rust (docs/math.md §6).
 
@@ -37,6 +37,8 @@ class Descriptors(TransformerMixin, BaseEstimator):
         Larger images are first shrunk to this longer side (None: never).
     stride : float, default 0.5
         ``exact`` mode: step between patches as a fraction of the side.
+    cnn : {"squeezenet", "efficientnet-lite0"}, default "squeezenet"
+        The built-in ImageNet network (``fisherkit run --cnn``; docs/backbones.md).
     global_descriptor : bool, default False
         Also return each image's image-level vector (1000): ``transform``
         then returns a list of ``(patches, global)`` pairs.
@@ -64,12 +66,14 @@ class Descriptors(TransformerMixin, BaseEstimator):
         max_image_side: int | None = 512,
         stride: float = 0.5,
         global_descriptor: bool = False,
+        cnn: str = "squeezenet",
     ):
         self.scales = scales
         self.patch_mode = patch_mode
         self.max_image_side = max_image_side
         self.stride = stride
         self.global_descriptor = global_descriptor
+        self.cnn = cnn
 
     def fit(self, X: Any = None, y: Any = None) -> "Descriptors":
         """Nothing to learn (the network is fixed); returns self."""
@@ -129,4 +133,6 @@ class Descriptors(TransformerMixin, BaseEstimator):
                 raise TypeError(f"image {i} is a {type(im).__name__}; expected a path or an (H, W, 3) array")
         if not items:
             return []
-        return _fisherkit.cnn_descriptors(items, scales, mode, side, stride, bool(self.global_descriptor))
+        if self.cnn not in ("squeezenet", "efficientnet-lite0"):
+            raise ValueError(f"cnn must be 'squeezenet' or 'efficientnet-lite0', got {self.cnn!r}")
+        return _fisherkit.cnn_descriptors(items, self.cnn, scales, mode, side, stride, bool(self.global_descriptor))

@@ -54,6 +54,17 @@ calls run there. Every node needs ``fisherkit`` installed (or
 and sets ``RAYON_NUM_THREADS`` to that number in its worker process (before
 fisherkit's first parallel call there), so the Rust threads do not
 oversubscribe the node.
+
+The whole pipeline
+------------------
+:func:`run_pipeline` is ``fisherkit.pipeline.run`` (``fisherkit run``) with
+its two passes over the images in Ray tasks: the sample pass (fixed chunks of
+sample images → PCA sums and model-sample rows, merged on the driver in chunk
+order) and the encode pass (CNN → PCA → every model's raw encoding); the
+driver fits the PCA and the models, writes the encodings to the run folder
+and computes the kernels, the SVMs and the report — the same report as one
+process for the same options and seed (docs/pipeline.md §6). Images and the
+cache folder must be at the same path on every node.
 """
 
 from __future__ import annotations
@@ -62,11 +73,12 @@ import functools
 import math
 import operator
 import os
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
-from ._base import as_matrix, positive_int, seed_from
+from ._base import ConvergenceWarning, as_matrix, positive_int, seed_from
 from ._gmm import GaussianMixture
 from ._mfa import MixtureOfFactorAnalyzers
 
@@ -201,7 +213,10 @@ def _fit_distributed(
         sample = remote(_shard_sample)
         parts = ray.get([sample.remote(r, m, seed, i) for i, (r, m) in enumerate(zip(refs, shares))])
         start = type(est)(**{**est.get_params(deep=False), "max_iter": init_max_iter})
-        start.fit(np.concatenate(parts, axis=0))
+        with warnings.catch_warnings():
+            # a short initial fit is not expected to converge; EM over the shards follows
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            start.fit(np.concatenate(parts, axis=0))
     else:
         start = init
         if not hasattr(start, "means_"):

@@ -333,8 +333,26 @@ pub struct EncodeArgs {
 pub enum PatchModeArg {
     /// One fully-convolutional CNN pass per scale; each score-map cell is a patch.
     Dense,
-    /// Every patch cropped, resized to 227 px and classified on its own (slow).
+    /// Every patch cropped, resized to the CNN's input (227 or 224 px) and classified on its own (slow).
     Exact,
+}
+
+/// The built-in ImageNet CNN of the patch descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CnnArg {
+    /// SqueezeNet v1.1: 227-px patches, 13x13 cells per patch, 16 px apart.
+    Squeezenet,
+    /// EfficientNet-Lite0: 224-px patches, 7x7 cells per patch, 32 px apart.
+    EfficientnetLite0,
+}
+
+impl CnnArg {
+    pub fn kind(self) -> fisherkit_cnn::BackboneKind {
+        match self {
+            CnnArg::Squeezenet => fisherkit_cnn::BackboneKind::SqueezeNet,
+            CnnArg::EfficientnetLite0 => fisherkit_cnn::BackboneKind::EfficientNetLite0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -415,8 +433,8 @@ pub struct RunArgs {
     pub test: Option<PathBuf>,
     /// Training descriptor file (.npz, see below) instead of an image folder.
     #[arg(long, value_name = "FILE", requires = "test_descriptors",
-          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "patch_mode", "stride",
-                                "max_image_side", "cache", "no_cache"])]
+          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "cnn", "patch_mode", "stride",
+                                "max_image_side"])]
     pub train_descriptors: Option<PathBuf>,
     /// Test descriptor file (.npz), same D, classes among the training ones.
     #[arg(long, value_name = "FILE", requires = "train_descriptors")]
@@ -447,12 +465,15 @@ pub struct RunArgs {
     /// Patch sizes in pixels, comma-separated.
     #[arg(long, value_name = "LIST", default_value_t = default_scales())]
     pub scales: String,
+    /// The ImageNet CNN of the patch descriptors.
+    #[arg(long, value_enum, default_value_t = CnnArg::Squeezenet)]
+    pub cnn: CnnArg,
     /// How patches are run through the CNN.
     #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
     pub patch_mode: PatchModeArg,
     /// Exact mode: step between patches as a fraction of the patch side, in (0, 1]
     /// [default: 0.5]. Dense mode has no stride of its own: its cells are 16 px
-    /// apart at the CNN's 227-px-per-patch resolution.
+    /// apart at the CNN's 227-px-per-patch resolution (EfficientNet-Lite0: 32 px at 224).
     #[arg(long, value_name = "F")]
     pub stride: Option<f32>,
     /// Larger images are shrunk to this many pixels on their longer side first (0: never).
@@ -537,6 +558,7 @@ impl RunArgs {
             report: None,
             plot: None,
             scales: "28".into(),
+            cnn: CnnArg::Squeezenet,
             patch_mode: PatchModeArg::Dense,
             stride: None,
             max_image_side: 512,
@@ -573,4 +595,7 @@ pub struct DemoArgs {
     /// Folder for report.json, figure1.svg and the descriptor cache.
     #[arg(long, value_name = "DIR", default_value = "fisherkit-demo-out")]
     pub out: PathBuf,
+    /// The ImageNet CNN of the patch descriptors.
+    #[arg(long, value_enum, default_value_t = CnnArg::Squeezenet)]
+    pub cnn: CnnArg,
 }

@@ -5,7 +5,11 @@
 //! `-- --sizes 227,454,681,907 --threads 1,2 --reps 7` instead times only `SqueezeNet::forward`
 //! on square inputs of those sides, one line per (side, threads):
 //! `forward 454x454, 2 thread(s): 12.34 ms (median of 7)` (what `scripts/bench_cnn.py` reads).
-use fisherkit_cnn::{extract, extract_batch, DescriptorParams, SqueezeNet};
+//! With `--cnn efficientnet-lite0` that mode times `EfficientNetLite0::forward` (the per-cell
+//! score map) instead.
+use fisherkit_cnn::{
+    extract, extract_batch, Backbone, BackboneKind, Cnn, DescriptorParams, SqueezeNet,
+};
 use ndarray::Array3;
 use std::time::Instant;
 
@@ -42,6 +46,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     if let Some(sizes) = list("--sizes") {
+        let kind: BackboneKind = match args.iter().position(|a| a == "--cnn") {
+            Some(i) => args.get(i + 1).expect("a network after --cnn").parse()?,
+            None => BackboneKind::SqueezeNet,
+        };
+        let net = Backbone::builtin(kind)?;
         let threads = list("--threads").unwrap_or_else(|| vec![1, 2]);
         let reps = list("--reps").map_or(7, |r| r[0].max(1));
         for &side in &sizes {
@@ -50,7 +59,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             for &t in &threads {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-                let ms = pool.install(|| median_ms(|| drop(net.forward(x.view()).unwrap()), reps));
+                let ms =
+                    pool.install(|| median_ms(|| drop(net.score_map(x.view()).unwrap()), reps));
                 println!("forward {side}x{side}, {t} thread(s): {ms:.2} ms (median of {reps})");
             }
         }

@@ -18,9 +18,20 @@
 //!   resized to 227×227 and classified on its own (mean of its 13×13 score map).
 //!
 //! Both give, per scale, an (n_patches, 1000) array; rows are in row-major grid order.
+//!
+//! The numbers above are SqueezeNet's. Every function here takes any [`Cnn`] (SqueezeNet,
+//! EfficientNet-Lite0 or a [`crate::Backbone`]); 227 then stands for [`Cnn::input_side`] and
+//! 16 for [`Cnn::cell_stride`]. EfficientNet-Lite0: 224-px input, cells $32 P / 224$ apart
+//! (≈ 0.14 P), receptive field 851 px (the whole 224-px input), a $P \times P$ working image
+//! gives 7×7 = 49 descriptors; a cell's scores are its classifier `fc` applied to that cell of
+//! the last feature map ([`crate::efficientnet`]).
+//!
+//! [`check_geometry`] bounds the input with SqueezeNet's 227-px side; for a network with a
+//! smaller input side (EfficientNet-Lite0's 224) the bound is therefore conservative.
 
-use crate::image::{check_image, preprocess, resize_bilinear, ImageError};
-use crate::net::{log_softmax, pool_scores, CnnError, SqueezeNet, INPUT_SIDE, NUM_CLASSES};
+use crate::backbone::Cnn;
+use crate::image::{check_image, resize_bilinear, ImageError};
+use crate::net::{log_softmax, pool_scores, CnnError, INPUT_SIDE, NUM_CLASSES};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
 use rayon::prelude::*;
@@ -150,12 +161,20 @@ fn upscaled_size(h: usize, w: usize, patch: usize) -> (usize, usize) {
 /// The network-input size (H, W) of a dense pass at patch side `patch` for a working image of
 /// `h`×`w` (after the small-image enlargement): $\mathrm{round}(\cdot\, 227 / P)$, the smaller
 /// side at least 227. The number of descriptors is then
-/// [`SqueezeNet::score_map_size`]`(H, W)`'s product.
+/// [`crate::SqueezeNet::score_map_size`]`(H, W)`'s product. SqueezeNet's input side (227);
+/// see [`dense_input_size_for`] for another network.
 pub fn dense_input_size(h: usize, w: usize, patch: u32) -> (usize, usize) {
+    dense_input_size_for(INPUT_SIDE, h, w, patch)
+}
+
+/// [`dense_input_size`] for a network whose classification input is `side` pixels
+/// ([`Cnn::input_side`]: 227 for SqueezeNet, 224 for EfficientNet-Lite0):
+/// $\mathrm{round}(\cdot\, \text{side} / P)$, the smaller side at least `side`.
+pub fn dense_input_size_for(side: usize, h: usize, w: usize, patch: u32) -> (usize, usize) {
     let p = patch as usize;
     let (h, w) = upscaled_size(h, w, p);
-    let f = INPUT_SIDE as f64 / p as f64;
-    // The smaller side is >= P, hence >= 227 after scaling.
+    let f = side as f64 / p as f64;
+    // The smaller side is >= P, hence >= `side` after scaling.
     (round_side(h as f64 * f), round_side(w as f64 * f))
 }
 
@@ -203,8 +222,8 @@ fn map_to_descriptors(map: &Array3<f32>) -> Array2<f32> {
 /// [`crate::image`]) at every scale of `params`: one (n_patches, 1000) array per scale, row
 /// $= \ell = s - \log\sum_k e^{s_k}$ (log-softmax of the patch's class scores). Uses all rayon
 /// threads for this image. See the module docs for the patch geometry.
-pub fn extract(
-    net: &SqueezeNet,
+pub fn extract<N: Cnn + ?Sized>(
+    net: &N,
     image: ArrayView3<'_, f32>,
     params: &DescriptorParams,
 ) -> Result<Vec<Array2<f32>>, CnnError> {
@@ -218,8 +237,8 @@ pub fn extract(
 /// image's network passes, so both levels share the pool: with several images each thread
 /// mostly works through whole images, while one image (or the last of a batch) still has
 /// every thread on it. Fails on the first invalid image, naming its index.
-pub fn extract_batch(
-    net: &SqueezeNet,
+pub fn extract_batch<N: Cnn + ?Sized>(
+    net: &N,
     images: &[ArrayView3<'_, f32>],
     params: &DescriptorParams,
 ) -> Result<Vec<Vec<Array2<f32>>>, CnnError> {
@@ -235,8 +254,8 @@ pub fn extract_batch(
         .collect()
 }
 
-fn extract_unchecked(
-    net: &SqueezeNet,
+fn extract_unchecked<N: Cnn + ?Sized>(
+    net: &N,
     image: ArrayView3<'_, f32>,
     params: &DescriptorParams,
     par: Par,
@@ -254,9 +273,9 @@ fn extract_unchecked(
         .map(|&p| match params.mode {
             PatchMode::Dense => {
                 // One resize from the original straight to the network input.
-                let (nh, nw) = dense_input_size(hw, ww, p);
-                let x = preprocess(resize_bilinear(image, nh, nw)?.view())?;
-                let map = net.forward_unchecked(x.view(), par);
+                let (nh, nw) = dense_input_size_for(net.input_side(), hw, ww, p);
+                let x = net.preprocess(resize_bilinear(image, nh, nw)?.view())?;
+                let map = net.forward_par(x.view(), par);
                 Ok(map_to_descriptors(&map))
             }
             PatchMode::Exact => {
@@ -274,8 +293,8 @@ fn grid(n: usize, patch: usize, step: usize) -> Vec<usize> {
     (0..count).map(|i| margin + i * step).collect()
 }
 
-fn exact_patches(
-    net: &SqueezeNet,
+fn exact_patches<N: Cnn + ?Sized>(
+    net: &N,
     image: ArrayView3<'_, f32>,
     patch: usize,
     stride: f32,
@@ -299,8 +318,9 @@ fn exact_patches(
         .collect();
     let one = |&(y, x): &(usize, usize), inner: Par| -> Result<Array1<f32>, CnnError> {
         let crop = base.slice(s![y..y + patch, x..x + patch, ..]);
-        let input = preprocess(resize_bilinear(crop, INPUT_SIDE, INPUT_SIDE)?.view())?;
-        let map = net.forward_unchecked(input.view(), inner);
+        let side = net.input_side();
+        let input = net.preprocess(resize_bilinear(crop, side, side)?.view())?;
+        let map = net.forward_par(input.view(), inner);
         Ok(log_softmax(pool_scores(&map).view()))
     };
     let rows: Vec<Array1<f32>> = if matches!(par, Par::Seq) || cells.len() == 1 {
@@ -321,13 +341,15 @@ fn exact_patches(
     Ok(out)
 }
 
-/// The paper's "CNN global" descriptor: `image` ((H, W, 3) RGB, 0–255) resized to 227×227
-/// (aspect not kept), log-softmax of its 1000 pooled class scores.
-pub fn global_descriptor(
-    net: &SqueezeNet,
+/// The paper's "CNN global" descriptor: `image` ((H, W, 3) RGB, 0–255) resized to the
+/// network's input side ([`Cnn::input_side`]: 227×227 for SqueezeNet, 224×224 for
+/// EfficientNet-Lite0; aspect not kept), log-softmax of its 1000 pooled class scores.
+pub fn global_descriptor<N: Cnn + ?Sized>(
+    net: &N,
     image: ArrayView3<'_, f32>,
 ) -> Result<Array1<f32>, CnnError> {
     check_image(&image)?;
-    let x = preprocess(resize_bilinear(image, INPUT_SIDE, INPUT_SIDE)?.view())?;
-    Ok(log_softmax(net.scores(x.view())?.view()))
+    let side = net.input_side();
+    let x = net.preprocess(resize_bilinear(image, side, side)?.view())?;
+    Ok(log_softmax(net.logits(x.view())?.view()))
 }

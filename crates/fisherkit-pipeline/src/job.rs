@@ -71,8 +71,13 @@ fn run_folder(cfg: &RunConfig, inputs: &Inputs<'_>) -> Result<RunFolder, Pipelin
     parts.extend([
         format!("fisherkit-run-v1 images={}", inputs.images),
         format!(
-            "cnn=squeezenet1_1 scales={:?} mode={:?} stride={} max={:?}",
-            d.scales, d.mode, d.stride, d.max_image_side
+            "cnn={} scales={:?} mode={:?} stride={} max={:?}",
+            // Descriptor-file runs use no CNN; they keep the historical key (valid caches).
+            inputs.source.cnn_name().unwrap_or("squeezenet1_1"),
+            d.scales,
+            d.mode,
+            d.stride,
+            d.max_image_side
         ),
         format!(
             "pca={} sample_images={} pca_sample={} seed={}",
@@ -234,7 +239,7 @@ impl<'a> Job<'a> {
     /// Bad settings, unreadable folders, classes that do not agree.
     pub fn images(
         cfg: &RunConfig,
-        net: &'a fisherkit_cnn::SqueezeNet,
+        net: &'a fisherkit_cnn::Backbone,
     ) -> Result<Self, PipelineError> {
         cfg.validate()?;
         let inputs = crate::run::image_inputs(cfg, net)?;
@@ -720,6 +725,7 @@ impl<'a> Job<'a> {
             config: self.cfg.describe(self.inputs.images),
             peak_rss_mb: peak_rss_mb(),
             fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
+            cnn: self.inputs.source.cnn_name().map(str::to_string),
         })
     }
 

@@ -19,6 +19,9 @@ pub struct Report {
     pub peak_rss_mb: Option<f64>,
     /// fisherkit's version.
     pub fisherkit_version: String,
+    /// The ImageNet CNN of the patch descriptors (`squeezenet1_1`, `efficientnet_lite0`);
+    /// `None` for a run on descriptor files.
+    pub cnn: Option<String>,
 }
 
 /// The result of one encoder.

@@ -10,7 +10,7 @@ use crate::report::Report;
 use crate::spec::Term;
 use crate::stages::Source;
 use crate::{PipelineError, Progress};
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::Backbone;
 use std::path::{Path, PathBuf};
 
 /// Classification needs at least two classes.
@@ -40,12 +40,12 @@ fn file_stamp(path: &Path) -> String {
 /// `cfg.train` and `cfg.test` and returns the report. Streamed: memory is
 /// bounded by the batch, the samples, the models and the N × N kernels, not
 /// by the number of images × dimension (docs/pipeline.md).
-/// `net` is the ImageNet CNN (normally [`SqueezeNet::builtin`]).
+/// `net` is the ImageNet CNN (normally [`Backbone::builtin`]).
 ///
 /// ```no_run
 /// use fisherkit_pipeline::{run, NoProgress, RunConfig};
 /// let cfg = RunConfig::new("scenes/train".into(), "scenes/test".into());
-/// let net = fisherkit_cnn::SqueezeNet::builtin()?;
+/// let net = fisherkit_cnn::Backbone::builtin(fisherkit_cnn::BackboneKind::SqueezeNet)?;
 /// let report = run(&cfg, &net, &NoProgress)?;
 /// for row in &report.results {
 ///     println!("{} {:.1} %", row.spec, 100.0 * row.accuracy);
@@ -54,7 +54,7 @@ fn file_stamp(path: &Path) -> String {
 /// ```
 pub fn run(
     cfg: &RunConfig,
-    net: &SqueezeNet,
+    net: &Backbone,
     progress: &dyn Progress,
 ) -> Result<Report, PipelineError> {
     cfg.validate()?;
@@ -64,7 +64,7 @@ pub fn run(
 /// The images of `cfg.train` and `cfg.test` (classes aligned), through `net`.
 pub(crate) fn image_inputs<'a>(
     cfg: &RunConfig,
-    net: &'a SqueezeNet,
+    net: &'a Backbone,
 ) -> Result<Inputs<'a>, PipelineError> {
     let train_set = ImageSet::scan(&cfg.train)?;
     let test_set = ImageSet::scan(&cfg.test)?.align_to(&train_set)?;

@@ -19,7 +19,7 @@ use fisherkit::mfa::{Mfa, MfaParams};
 use fisherkit::pca::{Pca, PcaMoments, PcaParams};
 use fisherkit::{Encoder, Normalization};
 use fisherkit_cnn::descriptors::DescriptorParams;
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::{Backbone, Cnn};
 use ndarray::{Array1, Array2, Axis};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -33,7 +33,7 @@ use std::time::Instant;
 pub(crate) enum Source<'a> {
     /// Image files through the CNN.
     Images {
-        net: &'a SqueezeNet,
+        net: &'a Backbone,
         paths: Vec<PathBuf>,
         params: DescriptorParams,
         with_global: bool,
@@ -43,6 +43,14 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// The CNN's name (`squeezenet1_1`, `efficientnet_lite0`), `None` for descriptor files.
+    pub(crate) fn cnn_name(&self) -> Option<&'static str> {
+        match self {
+            Source::Images { net, .. } => Some(net.name()),
+            Source::Bags(_) => None,
+        }
+    }
+
     /// Descriptors of the images `idx`, in order (`Err`: the image is skipped, with the reason).
     pub(crate) fn compute(
         &self,

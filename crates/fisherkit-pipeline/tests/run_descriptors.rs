@@ -165,7 +165,7 @@ fn images_to_descriptor_files_to_run_gives_the_same_results() {
     cfg.encoders = parse_encoders("gmm-fv:mean+var,mfa-fs:mean,mfa-fs:loading").unwrap();
     cfg.cache_dir = None;
     cfg.save_descriptors = Some(t.path().join("feats"));
-    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
     let from_images = run(&cfg, &net, &NoProgress).unwrap();
     assert_eq!(from_images.dataset.skipped.len(), 1);
 

@@ -30,7 +30,7 @@ fn small_real_set_end_to_end() {
     cfg.whitening = Whitening::Both;
     cfg.sweep_gmm_components = vec![2, 4];
     cfg.sweep_mfa_factors = vec![1, 2];
-    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
     let log = Log::default();
     let r = run(&cfg, &net, &log).unwrap();
 
@@ -99,7 +99,7 @@ fn small_real_set_end_to_end() {
 #[test]
 fn dataset_and_option_errors_are_clear() {
     let t = small_set(&["bag", "sneaker"], 2, 1);
-    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
     // A test class absent from training.
     std::fs::create_dir_all(t.path().join("test/coat")).unwrap();
     std::fs::copy(
@@ -182,7 +182,7 @@ fn grey_rgba_16_bit_and_tiny_images_are_used() {
     cfg.encoders = parse_encoders("cnn-global,gmm-fv:mean").unwrap();
     cfg.cache_dir = None;
     cfg.cv_folds = 2;
-    let net = fisherkit_cnn::SqueezeNet::builtin().unwrap();
+    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
     let r = run(&cfg, &net, &NoProgress).unwrap();
     assert!(r.dataset.skipped.is_empty(), "{:?}", r.dataset.skipped);
     assert_eq!((r.dataset.n_train, r.dataset.n_test), (10, 10));
@@ -200,4 +200,30 @@ fn grey_rgba_16_bit_and_tiny_images_are_used() {
     assert!(cells > 5 * 169, "non-square images give more cells");
     assert_eq!(r.dataset.descriptors_per_image, vec![cells as f64 / 5.0]);
     assert_eq!(r.results.len(), 2);
+}
+
+#[test]
+fn efficientnet_backbone_end_to_end_with_its_own_cache_key() {
+    let t = small_set(&["bag", "sneaker", "trouser"], 6, 3);
+    let mut cfg = small_config(t.path());
+    cfg.encoders = parse_encoders("cnn-global,gmm-fv:mean").unwrap();
+    cfg.cv_folds = 2;
+    let kinds = [
+        fisherkit_cnn::BackboneKind::EfficientNetLite0,
+        fisherkit_cnn::BackboneKind::SqueezeNet,
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let net = fisherkit_cnn::Backbone::builtin(kind).unwrap();
+        let r = run(&cfg, &net, &NoProgress).unwrap();
+        assert_eq!(r.cnn.as_deref(), Some(kind.name()));
+        // 28-px images at patch 28: one 224 (227) px pass, 7×7 (13×13) cells.
+        let cells = if i == 0 { 49.0 } else { 169.0 };
+        assert_eq!(r.dataset.descriptors_per_image, vec![cells]);
+        assert_eq!(r.results.len(), 2);
+        // Each network has its own run folder in the shared cache.
+        let runs = std::fs::read_dir(t.path().join("cache/runs"))
+            .unwrap()
+            .count();
+        assert_eq!(runs, i + 1, "{kind}: run folders");
+    }
 }

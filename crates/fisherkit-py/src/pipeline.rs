@@ -8,7 +8,7 @@ use fisherkit::pca::PcaMoments;
 use fisherkit_cli::progress::Ui;
 use fisherkit_cli::{run_argv, RunInvocation};
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::descriptors::describe_batch;
 use fisherkit_pipeline::{EncodedPart, ImageEntry, Job, Sample, SamplePart};
 use ndarray::{Array1, Array2, Array3};
@@ -19,12 +19,17 @@ use pyo3::types::{PyDict, PyList};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The built-in CNN, loaded once per process.
-fn net() -> PyResult<&'static SqueezeNet> {
-    static NET: OnceLock<Result<SqueezeNet, String>> = OnceLock::new();
-    NET.get_or_init(|| SqueezeNet::builtin().map_err(|e| e.to_string()))
+/// The built-in CNN `kind`, loaded once per process.
+fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
+    static SQUEEZENET: OnceLock<Result<Backbone, String>> = OnceLock::new();
+    static EFFICIENTNET: OnceLock<Result<Backbone, String>> = OnceLock::new();
+    let cell = match kind {
+        BackboneKind::SqueezeNet => &SQUEEZENET,
+        BackboneKind::EfficientNetLite0 => &EFFICIENTNET,
+    };
+    cell.get_or_init(|| Backbone::builtin(kind).map_err(|e| e.to_string()))
         .as_ref()
-        .map_err(|e| PyValueError::new_err(format!("built-in CNN: {e}")))
+        .map_err(|e| PyValueError::new_err(format!("built-in CNN {kind}: {e}")))
 }
 
 fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
@@ -38,7 +43,7 @@ fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
 fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<String> {
     let inv = parse(args)?;
     if !inv.descriptor_files {
-        net()?;
+        net(inv.cnn)?;
     }
     let report = py
         .detach(|| inv.execute(&Ui::new(!verbose)))
@@ -91,10 +96,12 @@ fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
 /// in scale order — the rows `fisherkit run --save-descriptors` writes —
 /// and, with `with_global`, the image-level vector (1000).
 #[pyfunction]
-#[pyo3(signature = (images, scales, patch_mode, max_image_side, stride, with_global))]
+#[pyo3(signature = (images, cnn, scales, patch_mode, max_image_side, stride, with_global))]
+#[allow(clippy::too_many_arguments)]
 fn cnn_descriptors<'py>(
     py: Python<'py>,
     images: Vec<ImageArg<'py>>,
+    cnn: &str,
     scales: Vec<u32>,
     patch_mode: &str,
     max_image_side: Option<u32>,
@@ -119,7 +126,8 @@ fn cnn_descriptors<'py>(
     params
         .validate()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let net = net()?;
+    let kind: BackboneKind = cnn.parse().map_err(PyValueError::new_err)?;
+    let net = net(kind)?;
     let decoded: Vec<Result<Array3<f32>, String>> = images
         .iter()
         .enumerate()
@@ -237,7 +245,7 @@ impl PyJob {
                 "a distributed run starts from image folders (train/test), not descriptor files",
             ));
         }
-        let job = Job::images(&inv.config, net()?).map_err(err)?;
+        let job = Job::images(&inv.config, net(inv.cnn)?).map_err(err)?;
         Ok(Self {
             job: Some(job),
             inv,

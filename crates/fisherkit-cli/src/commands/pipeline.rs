@@ -6,7 +6,7 @@ use crate::error::CliError;
 use crate::progress::Ui;
 use clap::Parser;
 use fisherkit_cnn::descriptors::PatchMode;
-use fisherkit_cnn::SqueezeNet;
+use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::report::Report;
 use fisherkit_pipeline::spec::parse_encoders;
 use fisherkit_pipeline::{plot, run, run_descriptors, Progress, RunConfig, Whitening};
@@ -204,7 +204,12 @@ fn write_outputs(
 }
 
 /// Runs the pipeline on image folders, or on descriptor files if `descriptor_files`.
-fn execute(cfg: &RunConfig, descriptor_files: bool, ui: &Ui) -> Result<Report, CliError> {
+fn execute(
+    cfg: &RunConfig,
+    descriptor_files: bool,
+    cnn: BackboneKind,
+    ui: &Ui,
+) -> Result<Report, CliError> {
     let bars = Bars {
         ui,
         bar: Mutex::new(None),
@@ -213,7 +218,8 @@ fn execute(cfg: &RunConfig, descriptor_files: bool, ui: &Ui) -> Result<Report, C
     if descriptor_files {
         return run_descriptors(cfg, &bars).map_err(CliError::other);
     }
-    let net = SqueezeNet::builtin().map_err(|e| CliError::other(format!("built-in CNN: {e}")))?;
+    let net =
+        Backbone::builtin(cnn).map_err(|e| CliError::other(format!("built-in CNN {cnn}: {e}")))?;
     run(cfg, &net, &bars).map_err(CliError::other)
 }
 
@@ -224,6 +230,8 @@ pub struct RunInvocation {
     pub config: RunConfig,
     /// The inputs are descriptor files, not image folders.
     pub descriptor_files: bool,
+    /// `--cnn`: the built-in network of the patch descriptors.
+    pub cnn: BackboneKind,
     /// `--report FILE`.
     pub report: Option<PathBuf>,
     /// `--plot FILE`.
@@ -282,6 +290,7 @@ fn invocation(a: &RunArgs) -> Result<RunInvocation, CliError> {
     Ok(RunInvocation {
         config: config(a, train.clone(), test.clone())?,
         descriptor_files: files,
+        cnn: a.cnn.kind(),
         report: a.report.clone(),
         plot: a.plot.clone(),
     })
@@ -293,7 +302,7 @@ impl RunInvocation {
     /// # Errors
     /// Any failure of the run or of writing its outputs.
     pub fn execute(&self, ui: &Ui) -> Result<Report, CliError> {
-        let r = execute(&self.config, self.descriptor_files, ui)?;
+        let r = execute(&self.config, self.descriptor_files, self.cnn, ui)?;
         self.write_outputs(&r, ui)?;
         Ok(r)
     }
@@ -310,7 +319,7 @@ impl RunInvocation {
 /// `fisherkit run`.
 pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
     let inv = invocation(a)?;
-    let r = execute(&inv.config, inv.descriptor_files, ui)?;
+    let r = execute(&inv.config, inv.descriptor_files, inv.cnn, ui)?;
     print_table(&r);
     write_outputs(&r, inv.report.as_deref(), inv.plot.as_deref(), ui)
 }
@@ -340,17 +349,23 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         .map_err(|e| CliError::other(format!("{}: {e}", a.out.display())))?;
     let mut run = RunArgs::demo_defaults(data.join("train"), data.join("test"));
     run.cache = a.out.join("cache");
+    run.cnn = a.cnn;
     let cfg = config(&run, data.join("train"), data.join("test"))?;
     ui.info(format!(
-        "fisherkit demo: Fashion-MNIST subset in {}, SqueezeNet descriptors of whole 28-px images (13x13 cells), PCA {}, GMM K={}, MFA K={} R={}",
+        "fisherkit demo: Fashion-MNIST subset in {}, {} descriptors of whole 28-px images ({}), PCA {}, GMM K={}, MFA K={} R={}",
         data.display(),
+        a.cnn.kind(),
+        match a.cnn.kind() {
+            BackboneKind::SqueezeNet => "13x13 cells",
+            BackboneKind::EfficientNetLite0 => "7x7 cells",
+        },
         cfg.pca_dim,
         cfg.gmm_components,
         cfg.mfa_components,
         cfg.mfa_factors
     ));
     let t = Instant::now();
-    let r = execute(&cfg, false, ui)?;
+    let r = execute(&cfg, false, a.cnn.kind(), ui)?;
     print_table(&r);
     write_outputs(
         &r,

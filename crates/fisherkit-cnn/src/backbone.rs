@@ -1,0 +1,239 @@
+//! The common interface of the built-in networks: the [`Cnn`] trait (what descriptor
+//! extraction needs: preprocessing, input side, score-map geometry, the forward pass), and
+//! [`Backbone`], an owned choice of network for the pipeline and the CLI.
+//!
+//! Both networks map a preprocessed (3, H, W) input to a class-score map (1000, h, w) whose
+//! cells are the dense descriptors' class scores; their spatial mean is the network's logits.
+
+use crate::efficientnet::{
+    self, EfficientNetLite0, EFFNET_CELL_STRIDE, EFFNET_INPUT_SIDE, EFFNET_MIN_INPUT_SIDE,
+    EFFNET_RECEPTIVE_FIELD,
+};
+use crate::net::{CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, RECEPTIVE_FIELD};
+use crate::ImageError;
+use fisherkit::linalg::Par;
+use ndarray::{Array1, Array3, ArrayView3};
+
+pub(crate) mod sealed {
+    use fisherkit::linalg::Par;
+    use ndarray::{Array3, ArrayView3};
+
+    /// The forward pass without input checks, with an explicit work split (crate-internal).
+    pub trait Forward {
+        fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32>;
+    }
+}
+
+/// A built-in ImageNet CNN usable by [`crate::extract`] and the other descriptor functions.
+/// Implemented by [`SqueezeNet`], [`EfficientNetLite0`] and [`Backbone`]; sealed.
+pub trait Cnn: sealed::Forward + Sync {
+    /// Stable name, used in run keys and reports: `"squeezenet1_1"`, `"efficientnet_lite0"`.
+    fn name(&self) -> &'static str;
+    /// Side of the classification input (227 for SqueezeNet, 224 for EfficientNet-Lite0): the
+    /// side a patch is resized to.
+    fn input_side(&self) -> usize;
+    /// Smallest input side with a non-empty score map.
+    fn min_input_side(&self) -> usize;
+    /// Stride, in network-input pixels, between neighbouring score-map cells.
+    fn cell_stride(&self) -> usize;
+    /// Receptive field, in network-input pixels, of one score-map cell.
+    fn receptive_field(&self) -> usize;
+    /// Score-map size (h, w) for an H×W input, `None` below [`Cnn::min_input_side`].
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)>;
+    /// (H, W, 3) RGB 0–255 → the network's (3, H, W) input.
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError>;
+    /// The class-score map (1000, h, w) of a preprocessed input (3, H, W), all rayon threads.
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError>;
+    /// The 1000 logits (spatial mean of the score map) of a preprocessed input.
+    fn logits(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
+        Ok(crate::net::pool_scores(&self.score_map(input)?))
+    }
+}
+
+impl sealed::Forward for SqueezeNet {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        self.forward_unchecked(input, par)
+    }
+}
+
+impl Cnn for SqueezeNet {
+    fn name(&self) -> &'static str {
+        BackboneKind::SqueezeNet.name()
+    }
+    fn input_side(&self) -> usize {
+        INPUT_SIDE
+    }
+    fn min_input_side(&self) -> usize {
+        MIN_INPUT_SIDE
+    }
+    fn cell_stride(&self) -> usize {
+        CELL_STRIDE
+    }
+    fn receptive_field(&self) -> usize {
+        RECEPTIVE_FIELD
+    }
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
+        SqueezeNet::score_map_size(height, width)
+    }
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
+        crate::image::preprocess(img)
+    }
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        self.forward(input)
+    }
+}
+
+impl sealed::Forward for EfficientNetLite0 {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        self.forward_unchecked(input, par)
+    }
+}
+
+impl Cnn for EfficientNetLite0 {
+    fn name(&self) -> &'static str {
+        BackboneKind::EfficientNetLite0.name()
+    }
+    fn input_side(&self) -> usize {
+        EFFNET_INPUT_SIDE
+    }
+    fn min_input_side(&self) -> usize {
+        EFFNET_MIN_INPUT_SIDE
+    }
+    fn cell_stride(&self) -> usize {
+        EFFNET_CELL_STRIDE
+    }
+    fn receptive_field(&self) -> usize {
+        EFFNET_RECEPTIVE_FIELD
+    }
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
+        EfficientNetLite0::score_map_size(height, width)
+    }
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
+        efficientnet::preprocess(img)
+    }
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        self.forward(input)
+    }
+}
+
+/// Which built-in network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BackboneKind {
+    /// SqueezeNet v1.1 (the default; 227-px input, 13×13 cells, stride 16).
+    #[default]
+    SqueezeNet,
+    /// EfficientNet-Lite0 (224-px input, 7×7 cells, stride 32).
+    EfficientNetLite0,
+}
+
+impl BackboneKind {
+    /// The stable name (`"squeezenet1_1"`, `"efficientnet_lite0"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackboneKind::SqueezeNet => "squeezenet1_1",
+            BackboneKind::EfficientNetLite0 => "efficientnet_lite0",
+        }
+    }
+}
+
+impl std::fmt::Display for BackboneKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BackboneKind {
+    type Err = String;
+    /// Accepts `squeezenet`, `squeezenet1_1`, `efficientnet-lite0`, `efficientnet_lite0`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "squeezenet" | "squeezenet1_1" => Ok(BackboneKind::SqueezeNet),
+            "efficientnet-lite0" | "efficientnet_lite0" => Ok(BackboneKind::EfficientNetLite0),
+            other => Err(format!(
+                "unknown CNN `{other}` (expected squeezenet or efficientnet-lite0)"
+            )),
+        }
+    }
+}
+
+/// One of the built-in networks, owned.
+// The variants differ by a few hundred bytes of layer headers (the weights are on the heap);
+// one Backbone exists per run, so boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Backbone {
+    SqueezeNet(SqueezeNet),
+    EfficientNetLite0(EfficientNetLite0),
+}
+
+impl Backbone {
+    /// The network `kind` with its shipped ImageNet weights.
+    #[cfg(feature = "builtin-weights")]
+    pub fn builtin(kind: BackboneKind) -> Result<Self, CnnError> {
+        Ok(match kind {
+            BackboneKind::SqueezeNet => Backbone::SqueezeNet(SqueezeNet::builtin()?),
+            BackboneKind::EfficientNetLite0 => {
+                Backbone::EfficientNetLite0(EfficientNetLite0::builtin()?)
+            }
+        })
+    }
+
+    pub fn kind(&self) -> BackboneKind {
+        match self {
+            Backbone::SqueezeNet(_) => BackboneKind::SqueezeNet,
+            Backbone::EfficientNetLite0(_) => BackboneKind::EfficientNetLite0,
+        }
+    }
+
+    fn inner(&self) -> &dyn Cnn {
+        match self {
+            Backbone::SqueezeNet(n) => n,
+            Backbone::EfficientNetLite0(n) => n,
+        }
+    }
+}
+
+impl From<SqueezeNet> for Backbone {
+    fn from(n: SqueezeNet) -> Self {
+        Backbone::SqueezeNet(n)
+    }
+}
+
+impl From<EfficientNetLite0> for Backbone {
+    fn from(n: EfficientNetLite0) -> Self {
+        Backbone::EfficientNetLite0(n)
+    }
+}
+
+impl sealed::Forward for Backbone {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        self.inner().forward_par(input, par)
+    }
+}
+
+impl Cnn for Backbone {
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+    fn input_side(&self) -> usize {
+        self.inner().input_side()
+    }
+    fn min_input_side(&self) -> usize {
+        self.inner().min_input_side()
+    }
+    fn cell_stride(&self) -> usize {
+        self.inner().cell_stride()
+    }
+    fn receptive_field(&self) -> usize {
+        self.inner().receptive_field()
+    }
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
+        self.inner().map_size(height, width)
+    }
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
+        self.inner().preprocess(img)
+    }
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        self.inner().score_map(input)
+    }
+}
