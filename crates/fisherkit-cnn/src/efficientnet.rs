@@ -128,12 +128,7 @@ impl EfficientNetLite0 {
     /// `blocks.N.project.{weight (C_out, e·C_in, 1, 1), bias}` for N = 0…15,
     /// `head.{weight (1280, 320, 1, 1), bias}`, `fc.{weight (1000, 1280), bias (1000)}`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CnnError> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| CnnError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_safetensors_bytes(&bytes)
+        Self::from_safetensors_bytes(&crate::net::read_weights(path.as_ref())?)
     }
 
     /// The ImageNet weights shipped in `data/efficientnet-lite0/` (embedded at compile time).

@@ -164,18 +164,21 @@ pub(crate) fn load_conv(
 static BUILTIN_WEIGHTS: &[u8] =
     include_bytes!("../../../data/squeezenet/squeezenet1_1.safetensors");
 
+/// The bytes of a weights file, or an error naming it (both networks' `load`).
+pub(crate) fn read_weights(path: &Path) -> Result<Vec<u8>, CnnError> {
+    std::fs::read(path).map_err(|source| CnnError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 impl SqueezeNet {
     /// Loads the weights from a safetensors file (tensors `conv1.weight` (64, 3, 3, 3),
     /// `conv1.bias` (64), `fireN.{squeeze1x1,expand1x1,expand3x3}.{weight,bias}`,
     /// `conv10.weight` (1000, 512, 1, 1), `conv10.bias` (1000); kernels OIHW, f32),
     /// as written by `scripts/convert_squeezenet.py`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CnnError> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| CnnError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_safetensors_bytes(&bytes)
+        Self::from_safetensors_bytes(&crate::net::read_weights(path.as_ref())?)
     }
 
     /// The ImageNet weights shipped in `data/squeezenet/` (embedded at compile time).
