@@ -200,10 +200,7 @@ impl EfficientNetLite0 {
                 shape: input.shape().to_vec(),
             });
         }
-        if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
-            return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
-        }
-        Ok(())
+        crate::net::check_finite_input(input)
     }
 
     /// The class-score map (1000, h, w): `fc` applied to every cell of the head's output, for

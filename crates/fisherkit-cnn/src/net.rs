@@ -164,6 +164,14 @@ pub(crate) fn load_conv(
 static BUILTIN_WEIGHTS: &[u8] =
     include_bytes!("../../../data/squeezenet/squeezenet1_1.safetensors");
 
+/// The first non-finite value of a network input (3, H, W), as an error naming its position.
+pub(crate) fn check_finite_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
+    match input.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        Some((idx, _)) => Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2)),
+        None => Ok(()),
+    }
+}
+
 /// The bytes of a weights file, or an error naming it (both networks' `load`).
 pub(crate) fn read_weights(path: &Path) -> Result<Vec<u8>, CnnError> {
     std::fs::read(path).map_err(|source| CnnError::Io {
@@ -226,12 +234,7 @@ impl SqueezeNet {
         if c != 3 || Self::score_map_size(h, w).is_none() {
             return Err(CnnError::InputShape(input.shape().to_vec()));
         }
-        if !input.iter().all(|v| v.is_finite()) {
-            if let Some((idx, _)) = input.indexed_iter().find(|(_, v)| !v.is_finite()) {
-                return Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2));
-            }
-        }
-        Ok(())
+        check_finite_input(input)
     }
 
     /// The class-score map: conv10's output (1000, h, w) for `input` (3, H, W), a
