@@ -9,7 +9,11 @@ use crate::efficientnet::{
     self, EfficientNetLite0, EFFNET_CELL_STRIDE, EFFNET_INPUT_SIDE, EFFNET_MIN_INPUT_SIDE,
     EFFNET_RECEPTIVE_FIELD,
 };
-use crate::net::{CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, RECEPTIVE_FIELD};
+use crate::net::{
+    CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES, RECEPTIVE_FIELD,
+};
+#[cfg(feature = "onnx")]
+use crate::onnx::OnnxCnn;
 use crate::ImageError;
 use fisherkit::linalg::Par;
 use ndarray::{Array1, Array3, ArrayView3};
@@ -19,16 +23,23 @@ pub(crate) mod sealed {
     use ndarray::{Array3, ArrayView3};
 
     /// The forward pass without input checks, with an explicit work split (crate-internal).
+    /// Infallible for the built-in networks; an ONNX model's runtime can fail.
     pub trait Forward {
-        fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32>;
+        fn forward_par(
+            &self,
+            input: ArrayView3<'_, f32>,
+            par: Par,
+        ) -> Result<Array3<f32>, crate::CnnError>;
     }
 }
 
-/// A built-in ImageNet CNN usable by [`crate::extract`] and the other descriptor functions.
-/// Implemented by [`SqueezeNet`], [`EfficientNetLite0`] and [`Backbone`]; sealed.
+/// An image classifier usable by [`crate::extract`] and the other descriptor functions.
+/// Implemented by [`SqueezeNet`], [`EfficientNetLite0`], `OnnxCnn` (feature `onnx`) and
+/// [`Backbone`]; sealed.
 pub trait Cnn: sealed::Forward + Sync {
-    /// Stable name, used in run keys and reports: `"squeezenet1_1"`, `"efficientnet_lite0"`.
-    fn name(&self) -> &'static str;
+    /// Stable name, used in run keys and reports: `"squeezenet1_1"`, `"efficientnet_lite0"`,
+    /// `"onnx:<file name>#<hash>"`.
+    fn name(&self) -> &str;
     /// Side of the classification input (227 for SqueezeNet, 224 for EfficientNet-Lite0): the
     /// side a patch is resized to.
     fn input_side(&self) -> usize;
@@ -40,24 +51,37 @@ pub trait Cnn: sealed::Forward + Sync {
     fn receptive_field(&self) -> usize;
     /// Score-map size (h, w) for an H×W input, `None` below [`Cnn::min_input_side`].
     fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)>;
+    /// Number of classes C: rows of the score map, columns of the descriptors (1000 for the
+    /// built-in networks).
+    fn num_classes(&self) -> usize {
+        NUM_CLASSES
+    }
+    /// Whether the network runs fully-convolutionally on any input of at least
+    /// [`Cnn::min_input_side`] (dense patches). `false` for an ONNX model with a fixed input or a
+    /// non-convolutional classifier: it only runs at [`Cnn::input_side`] and
+    /// [`crate::extract`] then uses exact patches whatever the mode asked for.
+    fn dense(&self) -> bool {
+        true
+    }
     /// (H, W, 3) RGB 0–255 → the network's (3, H, W) input.
     fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError>;
-    /// The class-score map (1000, h, w) of a preprocessed input (3, H, W), all rayon threads.
+    /// The class-score map (C, h, w) of a preprocessed input (3, H, W), all rayon threads
+    /// ((C, 1, 1) for a network that is not [`Cnn::dense`]).
     fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError>;
-    /// The 1000 logits (spatial mean of the score map) of a preprocessed input.
+    /// The C logits (spatial mean of the score map) of a preprocessed input.
     fn logits(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
         Ok(crate::net::pool_scores(&self.score_map(input)?))
     }
 }
 
 impl sealed::Forward for SqueezeNet {
-    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        self.forward_unchecked(input, par)
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
+        Ok(self.forward_unchecked(input, par))
     }
 }
 
 impl Cnn for SqueezeNet {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         BackboneKind::SqueezeNet.name()
     }
     fn input_side(&self) -> usize {
@@ -84,13 +108,13 @@ impl Cnn for SqueezeNet {
 }
 
 impl sealed::Forward for EfficientNetLite0 {
-    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        self.forward_unchecked(input, par)
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
+        Ok(self.forward_unchecked(input, par))
     }
 }
 
 impl Cnn for EfficientNetLite0 {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         BackboneKind::EfficientNetLite0.name()
     }
     fn input_side(&self) -> usize {
@@ -156,7 +180,7 @@ impl std::str::FromStr for BackboneKind {
     }
 }
 
-/// One of the built-in networks, owned.
+/// One of the built-in networks, or (feature `onnx`) an ONNX model, owned.
 // The variants differ by a few hundred bytes of layer headers (the weights are on the heap);
 // one Backbone exists per run, so boxing would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -164,6 +188,9 @@ impl std::str::FromStr for BackboneKind {
 pub enum Backbone {
     SqueezeNet(SqueezeNet),
     EfficientNetLite0(EfficientNetLite0),
+    /// Any ONNX image classifier ([`OnnxCnn`]).
+    #[cfg(feature = "onnx")]
+    Onnx(Box<OnnxCnn>),
 }
 
 impl Backbone {
@@ -178,10 +205,13 @@ impl Backbone {
         })
     }
 
-    pub fn kind(&self) -> BackboneKind {
+    /// Which built-in network; `None` for an ONNX model.
+    pub fn kind(&self) -> Option<BackboneKind> {
         match self {
-            Backbone::SqueezeNet(_) => BackboneKind::SqueezeNet,
-            Backbone::EfficientNetLite0(_) => BackboneKind::EfficientNetLite0,
+            Backbone::SqueezeNet(_) => Some(BackboneKind::SqueezeNet),
+            Backbone::EfficientNetLite0(_) => Some(BackboneKind::EfficientNetLite0),
+            #[cfg(feature = "onnx")]
+            Backbone::Onnx(_) => None,
         }
     }
 
@@ -189,6 +219,8 @@ impl Backbone {
         match self {
             Backbone::SqueezeNet(n) => n,
             Backbone::EfficientNetLite0(n) => n,
+            #[cfg(feature = "onnx")]
+            Backbone::Onnx(n) => &**n,
         }
     }
 }
@@ -205,15 +237,28 @@ impl From<EfficientNetLite0> for Backbone {
     }
 }
 
+#[cfg(feature = "onnx")]
+impl From<OnnxCnn> for Backbone {
+    fn from(n: OnnxCnn) -> Self {
+        Backbone::Onnx(Box::new(n))
+    }
+}
+
 impl sealed::Forward for Backbone {
-    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
         self.inner().forward_par(input, par)
     }
 }
 
 impl Cnn for Backbone {
-    fn name(&self) -> &'static str {
-        self.kind().name()
+    fn name(&self) -> &str {
+        self.inner().name()
+    }
+    fn num_classes(&self) -> usize {
+        self.inner().num_classes()
+    }
+    fn dense(&self) -> bool {
+        self.inner().dense()
     }
     fn input_side(&self) -> usize {
         self.inner().input_side()

@@ -26,12 +26,16 @@
 //! gives 7×7 = 49 descriptors; a cell's scores are its classifier `fc` applied to that cell of
 //! the last feature map ([`crate::efficientnet`]).
 //!
+//! A network that is not [`Cnn::dense`] (an ONNX model with a fixed input size or a
+//! classifier that is not a global mean of a score map, see `crate::onnx`) always gets exact
+//! patches: [`PatchMode::Dense`] then means [`PatchMode::Exact`] with `stride`.
+//!
 //! [`check_geometry`] bounds the input with SqueezeNet's 227-px side; for a network with a
 //! smaller input side (EfficientNet-Lite0's 224) the bound is therefore conservative.
 
 use crate::backbone::Cnn;
 use crate::image::{check_image, resize_bilinear, ImageError};
-use crate::net::{log_softmax, pool_scores, CnnError, INPUT_SIDE, NUM_CLASSES};
+use crate::net::{log_softmax, pool_scores, CnnError, INPUT_SIDE};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
 use rayon::prelude::*;
@@ -262,7 +266,13 @@ fn extract_unchecked<N: Cnn + ?Sized>(
 ) -> Result<Vec<Array2<f32>>, CnnError> {
     let (h0, w0, _) = image.dim();
     let (hw, ww) = working_size(h0, w0, params.max_image_side);
-    let working = if (hw, ww) != (h0, w0) && params.mode == PatchMode::Exact {
+    // A network that only runs at its input side (an exact-only ONNX model) gets exact patches.
+    let mode = if net.dense() {
+        params.mode
+    } else {
+        PatchMode::Exact
+    };
+    let working = if (hw, ww) != (h0, w0) && mode == PatchMode::Exact {
         Some(resize_bilinear(image, hw, ww)?)
     } else {
         None
@@ -270,12 +280,12 @@ fn extract_unchecked<N: Cnn + ?Sized>(
     params
         .scales
         .iter()
-        .map(|&p| match params.mode {
+        .map(|&p| match mode {
             PatchMode::Dense => {
                 // One resize from the original straight to the network input.
                 let (nh, nw) = dense_input_size_for(net.input_side(), hw, ww, p);
                 let x = net.preprocess(resize_bilinear(image, nh, nw)?.view())?;
-                let map = net.forward_par(x.view(), par);
+                let map = net.forward_par(x.view(), par)?;
                 Ok(map_to_descriptors(&map))
             }
             PatchMode::Exact => {
@@ -320,7 +330,7 @@ fn exact_patches<N: Cnn + ?Sized>(
         let crop = base.slice(s![y..y + patch, x..x + patch, ..]);
         let side = net.input_side();
         let input = net.preprocess(resize_bilinear(crop, side, side)?.view())?;
-        let map = net.forward_par(input.view(), inner);
+        let map = net.forward_par(input.view(), inner)?;
         Ok(log_softmax(pool_scores(&map).view()))
     };
     let rows: Vec<Array1<f32>> = if matches!(par, Par::Seq) || cells.len() == 1 {
@@ -334,7 +344,7 @@ fn exact_patches<N: Cnn + ?Sized>(
             .map(|c| one(c, Par::Seq))
             .collect::<Result<_, _>>()?
     };
-    let mut out = Array2::<f32>::zeros((rows.len(), NUM_CLASSES));
+    let mut out = Array2::<f32>::zeros((rows.len(), net.num_classes()));
     for (mut o, r) in out.axis_iter_mut(Axis(0)).zip(rows) {
         o.assign(&r);
     }

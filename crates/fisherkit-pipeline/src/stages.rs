@@ -43,11 +43,21 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
-    /// The CNN's name (`squeezenet1_1`, `efficientnet_lite0`), `None` for descriptor files.
-    pub(crate) fn cnn_name(&self) -> Option<&'static str> {
+    /// The CNN's name (`squeezenet1_1`, `efficientnet_lite0`, `onnx:<file>#<hash>`), `None`
+    /// for descriptor files.
+    pub(crate) fn cnn_name(&self) -> Option<&str> {
         match self {
             Source::Images { net, .. } => Some(net.name()),
             Source::Bags(_) => None,
+        }
+    }
+
+    /// Number of classes of the CNN (the descriptors' dimension); 1000 for descriptor files
+    /// (whose runs have no image-level descriptor).
+    pub(crate) fn num_classes(&self) -> usize {
+        match self {
+            Source::Images { net, .. } => net.num_classes(),
+            Source::Bags(_) => fisherkit_cnn::net::NUM_CLASSES,
         }
     }
 
