@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command). Installs the peers the tests
 # compare against (scripts/setup-peers.sh), then runs:
-#   1. the Rust tests of every crate,
+#   1. the Rust tests of every crate, with the feature onnx of fisherkit-cnn and
+#      fisherkit-cli (tract; `--cnn model.onnx`) on: one build with one feature
+#      resolution (a separate `-p … --features onnx` run after a plain workspace run
+#      would rebuild faer, rayon & co., whose features tract changes);
+#      the build without the feature is checked by `cargo clippy --workspace` (.ci/run),
 #   2. the tests against VLFeat's C library (feature vlfeat-tests, links -lvl),
 #   3. the Python module: pip install . and pytest tests/python (if present).
 # FISHERKIT_REQUIRE_PEERS=1 makes a test whose peer is missing fail instead of skip.
@@ -9,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-peers.sh
 export FISHERKIT_REQUIRE_PEERS=1
-cargo test --workspace
+cargo test --workspace --features fisherkit-cnn/onnx,fisherkit-cli/onnx
 cargo test -p fisherkit --features vlfeat-tests --test vlfeat
 if [ -f pyproject.toml ] && [ -d tests/python ]; then
   python3 -m pip install -q --disable-pip-version-check .

@@ -337,21 +337,68 @@ pub enum PatchModeArg {
     Exact,
 }
 
-/// The built-in ImageNet CNN of the patch descriptors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--cnn`: the CNN of the patch descriptors, a built-in network or an ONNX model.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CnnArg {
     /// SqueezeNet v1.1: 227-px patches, 13x13 cells per patch, 16 px apart.
     Squeezenet,
     /// EfficientNet-Lite0: 224-px patches, 7x7 cells per patch, 32 px apart.
     EfficientnetLite0,
+    /// An ONNX image classifier (a path ending in `.onnx`; needs the `onnx` feature).
+    Onnx(PathBuf),
 }
 
 impl CnnArg {
-    pub fn kind(self) -> fisherkit_cnn::BackboneKind {
+    /// The built-in network, `None` for an ONNX model.
+    pub fn kind(&self) -> Option<fisherkit_cnn::BackboneKind> {
         match self {
-            CnnArg::Squeezenet => fisherkit_cnn::BackboneKind::SqueezeNet,
-            CnnArg::EfficientnetLite0 => fisherkit_cnn::BackboneKind::EfficientNetLite0,
+            CnnArg::Squeezenet => Some(fisherkit_cnn::BackboneKind::SqueezeNet),
+            CnnArg::EfficientnetLite0 => Some(fisherkit_cnn::BackboneKind::EfficientNetLite0),
+            CnnArg::Onnx(_) => None,
         }
+    }
+}
+
+/// Parses `--cnn`: `squeezenet`, `efficientnet-lite0` (or their `_1`/`_lite0` spellings), or a
+/// path ending in `.onnx`.
+pub fn parse_cnn(s: &str) -> Result<CnnArg, String> {
+    match s.parse::<fisherkit_cnn::BackboneKind>() {
+        Ok(fisherkit_cnn::BackboneKind::SqueezeNet) => Ok(CnnArg::Squeezenet),
+        Ok(fisherkit_cnn::BackboneKind::EfficientNetLite0) => Ok(CnnArg::EfficientnetLite0),
+        Err(_) if s.to_ascii_lowercase().ends_with(".onnx") => Ok(CnnArg::Onnx(PathBuf::from(s))),
+        Err(_) => Err(format!(
+            "unknown CNN `{s}` (expected squeezenet, efficientnet-lite0 or a path to an .onnx model)"
+        )),
+    }
+}
+
+/// Options of an ONNX model given as `--cnn FILE.onnx` (see docs/backbones.md).
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+#[command(next_help_heading = "ONNX model (--cnn FILE.onnx)")]
+pub struct OnnxArgs {
+    /// Side patches are resized to [default: the model's fixed input side, else 224].
+    #[arg(long, value_name = "PX")]
+    pub onnx_input_side: Option<usize>,
+    /// Per-channel mean on the 0-1 scale, in the model's channel order
+    /// [default: 0.485,0.456,0.406].
+    #[arg(long, value_name = "M,M,M")]
+    pub onnx_mean: Option<String>,
+    /// Per-channel standard deviation on the 0-1 scale [default: 0.229,0.224,0.225].
+    #[arg(long, value_name = "S,S,S")]
+    pub onnx_std: Option<String>,
+    /// The model takes BGR channels (Caffe models) instead of RGB.
+    #[arg(long)]
+    pub onnx_bgr: bool,
+    /// The tensor holding the class scores (a graph output or any tensor of the graph)
+    /// [default: the first graph output].
+    #[arg(long, value_name = "NAME")]
+    pub onnx_output: Option<String>,
+}
+
+impl OnnxArgs {
+    /// Whether any ONNX option was given.
+    pub fn any(&self) -> bool {
+        *self != Self::default()
     }
 }
 
@@ -465,9 +512,13 @@ pub struct RunArgs {
     /// Patch sizes in pixels, comma-separated.
     #[arg(long, value_name = "LIST", default_value_t = default_scales())]
     pub scales: String,
-    /// The ImageNet CNN of the patch descriptors.
-    #[arg(long, value_enum, default_value_t = CnnArg::Squeezenet)]
+    /// The CNN of the patch descriptors: squeezenet (227-px patches, 13x13 cells, 16 px
+    /// apart), efficientnet-lite0 (224-px patches, 7x7 cells, 32 px apart) or FILE.onnx, any
+    /// ONNX image classifier (built with the `onnx` feature; options below).
+    #[arg(long, value_name = "CNN", default_value = "squeezenet", value_parser = parse_cnn)]
     pub cnn: CnnArg,
+    #[command(flatten)]
+    pub onnx: OnnxArgs,
     /// How patches are run through the CNN.
     #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
     pub patch_mode: PatchModeArg,
@@ -559,6 +610,7 @@ impl RunArgs {
             plot: None,
             scales: "28".into(),
             cnn: CnnArg::Squeezenet,
+            onnx: OnnxArgs::default(),
             patch_mode: PatchModeArg::Dense,
             stride: None,
             max_image_side: 512,
@@ -595,7 +647,10 @@ pub struct DemoArgs {
     /// Folder for report.json, figure1.svg and the descriptor cache.
     #[arg(long, value_name = "DIR", default_value = "fisherkit-demo-out")]
     pub out: PathBuf,
-    /// The ImageNet CNN of the patch descriptors.
-    #[arg(long, value_enum, default_value_t = CnnArg::Squeezenet)]
+    /// The CNN of the patch descriptors: squeezenet, efficientnet-lite0 or FILE.onnx (see
+    /// `fisherkit run --help`).
+    #[arg(long, value_name = "CNN", default_value = "squeezenet", value_parser = parse_cnn)]
     pub cnn: CnnArg,
+    #[command(flatten)]
+    pub onnx: OnnxArgs,
 }

@@ -36,6 +36,16 @@ fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
     run_argv(&args).map_err(|e| PyValueError::new_err(e.message))
 }
 
+/// The built-in network of a parsed run (the Python module has no ONNX support).
+fn builtin(inv: &RunInvocation) -> PyResult<BackboneKind> {
+    inv.cnn.builtin().ok_or_else(|| {
+        PyValueError::new_err(
+            "cnn: the Python module is built without ONNX support; use the fisherkit command \
+             line built with --features onnx for an ONNX model",
+        )
+    })
+}
+
 /// Runs `fisherkit run ARGS` (the arguments after `run`) and returns the
 /// report as JSON text (the schema of `--report`, which it also writes when
 /// asked). Progress goes to stderr when `verbose`.
@@ -43,7 +53,7 @@ fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
 fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<String> {
     let inv = parse(args)?;
     if !inv.descriptor_files {
-        net(inv.cnn)?;
+        net(builtin(&inv)?)?;
     }
     let report = py
         .detach(|| inv.execute(&Ui::new(!verbose)))
@@ -245,7 +255,7 @@ impl PyJob {
                 "a distributed run starts from image folders (train/test), not descriptor files",
             ));
         }
-        let job = Job::images(&inv.config, net(inv.cnn)?).map_err(err)?;
+        let job = Job::images(&inv.config, net(builtin(&inv)?)?).map_err(err)?;
         Ok(Self {
             job: Some(job),
             inv,

@@ -1,7 +1,7 @@
 //! `fisherkit run` and `fisherkit demo`: the scene-classification pipeline on
 //! image folders, with progress bars and a results table.
 
-use crate::args::{DemoArgs, PatchModeArg, RunArgs, WhiteningArg};
+use crate::args::{CnnArg, DemoArgs, OnnxArgs, PatchModeArg, RunArgs, WhiteningArg};
 use crate::error::CliError;
 use crate::progress::Ui;
 use clap::Parser;
@@ -203,11 +203,136 @@ fn write_outputs(
     Ok(())
 }
 
+/// The CNN of a run: a built-in network, or an ONNX model and its options.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CnnChoice {
+    /// `--cnn squeezenet` / `efficientnet-lite0`.
+    Builtin(BackboneKind),
+    /// `--cnn FILE.onnx` with the `--onnx-*` options (parsed and checked).
+    Onnx {
+        path: PathBuf,
+        input_side: Option<usize>,
+        mean: Option<[f32; 3]>,
+        std: Option<[f32; 3]>,
+        bgr: bool,
+        output: Option<String>,
+    },
+}
+
+/// Three comma-separated numbers (`--onnx-mean`, `--onnx-std`).
+fn three(flag: &str, s: &str) -> Result<[f32; 3], CliError> {
+    let v: Result<Vec<f32>, _> = s.split(',').map(|t| t.trim().parse::<f32>()).collect();
+    match v {
+        Ok(v) if v.len() == 3 && v.iter().all(|x| x.is_finite()) => Ok([v[0], v[1], v[2]]),
+        _ => Err(CliError::usage(format!(
+            "{flag} `{s}`: expected three comma-separated numbers, one per channel"
+        ))),
+    }
+}
+
+impl CnnChoice {
+    /// `--cnn` and the `--onnx-*` options, checked: ONNX options only with an ONNX model, and
+    /// an ONNX model only in a build with the `onnx` feature.
+    ///
+    /// # Errors
+    /// A usage error naming the problem.
+    pub fn from_args(cnn: &CnnArg, onnx: &OnnxArgs) -> Result<Self, CliError> {
+        match cnn {
+            CnnArg::Onnx(path) => {
+                if !cfg!(feature = "onnx") {
+                    return Err(CliError::usage(format!(
+                        "--cnn {}: this fisherkit was built without ONNX support; rebuild with \
+                         --features onnx (cargo install --path crates/fisherkit-cli --features onnx)",
+                        path.display()
+                    )));
+                }
+                Ok(CnnChoice::Onnx {
+                    path: path.clone(),
+                    input_side: match onnx.onnx_input_side {
+                        Some(0) => return Err(CliError::usage("--onnx-input-side must be >= 1")),
+                        v => v,
+                    },
+                    mean: onnx
+                        .onnx_mean
+                        .as_deref()
+                        .map(|s| three("--onnx-mean", s))
+                        .transpose()?,
+                    std: onnx
+                        .onnx_std
+                        .as_deref()
+                        .map(|s| three("--onnx-std", s))
+                        .transpose()?,
+                    bgr: onnx.onnx_bgr,
+                    output: onnx.onnx_output.clone(),
+                })
+            }
+            builtin => {
+                if onnx.any() {
+                    return Err(CliError::usage(
+                        "the --onnx-* options need an ONNX model: --cnn FILE.onnx",
+                    ));
+                }
+                Ok(CnnChoice::Builtin(
+                    builtin.kind().expect("a built-in network"),
+                ))
+            }
+        }
+    }
+
+    /// The built-in network, `None` for an ONNX model.
+    pub fn builtin(&self) -> Option<BackboneKind> {
+        match self {
+            CnnChoice::Builtin(k) => Some(*k),
+            CnnChoice::Onnx { .. } => None,
+        }
+    }
+
+    /// Loads the network.
+    ///
+    /// # Errors
+    /// The built-in weights or the ONNX model cannot be loaded (the message names the file and
+    /// the problem).
+    pub fn load(&self) -> Result<Backbone, CliError> {
+        match self {
+            CnnChoice::Builtin(k) => {
+                Backbone::builtin(*k).map_err(|e| CliError::other(format!("built-in CNN {k}: {e}")))
+            }
+            #[cfg(feature = "onnx")]
+            CnnChoice::Onnx {
+                path,
+                input_side,
+                mean,
+                std,
+                bgr,
+                output,
+            } => {
+                let d = fisherkit_cnn::OnnxOptions::default();
+                let options = fisherkit_cnn::OnnxOptions {
+                    input_side: *input_side,
+                    mean: mean.unwrap_or(d.mean),
+                    std: std.unwrap_or(d.std),
+                    bgr: *bgr,
+                    output: output.clone(),
+                    ..d
+                };
+                fisherkit_cnn::OnnxCnn::load(path, &options)
+                    .map(Backbone::from)
+                    .map_err(|e| CliError::other(e.to_string()))
+            }
+            #[cfg(not(feature = "onnx"))]
+            CnnChoice::Onnx { path, .. } => Err(CliError::usage(format!(
+                "--cnn {}: this fisherkit was built without ONNX support; rebuild with --features onnx",
+                path.display()
+            ))),
+        }
+    }
+}
+
 /// Runs the pipeline on image folders, or on descriptor files if `descriptor_files`.
 fn execute(
     cfg: &RunConfig,
     descriptor_files: bool,
-    cnn: BackboneKind,
+    cnn: &CnnChoice,
     ui: &Ui,
 ) -> Result<Report, CliError> {
     let bars = Bars {
@@ -218,8 +343,17 @@ fn execute(
     if descriptor_files {
         return run_descriptors(cfg, &bars).map_err(CliError::other);
     }
-    let net =
-        Backbone::builtin(cnn).map_err(|e| CliError::other(format!("built-in CNN {cnn}: {e}")))?;
+    let net = cnn.load()?;
+    #[cfg(feature = "onnx")]
+    if let Backbone::Onnx(n) = &net {
+        ui.info(format!("ONNX model {}", n.summary()));
+        if !fisherkit_cnn::Cnn::dense(&**n) && cfg.descriptors.mode == PatchMode::Dense {
+            ui.info(format!(
+                "the model is not fully convolutional: exact patches (stride {}) instead of dense ones",
+                cfg.descriptors.stride
+            ));
+        }
+    }
     run(cfg, &net, &bars).map_err(CliError::other)
 }
 
@@ -230,8 +364,8 @@ pub struct RunInvocation {
     pub config: RunConfig,
     /// The inputs are descriptor files, not image folders.
     pub descriptor_files: bool,
-    /// `--cnn`: the built-in network of the patch descriptors.
-    pub cnn: BackboneKind,
+    /// `--cnn` (and the `--onnx-*` options): the network of the patch descriptors.
+    pub cnn: CnnChoice,
     /// `--report FILE`.
     pub report: Option<PathBuf>,
     /// `--plot FILE`.
@@ -290,7 +424,7 @@ fn invocation(a: &RunArgs) -> Result<RunInvocation, CliError> {
     Ok(RunInvocation {
         config: config(a, train.clone(), test.clone())?,
         descriptor_files: files,
-        cnn: a.cnn.kind(),
+        cnn: CnnChoice::from_args(&a.cnn, &a.onnx)?,
         report: a.report.clone(),
         plot: a.plot.clone(),
     })
@@ -302,7 +436,7 @@ impl RunInvocation {
     /// # Errors
     /// Any failure of the run or of writing its outputs.
     pub fn execute(&self, ui: &Ui) -> Result<Report, CliError> {
-        let r = execute(&self.config, self.descriptor_files, self.cnn, ui)?;
+        let r = execute(&self.config, self.descriptor_files, &self.cnn, ui)?;
         self.write_outputs(&r, ui)?;
         Ok(r)
     }
@@ -319,7 +453,7 @@ impl RunInvocation {
 /// `fisherkit run`.
 pub fn run_cmd(a: &RunArgs, ui: &Ui) -> Result<(), CliError> {
     let inv = invocation(a)?;
-    let r = execute(&inv.config, inv.descriptor_files, inv.cnn, ui)?;
+    let r = execute(&inv.config, inv.descriptor_files, &inv.cnn, ui)?;
     print_table(&r);
     write_outputs(&r, inv.report.as_deref(), inv.plot.as_deref(), ui)
 }
@@ -349,15 +483,21 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         .map_err(|e| CliError::other(format!("{}: {e}", a.out.display())))?;
     let mut run = RunArgs::demo_defaults(data.join("train"), data.join("test"));
     run.cache = a.out.join("cache");
-    run.cnn = a.cnn;
+    run.cnn = a.cnn.clone();
+    run.onnx = a.onnx.clone();
+    let cnn = CnnChoice::from_args(&a.cnn, &a.onnx)?;
     let cfg = config(&run, data.join("train"), data.join("test"))?;
     ui.info(format!(
         "fisherkit demo: Fashion-MNIST subset in {}, {} descriptors of whole 28-px images ({}), PCA {}, GMM K={}, MFA K={} R={}",
         data.display(),
-        a.cnn.kind(),
-        match a.cnn.kind() {
-            BackboneKind::SqueezeNet => "13x13 cells",
-            BackboneKind::EfficientNetLite0 => "7x7 cells",
+        match &cnn {
+            CnnChoice::Builtin(k) => k.to_string(),
+            CnnChoice::Onnx { path, .. } => path.display().to_string(),
+        },
+        match cnn.builtin() {
+            Some(BackboneKind::SqueezeNet) => "13x13 cells",
+            Some(BackboneKind::EfficientNetLite0) => "7x7 cells",
+            None => "the ONNX model's cells",
         },
         cfg.pca_dim,
         cfg.gmm_components,
@@ -365,7 +505,7 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         cfg.mfa_factors
     ));
     let t = Instant::now();
-    let r = execute(&cfg, false, a.cnn.kind(), ui)?;
+    let r = execute(&cfg, false, &cnn, ui)?;
     print_table(&r);
     write_outputs(
         &r,
