@@ -251,7 +251,7 @@ where
             return Err(P::hyper_error("n_init", "resuming a fit needs n_init = 1".into()).into());
         }
         p.check_resumed(&state.model)?;
-        return stream_em(p, pass, state, 0, sched.max_iter, on_iter);
+        return stream_em(p, pass, true, state, 0, sched.max_iter, on_iter);
     }
     if init_sample < k {
         return Err(P::hyper_error(
@@ -270,7 +270,7 @@ where
     let n = sample.seen();
     let sample = sample.into_matrix();
     p.check_sample(n, sample.view())?;
-    fit_restarts(p, pass, sample.view(), on_iter)
+    fit_restarts(p, pass, true, sample.view(), on_iter)
 }
 
 /// EM on the rows of `x` (N, D) held in memory: the streamed driver with the
@@ -290,7 +290,8 @@ where
     p.check_hyper()?;
     check_matrix(x, None, "training data")?;
     p.check_sample(x.nrows(), x)?;
-    fit_restarts(p, &mut |visit| visit(x), x, &mut |report, _| {
+    // checked once above: the passes need not check the same rows again
+    fit_restarts(p, &mut |visit| visit(x), false, x, &mut |report, _| {
         on_iter(report);
         Ok(())
     })
@@ -300,10 +301,12 @@ where
 /// on the initialisation `sample` (n, D) and runs [`stream_em`]; the state
 /// with the highest last mean log-likelihood is kept (first on ties). Each
 /// iteration is one pass summing the chunks' statistics in chunk order, then
-/// [`StreamedEm::em_step`], then `on_iter`.
+/// [`StreamedEm::em_step`], then `on_iter`; with `check_chunks` every
+/// pass checks its chunks (a caller's pass may read other data each time).
 fn fit_restarts<F, P, E>(
     p: &P,
     pass: &mut DataPass<'_, F, E>,
+    check_chunks: bool,
     sample: ArrayView2<'_, F>,
     on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
 ) -> Result<EmState<P::Model>, E>
@@ -320,7 +323,15 @@ where
             log_likelihood: Vec::new(),
             converged: false,
         };
-        let fit = stream_em(p, pass, state, restart, sched.max_iter, on_iter)?;
+        let fit = stream_em(
+            p,
+            pass,
+            check_chunks,
+            state,
+            restart,
+            sched.max_iter,
+            on_iter,
+        )?;
         if best
             .as_ref()
             .is_none_or(|b| fit.log_likelihood.last() > b.log_likelihood.last())
@@ -332,10 +343,11 @@ where
 }
 
 /// The EM iterations of one restart, from `state` until convergence or
-/// `max_iter` completed iterations.
+/// `max_iter` completed iterations (chunks checked as for [`fit_restarts`]).
 fn stream_em<F, P, E>(
     p: &P,
     pass: &mut DataPass<'_, F, E>,
+    check_chunks: bool,
     mut state: EmState<P::Model>,
     restart: usize,
     max_iter: usize,
@@ -351,7 +363,9 @@ where
         let mut stats = p.stats_zero(model);
         let mut dim = Some(P::model_dim(model));
         pass(&mut |x| {
-            check_chunk(x, &mut dim).map_err(P::Error::from)?;
+            if check_chunks {
+                check_chunk(x, &mut dim).map_err(P::Error::from)?;
+            }
             P::stats_add(model, &mut stats, x)?;
             Ok(())
         })?;

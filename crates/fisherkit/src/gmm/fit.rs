@@ -56,6 +56,17 @@ pub struct GmmFit<F: Float> {
     pub converged: bool,
 }
 
+impl<F: Float> From<crate::stream::EmState<DiagGmm<F>>> for GmmFit<F> {
+    fn from(state: crate::stream::EmState<DiagGmm<F>>) -> Self {
+        Self {
+            model: state.model,
+            n_iter: state.log_likelihood.len(),
+            log_likelihood: state.log_likelihood,
+            converged: state.converged,
+        }
+    }
+}
+
 /// Hyper-parameters of diagonal-GMM EM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GmmParams<F: Float> {
@@ -216,13 +227,7 @@ impl<F: Float> GmmParams<F> {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&EmIteration),
     ) -> Result<GmmFit<F>, GmmError> {
-        let state = fit_in_memory(self, x, on_iter)?;
-        Ok(GmmFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
     /// The random stream of restart `r`: stream r of the seed.

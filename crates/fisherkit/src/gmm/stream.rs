@@ -81,13 +81,7 @@ impl<F: Float> GmmParams<F> {
         resume: Option<GmmEmState<F>>,
         on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
-        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
-        Ok(GmmFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
 }
 

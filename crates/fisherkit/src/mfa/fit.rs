@@ -49,6 +49,17 @@ pub struct MfaFit<F: Float> {
     pub converged: bool,
 }
 
+impl<F: Float> From<crate::stream::EmState<Mfa<F>>> for MfaFit<F> {
+    fn from(state: crate::stream::EmState<Mfa<F>>) -> Self {
+        Self {
+            model: state.model,
+            n_iter: state.log_likelihood.len(),
+            log_likelihood: state.log_likelihood,
+            converged: state.converged,
+        }
+    }
+}
+
 impl MfaParams {
     /// K components with R factors each; defaults: shared $\Psi$, `max_iter` 100,
     /// `tol` 1e-6, `n_init` 1, `seed` 0, `psi_floor` 1e-3.
@@ -185,13 +196,7 @@ impl MfaParams {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
-        let state = fit_in_memory(self, x, on_iter)?;
-        Ok(MfaFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
     /// The starting model of restart `restart` on `x` (n, D): k-means + PPCA,

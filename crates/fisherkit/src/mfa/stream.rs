@@ -73,13 +73,7 @@ impl MfaParams {
         resume: Option<MfaEmState<F>>,
         on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
-        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
-        Ok(MfaFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
 }
 
