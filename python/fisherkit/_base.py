@@ -9,6 +9,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import _fisherkit as _native
+
 try:  # scikit-learn is optional: estimators then behave the same without it
     from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin, TransformerMixin
     from sklearn.base import clone as _sk_clone
@@ -263,8 +265,7 @@ class StatisticsEMMixin:
     (E-step sums of a shard), ``update_from_statistics`` (M-step from merged
     sums) and ``partial_fit``. A subclass defines ``_statistics_type`` (the
     native statistics class), ``_statistics_of(X)``, ``_m_step(stats)``
-    (replaces the model), ``_converged(prev, ll)`` (its fit's stopping rule)
-    and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
+    (replaces the model) and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
 
     def _record_fit(self, lls, n_iter, converged):
         """Stores a fit's log-likelihood history and convergence; returns self."""
@@ -304,12 +305,13 @@ class StatisticsEMMixin:
         self._m_step(stats)
         ll = float(stats.mean_log_likelihood)
         hist = list(getattr(self, "log_likelihood_history_", []))
-        prev = hist[-1] if hist else None
+        # the library's one stopping rule, the one ``fit`` runs
+        _, converged = _native.em_stopping_rule(hist, ll, float(self.tol))
         hist.append(ll)
         self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
         self.lower_bound_ = ll
         self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
-        self.converged_ = prev is not None and bool(self._converged(prev, ll))
+        self.converged_ = bool(converged)
         return self
 
     def partial_fit(self, X, y=None):

@@ -472,9 +472,6 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         dtype = np.dtype(self.means_.dtype).name if hasattr(self, "means_") else "float64"
         self._set_model(*_native.gmm_from_statistics(stats, *self._floor(), dtype))
 
-    def _converged(self, prev: float, ll: float) -> bool:
-        return abs(ll - prev) / max(abs(prev), 1.0) < float(self.tol)
-
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:
         """Writes the model to a safetensors file with the same Rust writer

@@ -52,7 +52,9 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         One Psi for all components (the paper's model) or one per component.
     max_iter : int, default 100
     tol : float, default 1e-6
-        Stop when the relative change of the log-likelihood is below ``tol``.
+        Stop when the relative change of the mean log-likelihood,
+        |l_t - l_(t-1)| / max(|l_(t-1)|, 1), is below ``tol`` (the rule of
+        every fisherkit EM fit).
     n_init : int, default 1
     psi_floor : float, default 1e-3
         psi_d >= ``psi_floor`` * Var(x_d).
@@ -212,9 +214,6 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def _m_step(self, stats: MfaStatistics) -> None:
         self._set_model(*_native.mfa_update_from_statistics(self._params(), stats, float(self.psi_floor)))
-
-    def _converged(self, prev: float, ll: float) -> bool:
-        return abs(ll - prev) <= float(self.tol) * abs(prev)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes a safetensors model file with the command line's Rust writer

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{s, Rng};
+use common::{assert_error, s, Rng};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fisherkit"))
@@ -132,17 +132,13 @@ fn split_inputs_give_the_same_model_bytes() {
     }
     // a file of another width is named
     let narrow = write(d, "narrow.npy", x.slice(s![..10, ..3]));
+    let bad = d.join("bad.st");
     let out = bin()
         .args(["gmm", "fit", "-i", s(&a), s(&narrow), "-k", "2", "-o"])
-        .arg(d.join("bad.st"))
+        .arg(&bad)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("narrow.npy") && err.contains("3 columns"),
-        "{err}"
-    );
+    assert_error(&out, 1, &["narrow.npy", "3 columns"], &[&bad]);
 }
 
 #[test]
@@ -278,9 +274,7 @@ fn sigint_mid_fit_keeps_the_previous_output() {
         .args(["--chunk-rows", "8192", "--resume", "-o", s(&out)])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("components was 16 and is now 8"), "{err}");
+    assert_error(&o, 1, &["components was 16 and is now 8"], &[]);
     assert_eq!(std::fs::read(&out).unwrap(), b"the previous model");
     // with the same settings it resumes; --max-iter 1 is already reached, so
     // the checkpoint's model is written and the checkpoint removed
@@ -293,8 +287,35 @@ fn sigint_mid_fit_keeps_the_previous_output() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("resuming from"), "{err}");
-    assert!(read_gmm(&out).is_ok());
     assert_eq!(entries(d), ["gmm.safetensors", "x.npy"]);
+    // … and it is the model of an uninterrupted one-iteration fit, byte for byte
+    let reference = d.join("reference.safetensors");
+    run_ok(
+        bin()
+            .args([
+                "--quiet",
+                "gmm",
+                "fit",
+                "-i",
+                s(&xp),
+                "-k",
+                "16",
+                "--tol",
+                "0",
+            ])
+            .args([
+                "--chunk-rows",
+                "8192",
+                "--max-iter",
+                "1",
+                "-o",
+                s(&reference),
+            ]),
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(&reference).unwrap()
+    );
 }
 
 #[test]
@@ -412,19 +433,18 @@ fn resume_refuses_foreign_checkpoints_and_bad_flags() {
         ])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("not a fisherkit checkpoint"), "{err}");
+    assert_error(&o, 1, &["not a fisherkit checkpoint"], &[]);
     // --checkpoint with restarts, and --chunk-rows 0, are usage errors
-    for extra in [
-        &["--checkpoint", "1", "--n-init", "2"][..],
-        &["--chunk-rows", "0"],
+    let fresh = d.join("fresh.safetensors");
+    for (extra, needle) in [
+        (&["--checkpoint", "1", "--n-init", "2"][..], "--n-init"),
+        (&["--chunk-rows", "0"], "--chunk-rows"),
     ] {
         let o = bin()
-            .args(["gmm", "fit", "-i", s(&xp), "-k", "3", "-o", s(&out)])
+            .args(["gmm", "fit", "-i", s(&xp), "-k", "3", "-o", s(&fresh)])
             .args(extra)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert_error(&o, 2, &[needle], &[&fresh]);
     }
 }

@@ -86,12 +86,7 @@ fn run_files(train: &Path, test: &Path, extra: &[&str]) -> assert_cmd::assert::A
 
 /// The stderr of a failed run: exactly one `error:` line, no panic.
 fn one_error_line(a: assert_cmd::assert::Assert, code: i32) -> String {
-    let out = a.get_output();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.starts_with("error: "), "{err}");
-    err
+    common::assert_error(a.get_output(), code, &[], &[])
 }
 
 fn pair(t: &Path) -> (PathBuf, PathBuf) {

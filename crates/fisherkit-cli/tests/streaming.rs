@@ -151,13 +151,7 @@ fn a_killed_run_resumes_to_the_uninterrupted_report() {
 
 /// Runs `args`, expects exit status 1 with one `error:` message and no panic; returns stderr.
 fn failed_run(args: Vec<String>) -> String {
-    let out = fk().args(args).assert().code(1);
-    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{err}"
-    );
-    err
+    common::assert_error(&fk().args(args).output().unwrap(), 1, &[], &[])
 }
 
 #[test]

@@ -223,26 +223,10 @@ fn raw_whitened_block_is_the_raw_score_over_root_f() {
     }
 }
 
-/// Runs `cmd` expecting failure with `code`: one `error: ` line containing
-/// every needle, no panic, and no `output` (nor a temporary beside it).
+/// Runs `cmd` expecting failure with `code` (see [`common::assert_error`]),
+/// and `output` not written.
 fn assert_error(cmd: &mut Command, code: i32, needles: &[&str], output: &Path) {
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line expected: {stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    for n in needles {
-        assert!(stderr.contains(n), "`{n}` not in: {stderr}");
-    }
-    assert!(!output.exists(), "{} was written", output.display());
-    if let (Some(dir), Some(name)) = (output.parent(), output.file_name()) {
-        let prefix = format!(".{}.", name.to_string_lossy());
-        for e in std::fs::read_dir(dir).unwrap() {
-            let n = e.unwrap().file_name().to_string_lossy().into_owned();
-            assert!(!n.starts_with(&prefix), "temporary file {n} left behind");
-        }
-    }
+    common::assert_error(&cmd.output().unwrap(), code, needles, &[output]);
 }
 
 #[test]

@@ -21,6 +21,7 @@
 mod atomic;
 pub mod checkpoint;
 pub mod chunked;
+pub mod descriptor_file;
 mod error;
 pub mod linear_models;
 pub mod model;

@@ -544,6 +544,19 @@ pub(crate) fn write_safetensors_typed(
 
 /// Writes a diagonal GMM as a `kind = gmm` safetensors file, atomically.
 /// `extra` metadata keys are stored too (the standard keys win over them).
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_gmm, write_gmm, GmmModel};
+/// use ndarray::array;
+/// let gmm = DiagGmm::new(array![0.25, 0.75], array![[0.0, 1.0], [2.0, 3.0]], array![[1.0, 1.0], [0.5, 2.0]])?;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("gmm.safetensors");
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// let GmmModel::F64(back) = read_gmm(&path)? else { panic!("float64 in, float64 out") };
+/// assert_eq!(back, gmm);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn write_gmm<F: Element>(
     path: impl AsRef<Path>,
     gmm: &DiagGmm<F>,

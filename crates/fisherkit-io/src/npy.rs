@@ -596,6 +596,20 @@ pub(crate) fn read_matrix_data<R: Read>(
 /// Fortran order, big-endian data, a truncated file or one that is not
 /// `.npy` at all. The data size the header claims is checked against the
 /// file length before anything is allocated.
+///
+/// ```
+/// use fisherkit_io::{read_npy, write_npy, Matrix};
+/// use ndarray::array;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("x.npy");
+/// let x = array![[1.0f32, 2.0], [3.0, 4.0]];
+/// write_npy(&path, x.view())?;
+/// assert!(matches!(read_npy(&path)?, Matrix::F32(y) if y == x));
+/// std::fs::write(&path, b"not an array")?;
+/// let e = read_npy(&path).unwrap_err().to_string();
+/// assert!(e.contains("x.npy"), "{e}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Matrix> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| IoError::os(path, e))?;

@@ -653,6 +653,7 @@ impl<'a> Job<'a> {
                             &mut s.test
                         };
                         w.push(&names[i], stacked.view(), &classes[labels[i]])
+                            .map_err(PipelineError::from)
                     };
                     self.encode_with(batch, Some(&mut hook))?
                 }

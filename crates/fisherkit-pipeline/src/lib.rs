@@ -15,7 +15,8 @@
 
 pub mod config;
 pub mod dataset;
-pub mod descriptor_file;
+/// The descriptor-file format (read and written by `fisherkit-io`).
+pub use fisherkit_io::descriptor_file;
 pub mod descriptors;
 mod evaluate;
 pub mod job;
@@ -39,6 +40,10 @@ pub enum PipelineError {
     /// A file or folder that cannot be read or written.
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// A fisherkit file (descriptor file, model, array) that cannot be read or
+    /// written; `fisherkit-io`'s error names the file.
+    #[error(transparent)]
+    File(#[from] fisherkit_io::IoError),
     /// A data set that cannot be used (empty class, unknown test class…).
     #[error("{0}")]
     Dataset(String),

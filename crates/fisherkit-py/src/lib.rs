@@ -143,5 +143,6 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mfa::register(m)?;
     linear::register(m)?;
     pipeline::register(m)?;
+    stats::register(m)?;
     Ok(())
 }

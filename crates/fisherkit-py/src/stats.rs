@@ -141,3 +141,16 @@ macro_rules! statistics_class {
     };
 }
 pub(crate) use statistics_class;
+
+/// The library's one EM stopping rule (`fisherkit::stream::em_stopping_rule`)
+/// for `update_from_statistics`: the relative change of the mean
+/// log-likelihood `ll` after the `history`, and whether it is below `tol`.
+#[pyo3::pyfunction]
+pub(crate) fn em_stopping_rule(history: Vec<f64>, ll: f64, tol: f64) -> (f64, bool) {
+    fisherkit::stream::em_stopping_rule(&history, ll, tol, 0)
+}
+
+pub(crate) fn register(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    use pyo3::types::PyModuleMethods;
+    m.add_function(pyo3::wrap_pyfunction!(em_stopping_rule, m)?)
+}

@@ -139,6 +139,16 @@ impl KMeansParams {
     /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0,
     /// `n_local_trials` = 0, an empty matrix or a non-finite value (its row
     /// and column are named).
+    ///
+    /// ```
+    /// use fisherkit::kmeans::KMeansParams;
+    /// use ndarray::array;
+    /// let x = array![[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]];
+    /// let km = KMeansParams::new(2).seed(3).fit(x.view()).unwrap();
+    /// let l = km.labels();
+    /// assert!(l[0] == l[1] && l[2] == l[3] && l[0] != l[2]);
+    /// assert_eq!(km.predict(array![[4.9, 5.2]].view()).unwrap()[0], l[2]);
+    /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<KMeans<F>, KMeansError> {
         check_matrix(x, None, "training data")?;
         self.validate(x.nrows())?;

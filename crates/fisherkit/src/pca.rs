@@ -124,6 +124,22 @@ impl PcaParams {
     /// # Errors
     /// Empty or non-finite data, `n_components` = 0, `n_components` >
     /// min(N, D) without `clamp_components`, N < 2 with centring.
+    ///
+    /// ```
+    /// use fisherkit::pca::PcaParams;
+    /// use ndarray::Array2;
+    /// // 3-D points on the plane z = x + y
+    /// let x = Array2::from_shape_fn((50, 3), |(i, j)| {
+    ///     let (a, b) = ((i % 7) as f64, (i / 7) as f64);
+    ///     [a, b, a + b][j]
+    /// });
+    /// let pca = PcaParams::new(2).fit(x.view()).unwrap();
+    /// let y = pca.transform(x.view()).unwrap(); // (50, 2)
+    /// assert_eq!(y.dim(), (50, 2));
+    /// // two components keep all the variance: the third eigenvalue is 0
+    /// let full = PcaParams::new(3).fit(x.view()).unwrap();
+    /// assert!(full.explained_variance()[2] < 1e-9);
+    /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<Pca<F>, PcaError> {
         check_matrix(x, None, "PCA training data")?;
         let (n, d) = x.dim();

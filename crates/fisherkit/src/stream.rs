@@ -9,6 +9,9 @@
 //! summing the mergeable E-step statistics of the chunks, so their memory is
 //! O(chunk · (K + D) + K · D) whatever N. The chunking is the caller's: the
 //! same chunks give the same bits.
+//!
+//! This is also the library's only EM loop: the in-memory fits run it with
+//! the data as one chunk, and every fit stops by [`em_stopping_rule`].
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;
@@ -116,14 +119,32 @@ impl<M> EmState<M> {
 /// report `R` and the new state; an error stops the fit.
 pub type OnIteration<'a, R, M, E> = dyn FnMut(&R, &EmState<M>) -> Result<(), E> + 'a;
 
-/// $|\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, \mathrm{floor})$ for the new
-/// mean log-likelihood $\ell_t$ after the `history` $\ell_0 … \ell_{t-1}$;
-/// infinite when the history is empty.
-pub(crate) fn rel_change(history: &[f64], ll: f64, floor: f64) -> f64 {
-    match history.last() {
-        Some(&prev) => (ll - prev).abs() / prev.abs().max(floor),
+/// The stopping rule of every EM fit of the library — in memory, streamed,
+/// resumed, GMM and MFA — and of the Python module's `update_from_statistics`
+/// (docs/math.md §2.6): after the history $\ell_0 … \ell_{t-1}$ of mean
+/// log-likelihoods per row, the new value $\ell_t$ has the relative change
+///
+/// $$r_t = |\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, 1)$$
+///
+/// (infinite for the first iteration; the floor 1 makes it an absolute change
+/// for |ℓ| < 1), and the fit has converged when $r_t$ < `tol` and the M-step
+/// re-seeded no component (`reseeded` = 0). So `tol` = 0 runs `max_iter`
+/// iterations. Returns $(r_t, \text{converged})$.
+///
+/// ```
+/// use fisherkit::stream::em_stopping_rule;
+/// assert_eq!(em_stopping_rule(&[], -3.0, 1e-6, 0), (f64::INFINITY, false));
+/// let (r, done) = em_stopping_rule(&[-200.0], -200.0001, 1e-6, 0);
+/// assert!((r - 5e-7).abs() < 1e-12 && done);
+/// // a re-seeded component keeps the fit going
+/// assert!(!em_stopping_rule(&[-200.0], -200.0, 1e-6, 1).1);
+/// ```
+pub fn em_stopping_rule(history: &[f64], ll: f64, tol: f64, reseeded: usize) -> (f64, bool) {
+    let rel = match history.last() {
+        Some(&prev) => (ll - prev).abs() / prev.abs().max(1.0),
         None => f64::INFINITY,
-    }
+    };
+    (rel, rel < tol && reseeded == 0)
 }
 
 /// The error of a pass that fed no rows.
@@ -207,12 +228,9 @@ pub(crate) trait StreamedEm<F: Float> {
 /// `fit_streaming` of [`crate::gmm::GmmParams`] and [`crate::mfa::MfaParams`]).
 ///
 /// Without `resume`: one pass counts and checks the rows and keeps a seeded
-/// uniform sample of at most `init_sample` rows ([`Reservoir`]); each restart
-/// starts from [`StreamedEm::start_model`] on the sample and the state with
-/// the highest last mean log-likelihood is kept (first on ties). With
-/// `resume` (needs one restart) the saved state is continued. Each iteration
-/// is one pass summing the chunks' statistics in chunk order, then
-/// [`StreamedEm::em_step`], then `on_iter`.
+/// uniform sample of at most `init_sample` rows ([`Reservoir`]); then
+/// [`fit_restarts`] on that sample. With `resume` (needs one restart) the
+/// saved state is continued.
 pub(crate) fn fit_streaming<F, P, E>(
     p: &P,
     pass: &mut DataPass<'_, F, E>,
@@ -233,7 +251,7 @@ where
             return Err(P::hyper_error("n_init", "resuming a fit needs n_init = 1".into()).into());
         }
         p.check_resumed(&state.model)?;
-        return stream_em(p, pass, state, 0, sched.max_iter, on_iter);
+        return stream_em(p, pass, true, state, 0, sched.max_iter, on_iter);
     }
     if init_sample < k {
         return Err(P::hyper_error(
@@ -252,14 +270,68 @@ where
     let n = sample.seen();
     let sample = sample.into_matrix();
     p.check_sample(n, sample.view())?;
+    fit_restarts(p, pass, true, sample.view(), on_iter)
+}
+
+/// EM on the rows of `x` (N, D) held in memory: the streamed driver with the
+/// data as its one chunk and its own initialisation sample (no copy). This is
+/// what the in-memory `fit` of both models runs, so an in-memory fit and a
+/// streamed one over a single chunk with `init_sample` ≥ N are the same
+/// computation, bit for bit.
+pub(crate) fn fit_in_memory<F, P>(
+    p: &P,
+    x: ArrayView2<'_, F>,
+    on_iter: &mut dyn FnMut(&P::Report),
+) -> Result<EmState<P::Model>, P::Error>
+where
+    F: Float,
+    P: StreamedEm<F>,
+{
+    p.check_hyper()?;
+    check_matrix(x, None, "training data")?;
+    p.check_sample(x.nrows(), x)?;
+    // checked once above: the passes need not check the same rows again
+    fit_restarts(p, &mut |visit| visit(x), false, x, &mut |report, _| {
+        on_iter(report);
+        Ok(())
+    })
+}
+
+/// The restarts of a fit: restart r starts from [`StreamedEm::start_model`]
+/// on the initialisation `sample` (n, D) and runs [`stream_em`]; the state
+/// with the highest last mean log-likelihood is kept (first on ties). Each
+/// iteration is one pass summing the chunks' statistics in chunk order, then
+/// [`StreamedEm::em_step`], then `on_iter`; with `check_chunks` every
+/// pass checks its chunks (a caller's pass may read other data each time).
+fn fit_restarts<F, P, E>(
+    p: &P,
+    pass: &mut DataPass<'_, F, E>,
+    check_chunks: bool,
+    sample: ArrayView2<'_, F>,
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
+where
+    F: Float,
+    P: StreamedEm<F>,
+    E: From<P::Error>,
+{
+    let sched = p.schedule();
     let mut best: Option<EmState<P::Model>> = None;
     for restart in 0..sched.n_init {
         let state = EmState {
-            model: p.start_model(sample.view(), restart)?,
+            model: p.start_model(sample, restart)?,
             log_likelihood: Vec::new(),
             converged: false,
         };
-        let fit = stream_em(p, pass, state, restart, sched.max_iter, on_iter)?;
+        let fit = stream_em(
+            p,
+            pass,
+            check_chunks,
+            state,
+            restart,
+            sched.max_iter,
+            on_iter,
+        )?;
         if best
             .as_ref()
             .is_none_or(|b| fit.log_likelihood.last() > b.log_likelihood.last())
@@ -271,10 +343,11 @@ where
 }
 
 /// The EM iterations of one restart, from `state` until convergence or
-/// `max_iter` completed iterations.
+/// `max_iter` completed iterations (chunks checked as for [`fit_restarts`]).
 fn stream_em<F, P, E>(
     p: &P,
     pass: &mut DataPass<'_, F, E>,
+    check_chunks: bool,
     mut state: EmState<P::Model>,
     restart: usize,
     max_iter: usize,
@@ -290,7 +363,9 @@ where
         let mut stats = p.stats_zero(model);
         let mut dim = Some(P::model_dim(model));
         pass(&mut |x| {
-            check_chunk(x, &mut dim).map_err(P::Error::from)?;
+            if check_chunks {
+                check_chunk(x, &mut dim).map_err(P::Error::from)?;
+            }
             P::stats_add(model, &mut stats, x)?;
             Ok(())
         })?;

@@ -669,8 +669,16 @@ impl LinearSvcParams {
         }
     }
 
-    /// Checks every hyper-parameter.
-    pub fn validate(&self) -> Result<(), SvmError> {
+    /// Checks every hyper-parameter (C and `tol` finite and > 0, `max_iter`
+    /// ≥ 1) and returns the checked parameters, which every fit runs on.
+    ///
+    /// ```
+    /// use fisherkit::svm::LinearSvcParams;
+    /// assert!(LinearSvcParams::with_c(0.5).check().is_ok());
+    /// let e = LinearSvcParams::with_c(-1.0).check().unwrap_err();
+    /// assert!(e.to_string().contains("c"));
+    /// ```
+    pub fn check(&self) -> Result<ValidLinearSvcParams, SvmError> {
         if !(self.c.is_finite() && self.c > 0.0) {
             return Err(SvmError::InvalidHyperParameter {
                 name: "c",
@@ -689,7 +697,105 @@ impl LinearSvcParams {
                 reason: "must be at least 1".into(),
             });
         }
-        Ok(())
+        Ok(ValidLinearSvcParams(*self))
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit`]:
+    /// the one-vs-rest SVM on `x` (N, D) with labels `y` (N).
+    ///
+    /// ```
+    /// use fisherkit::svm::LinearSvcParams;
+    /// use ndarray::array;
+    /// let x = array![[0.0, 0.1], [0.2, 0.0], [3.0, 3.1], [3.2, 2.9]];
+    /// let svm = LinearSvcParams::with_c(10.0).fit(x.view(), &[0, 0, 1, 1]).unwrap();
+    /// assert_eq!(svm.predict(x.view()).unwrap(), vec![0, 0, 1, 1]);
+    /// ```
+    pub fn fit<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+    ) -> Result<LinearSvc<F>, SvmError> {
+        self.check()?.fit(x, y)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit_with_n_classes`].
+    pub fn fit_with_n_classes<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        n_classes: usize,
+    ) -> Result<LinearSvc<F>, SvmError> {
+        self.check()?.fit_with_n_classes(x, y, n_classes)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit_binary`].
+    pub fn fit_binary<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        positive: &[bool],
+    ) -> Result<BinarySvm, SvmError> {
+        self.check()?.fit_binary(x, positive)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::select_c`].
+    pub fn select_c<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
+        self.check()?.select_c(x, y, grid, folds, seed)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit_with_cv`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_with_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(LinearSvc<F>, f64, Vec<(f64, f64)>), SvmError> {
+        self.check()?.fit_with_cv(x, y, grid, folds, seed)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit_gram_with_cv`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_gram_with_cv(
+        &self,
+        gram: Array2<f64>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(GramSvc, f64, Vec<(f64, f64)>), SvmError> {
+        self.check()?.fit_gram_with_cv(gram, y, grid, folds, seed)
+    }
+}
+
+/// [`LinearSvcParams`] that passed [`LinearSvcParams::check`]; only `check`
+/// makes one, so the fits below validate the data but never the settings
+/// again (linfa's params → checked params → fit). Reads as the parameters
+/// (`Deref`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValidLinearSvcParams(LinearSvcParams);
+
+impl std::ops::Deref for ValidLinearSvcParams {
+    type Target = LinearSvcParams;
+    fn deref(&self) -> &LinearSvcParams {
+        &self.0
+    }
+}
+
+impl ValidLinearSvcParams {
+    /// The same checked settings with another cost `c` (a grid value the
+    /// caller checked: finite and > 0).
+    fn with_cost(&self, c: f64) -> Self {
+        debug_assert!(c.is_finite() && c > 0.0);
+        Self(LinearSvcParams { c, ..self.0 })
     }
 
     /// Checks X and y; returns the number of classes: `n_classes` if given,
@@ -700,7 +806,6 @@ impl LinearSvcParams {
         y: &[usize],
         n_classes: Option<usize>,
     ) -> Result<usize, SvmError> {
-        self.validate()?;
         check_matrix(x, None, "SVM training data")?;
         if y.len() != x.nrows() {
             return Err(SvmError::LabelLengthMismatch {
@@ -784,7 +889,6 @@ impl LinearSvcParams {
         x: ArrayView2<'_, F>,
         positive: &[bool],
     ) -> Result<BinarySvm, SvmError> {
-        self.validate()?;
         check_matrix(x, None, "SVM training data")?;
         if positive.len() != x.nrows() {
             return Err(SvmError::LabelLengthMismatch {
@@ -860,7 +964,7 @@ impl LinearSvcParams {
         let xs = x.as_standard_layout();
         let sh = shared(&xs, self);
         let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
-        let p = LinearSvcParams { c: best, ..*self };
+        let p = self.with_cost(best);
         let rows: Vec<usize> = (0..x.nrows()).collect();
         let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
         let model = LinearSvc {
@@ -920,10 +1024,7 @@ impl LinearSvcParams {
             .map(|&(g, f)| {
                 let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
                 let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
-                let p = LinearSvcParams {
-                    c: grid[g],
-                    ..*self
-                };
+                let p = self.with_cost(grid[g]);
                 let fit = fit_ovr(sh, &train, y, n_classes, &p);
                 let pred: Vec<usize> = test
                     .iter()
@@ -1181,8 +1282,8 @@ impl GramSvc {
     }
 }
 
-impl LinearSvcParams {
-    /// [`LinearSvcParams::fit_with_cv`] on a precomputed linear kernel:
+impl ValidLinearSvcParams {
+    /// [`ValidLinearSvcParams::fit_with_cv`] on a precomputed linear kernel:
     /// `gram` (N, N) holds $x_i^\top x_j$ of the training vectors (symmetric,
     /// finite); `y` (N) as for [`LinearSvcParams::fit`]. The bias feature is
     /// added here when `self.bias`. Cross-validation folds are sub-blocks of
@@ -1221,7 +1322,7 @@ impl LinearSvcParams {
             gram: Some(gram),
         };
         let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
-        let p = LinearSvcParams { c: best, ..*self };
+        let p = self.with_cost(best);
         let rows: Vec<usize> = (0..n).collect();
         let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
         let model = GramSvc {

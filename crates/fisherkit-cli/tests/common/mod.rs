@@ -48,3 +48,51 @@ pub fn read64(p: &Path) -> Array2<f64> {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// The one check of a failed command, for every CLI test: exit status `code`;
+/// stderr starts with `error: `, names every needle, has no panic or
+/// backtrace text, and is exactly one line for a run-time error (`code` 1; a
+/// usage error, code 2, is clap's message followed by its usage lines);
+/// nothing on stdout; and none of `outputs` written, nor a temporary file
+/// beside one (`.<name>.…`). Returns stderr.
+pub fn assert_error(
+    out: &std::process::Output,
+    code: i32,
+    needles: &[&str],
+    outputs: &[&Path],
+) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    if code == 1 {
+        assert_eq!(stderr.lines().count(), 1, "one line expected: {stderr}");
+    }
+    for n in needles {
+        assert!(stderr.contains(n), "`{n}` not in: {stderr}");
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "stdout of a failed command: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for output in outputs {
+        assert_nothing_written(output);
+    }
+    stderr
+}
+
+/// `output` does not exist and no temporary file of it (`.<name>.…`) is left beside it.
+pub fn assert_nothing_written(output: &Path) {
+    assert!(!output.exists(), "{} was written", output.display());
+    if let (Some(dir), Some(name)) = (output.parent(), output.file_name()) {
+        if dir.is_dir() {
+            let prefix = format!(".{}.", name.to_string_lossy());
+            for e in std::fs::read_dir(dir).unwrap() {
+                let n = e.unwrap().file_name().to_string_lossy().into_owned();
+                assert!(!n.starts_with(&prefix), "temporary file {n} left behind");
+            }
+        }
+    }
+}

@@ -6,7 +6,7 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kmeans::{kmeans_plus_plus, KMeansError, KMeansParams};
-use crate::stream::rel_change;
+use crate::stream::fit_in_memory;
 use ndarray::{Array1, Array2, ArrayView2};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +54,17 @@ pub struct GmmFit<F: Float> {
     pub n_iter: usize,
     /// Whether the relative change fell below `tol` before `max_iter`.
     pub converged: bool,
+}
+
+impl<F: Float> From<crate::stream::EmState<DiagGmm<F>>> for GmmFit<F> {
+    fn from(state: crate::stream::EmState<DiagGmm<F>>) -> Self {
+        Self {
+            model: state.model,
+            n_iter: state.log_likelihood.len(),
+            log_likelihood: state.log_likelihood,
+            converged: state.converged,
+        }
+    }
 }
 
 /// Hyper-parameters of diagonal-GMM EM.
@@ -184,14 +195,28 @@ impl<F: Float> GmmParams<F> {
     /// Fits the mixture to the rows of `x` (N, D) by EM.
     ///
     /// Each iteration: E-step sums ([`DiagGmm::sufficient_statistics`]),
-    /// M-step ([`DiagGmm::update_from_statistics`]). Stops when the relative
-    /// change of the mean log-likelihood is below `tol` (and nothing was
-    /// re-seeded), or after `max_iter` iterations. With `n_init` > 1 the run
-    /// with the highest final log-likelihood is kept (first on ties).
+    /// M-step ([`DiagGmm::update_from_statistics`]). Stops by
+    /// [`crate::stream::em_stopping_rule`] (relative change of the mean
+    /// log-likelihood below `tol`, nothing re-seeded) or after `max_iter`
+    /// iterations. With `n_init` > 1 the run with the highest final
+    /// log-likelihood is kept (first on ties). The loop is the library's one
+    /// EM driver (the streamed fit's, over the data as one chunk).
     ///
     /// Errors: K = 0, K > N, `max_iter` = 0, `n_init` = 0, `tol` < 0, a floor
     /// ≤ 0, a given model of the wrong shape, an empty matrix or a
     /// non-finite value (its row and column are named).
+    ///
+    /// ```
+    /// use fisherkit::gmm::GmmParams;
+    /// use ndarray::Array2;
+    /// // two clusters in 2-D, around (0, 0) and (10, 10)
+    /// let x = Array2::from_shape_fn((200, 2), |(i, j)| 10.0 * (i % 2) as f64 + ((i * 13 + j * 7) % 10) as f64 / 10.0);
+    /// let fit = GmmParams::new(2).seed(0).fit(x.view()).unwrap();
+    /// assert!(fit.converged);
+    /// let mut centres: Vec<f64> = fit.model.means().column(0).to_vec();
+    /// centres.sort_by(f64::total_cmp);
+    /// assert!((centres[0] - 0.45).abs() < 0.1 && (centres[1] - 10.45).abs() < 0.1);
+    /// ```
     pub fn fit(&self, x: ArrayView2<'_, F>) -> Result<GmmFit<F>, GmmError> {
         self.fit_with_progress(x, &mut |_| {})
     }
@@ -202,21 +227,7 @@ impl<F: Float> GmmParams<F> {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&EmIteration),
     ) -> Result<GmmFit<F>, GmmError> {
-        self.validate(x)?;
-        let n_init = match self.init {
-            GmmInit::Given(_) => 1,
-            _ => self.n_init,
-        };
-        let mut best: Option<GmmFit<F>> = None;
-        for r in 0..n_init {
-            let init = self.initial_model(x, &mut self.restart_rng(r))?;
-            let fit = self.run_em(x, init, r, on_iter)?;
-            let last = |f: &GmmFit<F>| *f.log_likelihood.last().expect("max_iter >= 1");
-            if best.as_ref().is_none_or(|b| last(&fit) > last(b)) {
-                best = Some(fit);
-            }
-        }
-        Ok(best.expect("n_init >= 1"))
+        Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
     /// The random stream of restart `r`: stream r of the seed.
@@ -258,42 +269,6 @@ impl<F: Float> GmmParams<F> {
                 Ok(DiagGmm::from_valid(weights, means, variances))
             }
         }
-    }
-
-    fn run_em(
-        &self,
-        x: ArrayView2<'_, F>,
-        mut model: DiagGmm<F>,
-        restart: usize,
-        on_iter: &mut dyn FnMut(&EmIteration),
-    ) -> Result<GmmFit<F>, GmmError> {
-        let mut lls: Vec<f64> = Vec::with_capacity(self.max_iter);
-        let mut converged = false;
-        for iter in 0..self.max_iter {
-            let st = model.statistics_unchecked(x);
-            let ll = st.mean_log_likelihood();
-            let m = m_step(&st, self.variance_floor)?;
-            model = m.model;
-            let rel_change = rel_change(&lls, ll, 1.0);
-            lls.push(ll);
-            on_iter(&EmIteration {
-                restart,
-                iter,
-                log_likelihood: ll,
-                rel_change,
-                reseeded: m.reseeded,
-            });
-            if rel_change < self.tol && m.reseeded == 0 {
-                converged = true;
-                break;
-            }
-        }
-        Ok(GmmFit {
-            model,
-            n_iter: lls.len(),
-            log_likelihood: lls,
-            converged,
-        })
     }
 }
 

@@ -1,13 +1,13 @@
 //! Out-of-core EM of a diagonal GMM over data streamed in chunks
 //! (see [`crate::stream`]): the GMM half of [`StreamedEm`].
 
-use super::fit::{EmIteration, GmmFit, GmmParams};
+use super::fit::{EmIteration, GmmFit, GmmInit, GmmParams};
 use super::model::DiagGmm;
 use super::stats::{m_step, GmmStats};
 use super::GmmError;
 use crate::float::Float;
 use crate::stream::{
-    fit_streaming, no_rows, rel_change, DataPass, EmSchedule, EmState, EmStep, OnIteration,
+    em_stopping_rule, fit_streaming, no_rows, DataPass, EmSchedule, EmState, EmStep, OnIteration,
     StreamedEm,
 };
 use ndarray::{Array1, Array2, ArrayView2};
@@ -81,13 +81,7 @@ impl<F: Float> GmmParams<F> {
         resume: Option<GmmEmState<F>>,
         on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
-        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
-        Ok(GmmFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
 }
 
@@ -100,7 +94,11 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
     fn schedule(&self) -> EmSchedule {
         EmSchedule {
             n_components: self.n_components(),
-            n_init: self.n_init,
+            // a given starting model makes every restart the same
+            n_init: match self.init {
+                GmmInit::Given(_) => 1,
+                _ => self.n_init,
+            },
             max_iter: self.max_iter,
             seed: self.seed,
         }
@@ -165,8 +163,8 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
         stats.merge(&model.statistics_unchecked(x))
     }
 
-    /// The M-step with the variance floor; converged when the relative change
-    /// (denominator at least 1) is below `tol` and no component was re-seeded.
+    /// The M-step with the variance floor; stops by [`em_stopping_rule`] with
+    /// the M-step's count of re-seeded components.
     fn em_step(
         &self,
         state: &GmmEmState<F>,
@@ -178,11 +176,12 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
         }
         let ll = stats.mean_log_likelihood();
         let m = m_step(&stats, self.variance_floor)?;
-        let rel_change = rel_change(&state.log_likelihood, ll, 1.0);
+        let (rel_change, converged) =
+            em_stopping_rule(&state.log_likelihood, ll, self.tol, m.reseeded);
         Ok(EmStep {
             model: m.model,
             log_likelihood: ll,
-            converged: rel_change < self.tol && m.reseeded == 0,
+            converged,
             report: EmIteration {
                 restart,
                 iter: state.n_iter(),

@@ -3,9 +3,8 @@
 use super::init::init_mfa;
 use super::model::{Mfa, PsiMode};
 use super::MfaError;
-use crate::data::check_matrix;
 use crate::float::Float;
-use crate::stream::rel_change;
+use crate::stream::fit_in_memory;
 use ndarray::ArrayView2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -48,6 +47,17 @@ pub struct MfaFit<F: Float> {
     pub n_iter: usize,
     /// Whether the relative change fell below `tol` before `max_iter`.
     pub converged: bool,
+}
+
+impl<F: Float> From<crate::stream::EmState<Mfa<F>>> for MfaFit<F> {
+    fn from(state: crate::stream::EmState<Mfa<F>>) -> Self {
+        Self {
+            model: state.model,
+            n_iter: state.log_likelihood.len(),
+            log_likelihood: state.log_likelihood,
+            converged: state.converged,
+        }
+    }
 }
 
 impl MfaParams {
@@ -154,6 +164,20 @@ impl MfaParams {
     }
 
     /// Fits by EM on `x` (N, D); see [`MfaParams::fit_with_progress`].
+    ///
+    /// ```
+    /// use fisherkit::mfa::MfaParams;
+    /// use ndarray::Array2;
+    /// // points near a line in 3-D: one factor explains them
+    /// let x = Array2::from_shape_fn((300, 3), |(i, j)| {
+    ///     let t = (i as f64 / 30.0).sin() * 5.0;
+    ///     t * [1.0, 2.0, -1.0][j] + ((i * 31 + j * 17) % 7) as f64 / 70.0
+    /// });
+    /// let fit = MfaParams::new(1, 1).seed(0).fit(x.view()).unwrap();
+    /// let l = fit.model.loadings();
+    /// let (a, b) = (l[[0, 0, 0]], l[[0, 1, 0]]);
+    /// assert!((b / a - 2.0).abs() < 0.05, "loading along (1, 2, -1)");
+    /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<MfaFit<F>, MfaError> {
         self.fit_with_progress(x, &mut |_| {})
     }
@@ -162,53 +186,17 @@ impl MfaParams {
     ///
     /// Each restart initialises with k-means + PPCA, then iterates E-step
     /// (statistics and log-likelihood $\ell_t$) and M-step until
-    /// $|\ell_t - \ell_{t-1}| \le \mathrm{tol}\,|\ell_{t-1}|$ or `max_iter`
-    /// iterations. Same seed, same data → same bits (also across thread counts).
+    /// [`crate::stream::em_stopping_rule`] holds or after `max_iter`
+    /// iterations; the restart with the highest final log-likelihood is kept.
+    /// The loop is the library's one EM driver (the streamed fit's, over the
+    /// data as one chunk). Same seed, same data → same bits (also across
+    /// thread counts).
     pub fn fit_with_progress<F: Float>(
         &self,
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
-        check_matrix(x, None, "training data")?;
-        let (n, d) = x.dim();
-        self.validate(n, d)?;
-        let mut best: Option<MfaFit<F>> = None;
-        for restart in 0..self.n_init {
-            let mut model = self.initial_model(x, restart)?;
-            let mut lls: Vec<f64> = Vec::new();
-            let mut converged = false;
-            for iter in 0..self.max_iter {
-                let st = model.sufficient_statistics(x)?;
-                let ll = st.log_likelihood() / n as f64;
-                let rel = rel_change(&lls, ll, f64::MIN_POSITIVE);
-                lls.push(ll);
-                on_iter(&MfaIteration {
-                    restart,
-                    iter,
-                    log_likelihood: ll,
-                    rel_change: rel,
-                });
-                model = model.update_from_statistics(&st, self.psi_floor)?;
-                if rel <= self.tol {
-                    converged = true;
-                    break;
-                }
-            }
-            let fit = MfaFit {
-                model,
-                n_iter: lls.len(),
-                log_likelihood: lls,
-                converged,
-            };
-            let better = match &best {
-                None => true,
-                Some(b) => fit.log_likelihood.last() > b.log_likelihood.last(),
-            };
-            if better {
-                best = Some(fit);
-            }
-        }
-        Ok(best.expect("n_init >= 1"))
+        Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
     /// The starting model of restart `restart` on `x` (n, D): k-means + PPCA,

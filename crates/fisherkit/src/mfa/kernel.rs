@@ -1,7 +1,7 @@
 //! The chunked E-step kernel of the MFA: posteriors, log-likelihoods and the
 //! sufficient statistics in "whitened factor" space, written as GEMMs.
 //!
-//! For a chunk Y (n, D) of centred rows (see [`Mfa`]):
+//! For a chunk Y (n, D) of centred rows (see [`KernelParams`]):
 //! 1. $P^\top = [W \,|\, \Psi^{-1}\mu'] ^\top Y^\top$ — (K·R + K, n), one GEMM;
 //!    $Q^\top = \Psi^{-1} (Y^2)^\top$ — (P, n);
 //! 2. per component, $g = P_k - W_k^\top\mu'_k$ and the log-joint
@@ -15,12 +15,160 @@
 //! and are added in block order, so the result does not depend on the number
 //! of threads.
 
-use super::model::{Mfa, MFA_CHUNK_ROWS};
+use super::MfaError;
 use crate::float::Float;
 use crate::kernels::exp::exp_nonpositive;
-use crate::linalg::{gemm, Par};
-use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
+use crate::linalg::{gemm, Cholesky, Par};
+use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
+
+/// Rows per chunk of the chunked E-step and encoder: memory per chunk is
+/// O(`MFA_CHUNK_ROWS`·(D + K·R)).
+pub const MFA_CHUNK_ROWS: usize = 512;
+
+/// Precomputed quantities of the E-step kernel (docs/math.md §4.2–4.3): with
+/// $c$ the mixture mean, $y = x - c$, $\mu'_k = \mu_k - c$,
+/// $M_k = I_R + \Lambda_k^\top\Psi_k^{-1}\Lambda_k = C_k C_k^\top$ and
+/// $W_k = \Psi_k^{-1}\Lambda_k C_k^{-\top}$ (D, R). Built from plain arrays
+/// ([`KernelParams::new`]); the kernel knows nothing of the model type.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelParams<F: Float> {
+    /// Reference point $c$ (D), the mixture mean rounded to `F`.
+    pub center: Array1<F>,
+    /// (K·R + K, D): row $kR + r$ is column r of $W_k$, row $KR + k$ is $\Psi_k^{-1}\mu'_k$.
+    pub stacked_t: Array2<F>,
+    /// (K·R): $W_k^\top\mu'_k$.
+    pub g_offset: Array1<F>,
+    /// (P, D), P = 1 (shared) or K: $1/\psi$.
+    pub inv_psi: Array2<F>,
+    /// (K): $\log w_k - \frac12 (D\log 2\pi + \log\det S_k + \mu'^\top_k\Psi_k^{-1}\mu'_k)$.
+    pub log_const: Array1<f64>,
+    /// (K, R, R): $M_k^{-1}$.
+    pub m_inv: Array3<f64>,
+    /// (K, R, R): $C_k^{-1}$.
+    pub c_inv: Array3<f64>,
+}
+
+impl<F: Float> KernelParams<F> {
+    /// The kernel of the mixture `weights` (K), `means` (K, D), `loadings`
+    /// (K, D, R) and `psi` (P, D), P = 1 or K, all already valid in shape and
+    /// range. Fails only if some $M_k$ is numerically not positive definite.
+    pub fn new(
+        weights: ArrayView1<'_, F>,
+        means: ArrayView2<'_, F>,
+        loadings: ArrayView3<'_, F>,
+        psi: ArrayView2<'_, F>,
+    ) -> Result<Self, MfaError> {
+        let (k, d, r) = loadings.dim();
+        let p = psi.nrows();
+        let center: Array1<F> = {
+            let mut c = Array1::<f64>::zeros(d);
+            for (w, m) in weights.iter().zip(means.outer_iter()) {
+                let w = w.as_f64();
+                c.zip_mut_with(&m, |c, m| *c += w * m.as_f64());
+            }
+            c.mapv(F::from_f64_lossy)
+        };
+        let inv_psi = psi.mapv(|v| F::from_f64_lossy(1.0 / v.as_f64()));
+        let mut stacked_t = Array2::<F>::zeros((k * r + k, d));
+        let mut g_offset = Array1::<F>::zeros(k * r);
+        let mut log_const = Array1::<f64>::zeros(k);
+        let mut m_inv = Array3::<f64>::zeros((k, r, r));
+        let mut c_inv = Array3::<f64>::zeros((k, r, r));
+        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
+        let mut wrow = vec![0.0f64; r];
+        for kk in 0..k {
+            let pk = if p == 1 { 0 } else { kk };
+            let psi_k: Vec<f64> = psi.row(pk).iter().map(|v| v.as_f64()).collect();
+            let lam = loadings.index_axis(Axis(0), kk);
+            // M = I + Λᵀ Ψ⁻¹ Λ
+            let mut m = Array2::<f64>::eye(r);
+            for dd in 0..d {
+                let ip = 1.0 / psi_k[dd];
+                for a in 0..r {
+                    let la = lam[[dd, a]].as_f64() * ip;
+                    for b in 0..=a {
+                        m[[a, b]] += la * lam[[dd, b]].as_f64();
+                    }
+                }
+            }
+            for a in 0..r {
+                for b in 0..a {
+                    m[[b, a]] = m[[a, b]];
+                }
+            }
+            let c = Cholesky::new(m.view()).map_err(|e| {
+                MfaError::Numerical(format!(
+                    "component {kk}: I + ΛᵀΨ⁻¹Λ cannot be factorised ({e})"
+                ))
+            })?;
+            // W_k rows: C⁻¹ (Ψ⁻¹ Λ[d, :])ᵀ ; offset o = W_kᵀ μ' ; quadratic μ'ᵀΨ⁻¹μ'
+            let mut offset = vec![0.0f64; r];
+            let mut quad = 0.0f64;
+            let mut sum_log_psi = 0.0f64;
+            for dd in 0..d {
+                let ip = 1.0 / psi_k[dd];
+                for a in 0..r {
+                    wrow[a] = lam[[dd, a]].as_f64() * ip;
+                }
+                c.solve_lower_in_place(&mut wrow);
+                let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
+                for a in 0..r {
+                    let wf = F::from_f64_lossy(wrow[a]);
+                    stacked_t[[kk * r + a, dd]] = wf;
+                    offset[a] += wf.as_f64() * mu;
+                }
+                stacked_t[[k * r + kk, dd]] = F::from_f64_lossy(mu * ip);
+                quad += mu * mu * ip;
+                sum_log_psi += psi_k[dd].ln();
+            }
+            for a in 0..r {
+                g_offset[kk * r + a] = F::from_f64_lossy(offset[a]);
+            }
+            let log_det_s = sum_log_psi + c.log_det();
+            log_const[kk] =
+                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s + quad);
+            m_inv.index_axis_mut(Axis(0), kk).assign(&c.inverse());
+            c_inv
+                .index_axis_mut(Axis(0), kk)
+                .assign(&c.inverse_factor());
+        }
+        Ok(Self {
+            center,
+            stacked_t,
+            g_offset,
+            inv_psi,
+            log_const,
+            m_inv,
+            c_inv,
+        })
+    }
+
+    /// Number of components K.
+    pub fn n_components(&self) -> usize {
+        self.log_const.len()
+    }
+
+    /// Dimension D.
+    pub fn dim(&self) -> usize {
+        self.center.len()
+    }
+
+    /// Number of factors R.
+    pub fn n_factors(&self) -> usize {
+        self.m_inv.dim().1
+    }
+
+    /// Row of $\Psi_k$ in `inv_psi`.
+    #[inline]
+    pub fn psi_row(&self, k: usize) -> usize {
+        if self.inv_psi.nrows() == 1 {
+            0
+        } else {
+            k
+        }
+    }
+}
 
 /// Rows per block processed sequentially by one task of the parallel E-step.
 pub(crate) const BLOCK_ROWS: usize = 8 * MFA_CHUNK_ROWS;
@@ -186,11 +334,11 @@ fn add_into<F: Float>(acc: &mut ArrayViewMut2<'_, f64>, v: ArrayView2<'_, F>) {
 }
 
 /// Adds the `F` running sums of the workspace to `acc` and resets them.
-pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut GAcc) {
+pub(crate) fn flush<F: Float>(kp: &KernelParams<F>, ws: &mut Workspace<F>, acc: &mut GAcc) {
     if !ws.pending {
         return;
     }
-    let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
+    let (k, d, r) = (kp.n_components(), kp.dim(), kp.n_factors());
     let w = k * r + k;
     if ws.pending_yg {
         add_into(&mut acc.syg.view_mut(), view2(&mut ws.syg, (d, w)).view());
@@ -203,7 +351,7 @@ pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut G
     // Per-component Ψ with K > 1 is the only case whose Σ y² sums wait in the
     // workspace; with one Ψ row they go straight into `acc` (see `process_chunk`),
     // and the thread-cached `ws.syy` may hold another model's stale sums.
-    if model.kern.inv_psi.nrows() > 1 && acc.syy.nrows() == k {
+    if kp.inv_psi.nrows() > 1 && acc.syy.nrows() == k {
         add_into(&mut acc.syy.view_mut(), view2(&mut ws.syy, (k, d)).view());
     }
     ws.pending = false;
@@ -212,10 +360,11 @@ pub(crate) fn flush<F: Float>(model: &Mfa<F>, ws: &mut Workspace<F>, acc: &mut G
 /// Processes one chunk `x` (n, D) of validated rows: writes $\log p(x_i)$
 /// into `ll` (n), posteriors into `proba` (n, K) when given, and adds the
 /// wanted statistics to `acc` (the two large sums stay in the workspace in
-/// `F` until [`flush`]).
+/// `F` until [`flush`]). Steps: [`centre_and_square`], [`project`],
+/// [`log_joints`], [`posteriors`], then [`factor_sums`] and [`row_sums`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn process_chunk<F: Float>(
-    model: &Mfa<F>,
+    kp: &KernelParams<F>,
     x: ArrayView2<'_, F>,
     ws: &mut Workspace<F>,
     want: Want,
@@ -224,35 +373,38 @@ pub(crate) fn process_chunk<F: Float>(
     proba: Option<ArrayViewMut2<'_, F>>,
     par: Par,
 ) {
-    let kp = &model.kern;
+    let n = x.nrows();
+    let k = kp.n_components();
+    centre_and_square(kp, x, ws);
+    project(kp, n, ws, par);
+    log_joints(kp, n, ws);
+    posteriors::<F>(n, k, ws, ll);
+    if let Some(mut q) = proba {
+        let lj = view2(&mut ws.lj, (k, n));
+        for kk in 0..k {
+            for (qi, &h) in q.column_mut(kk).iter_mut().zip(lj.row(kk).iter()) {
+                *qi = F::from_f64_lossy(h);
+            }
+        }
+    }
+    let Some(acc) = acc else {
+        return;
+    };
+    acc.n_rows += n;
+    acc.ll += ll.iter().sum::<f64>();
+    if !want.stats {
+        return;
+    }
+    factor_sums(kp, n, ws, want, acc);
+    row_sums(kp, n, ws, want, acc, par);
+    ws.pending = true;
+}
+
+/// $y = x - c$ and $y^2$ of the chunk into `ws.y`, `ws.y2` (n, D).
+fn centre_and_square<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, ws: &mut Workspace<F>) {
     let (n, d) = x.dim();
-    let k = model.n_components();
-    let r = model.n_factors();
-    let p = kp.inv_psi.nrows();
-    let kr = k * r;
-    let w = kr + k;
-    let Workspace {
-        y,
-        y2,
-        pt,
-        qt,
-        lj,
-        et,
-        syg,
-        syy,
-        sgg,
-        sy: sy_buf,
-        pending,
-        pending_yg,
-        m: mx,
-        s: sx,
-    } = ws;
-    let mut y = view2(y, (n, d));
-    let mut y2 = view2(y2, (n, d));
-    let mut pt = view2(pt, (w, n));
-    let mut qt = view2(qt, (p, n));
-    let mut lj = view2(lj, (k, n));
-    // centre and square
+    let mut y = view2(&mut ws.y, (n, d));
+    let mut y2 = view2(&mut ws.y2, (n, d));
     ndarray::Zip::from(y.rows_mut())
         .and(y2.rows_mut())
         .and(x.rows())
@@ -267,8 +419,18 @@ pub(crate) fn process_chunk<F: Float>(
                     *y2 = v * v;
                 });
         });
+}
+
+/// The two GEMMs (docs/math.md §4.3): $P^\top = [W | \Psi^{-1}\mu']^\top Y^\top$
+/// (K·R + K, n) into `ws.pt` and $Q^\top = \Psi^{-1}(Y^2)^\top$ (P, n) into `ws.qt`.
+fn project<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>, par: Par) {
+    let d = kp.dim();
+    let w = kp.n_components() * (kp.n_factors() + 1);
+    let p = kp.inv_psi.nrows();
+    let y = view2(&mut ws.y, (n, d));
+    let y2 = view2(&mut ws.y2, (n, d));
     gemm(
-        pt.view_mut(),
+        view2(&mut ws.pt, (w, n)),
         false,
         kp.stacked_t.view(),
         y.t(),
@@ -276,19 +438,28 @@ pub(crate) fn process_chunk<F: Float>(
         par,
     );
     gemm(
-        qt.view_mut(),
+        view2(&mut ws.qt, (p, n)),
         false,
         kp.inv_psi.view(),
         y2.t(),
         F::one(),
         par,
     );
-    // log-joints
+}
+
+/// Log-joints $b_k - \frac12(q - 2p_k) + \frac12\lVert g\rVert^2$ into
+/// `ws.lj` (K, n), `f64`; turns the factor rows of `ws.pt` into
+/// $g = P_k - W_k^\top\mu'_k$.
+fn log_joints<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>) {
+    let (k, r) = (kp.n_components(), kp.n_factors());
+    let (kr, w, p) = (k * r, k * r + k, kp.inv_psi.nrows());
+    let mut pt = view2(&mut ws.pt, (w, n));
+    let qt = view2(&mut ws.qt, (p, n));
+    let mut lj = view2(&mut ws.lj, (k, n));
     for kk in 0..k {
-        let pk = model.psi_row(kk);
         let b = kp.log_const[kk];
         {
-            let q = qt.row(pk);
+            let q = qt.row(kp.psi_row(kk));
             let pm = pt.row(kr + kk);
             let mut lj = lj.row_mut(kk);
             ndarray::Zip::from(&mut lj)
@@ -308,7 +479,18 @@ pub(crate) fn process_chunk<F: Float>(
             }
         }
     }
-    // log-sum-exp over components, column by column of lj (K, n)
+}
+
+/// Log-sum-exp over the components, column by column of `ws.lj` (K, n):
+/// `ll` (n) gets $\log p(x_i)$ and `ws.lj` the posteriors $h$.
+///
+/// Terms more than ½·ln(smallest normal of F) below the row maximum
+/// (posteriors < 1e-19 in f32) are flushed to exactly 0: invisible at F's
+/// precision, and it keeps `exp` in its fast range and h, h·g out of the
+/// denormals (whose arithmetic is ~100× slower).
+fn posteriors<F: Float>(n: usize, k: usize, ws: &mut Workspace<F>, ll: &mut [f64]) {
+    let mut lj = view2(&mut ws.lj, (k, n));
+    let (mx, sx) = (&mut ws.m, &mut ws.s);
     mx.clear();
     mx.resize(n, f64::NEG_INFINITY);
     sx.clear();
@@ -320,10 +502,6 @@ pub(crate) fn process_chunk<F: Float>(
             }
         }
     }
-    // Terms more than ½·ln(smallest normal of F) below the row maximum
-    // (posteriors < 1e-19 in f32) are flushed to exactly 0: invisible at F's
-    // precision, and it keeps `exp` in its fast range and h, h·g out of the
-    // denormals (whose arithmetic is ~100× slower).
     let cutoff = crate::kernels::softmax::flush_cutoff::<F>();
     for mut row in lj.rows_mut() {
         let row = row.as_slice_mut().expect("contiguous");
@@ -347,22 +525,22 @@ pub(crate) fn process_chunk<F: Float>(
             *v *= inv;
         }
     }
-    if let Some(mut q) = proba {
-        for kk in 0..k {
-            for (qi, &h) in q.column_mut(kk).iter_mut().zip(lj.row(kk).iter()) {
-                *qi = F::from_f64_lossy(h);
-            }
-        }
-    }
-    let Some(acc) = acc else {
-        return;
-    };
-    acc.n_rows += n;
-    acc.ll += ll.iter().sum::<f64>();
-    if !want.stats {
-        return;
-    }
-    let mut et = view2(et, (w, n));
+}
+
+/// $n_k$ and $\sum h g$ into `acc`; $E = [h\circ g \,|\, h]$ (K·R + K, n)
+/// into `ws.et` (the $h\circ g$ rows only when `want.yg`).
+fn factor_sums<F: Float>(
+    kp: &KernelParams<F>,
+    n: usize,
+    ws: &mut Workspace<F>,
+    want: Want,
+    acc: &mut GAcc,
+) {
+    let (k, r) = (kp.n_components(), kp.n_factors());
+    let (kr, w) = (k * r, k * r + k);
+    let mut et = view2(&mut ws.et, (w, n));
+    let lj = view2(&mut ws.lj, (k, n));
+    let pt = view2(&mut ws.pt, (w, n));
     for kk in 0..k {
         let nk: f64;
         {
@@ -391,12 +569,38 @@ pub(crate) fn process_chunk<F: Float>(
             acc.sg[[kk, a]] += sum;
         }
     }
-    let accumulate = *pending;
-    debug_assert!(!accumulate || *pending_yg == want.yg);
-    *pending_yg = want.yg;
+}
+
+/// The sums over rows: $Y^\top E^\top$ (D, K·R + K) or only $\sum h y$
+/// (K, D) into the workspace's pending `F` sums, $\sum h g g^\top$ into
+/// `acc`, and $\sum y^2$ / $\sum h y^2$.
+fn row_sums<F: Float>(
+    kp: &KernelParams<F>,
+    n: usize,
+    ws: &mut Workspace<F>,
+    want: Want,
+    acc: &mut GAcc,
+    par: Par,
+) {
+    let (k, d, r) = (kp.n_components(), kp.dim(), kp.n_factors());
+    let (kr, w, p) = (k * r, k * r + k, kp.inv_psi.nrows());
+    let y = view2(&mut ws.y, (n, d));
+    let y2 = view2(&mut ws.y2, (n, d));
+    let et = view2(&mut ws.et, (w, n));
+    let pt = view2(&mut ws.pt, (w, n));
+    let accumulate = ws.pending;
+    debug_assert!(!accumulate || ws.pending_yg == want.yg);
+    ws.pending_yg = want.yg;
     if want.yg {
-        gemm(view2(syg, (d, w)), accumulate, y.t(), et.t(), F::one(), par);
-        let mut sgg = view2(sgg, (r, r));
+        gemm(
+            view2(&mut ws.syg, (d, w)),
+            accumulate,
+            y.t(),
+            et.t(),
+            F::one(),
+            par,
+        );
+        let mut sgg = view2(&mut ws.sgg, (r, r));
         for kk in 0..k {
             let rows = s![kk * r..(kk + 1) * r, ..];
             gemm(
@@ -412,7 +616,7 @@ pub(crate) fn process_chunk<F: Float>(
     } else {
         // Σ h y only: (K, n)·(n, D)
         gemm(
-            view2(sy_buf, (k, d)),
+            view2(&mut ws.sy, (k, d)),
             accumulate,
             et.slice(s![kr.., ..]),
             y.view(),
@@ -428,7 +632,7 @@ pub(crate) fn process_chunk<F: Float>(
             }
         } else {
             gemm(
-                view2(syy, (k, d)),
+                view2(&mut ws.syy, (k, d)),
                 accumulate,
                 et.slice(s![kr.., ..]),
                 y2.view(),
@@ -437,7 +641,6 @@ pub(crate) fn process_chunk<F: Float>(
             );
         }
     }
-    *pending = true;
 }
 
 /// $\sum_i x_i$ in `f64`, in 8 interleaved partial sums (so the loop vectorises;
@@ -502,7 +705,7 @@ const FLUSH_ROWS: usize = 4 * MFA_CHUNK_ROWS;
 
 /// Accumulates the rows of `xb` sequentially into `acc` using `ws`.
 pub(crate) fn accumulate_seq<F: Float>(
-    model: &Mfa<F>,
+    kp: &KernelParams<F>,
     xb: ArrayView2<'_, F>,
     want: Want,
     ws: &mut Workspace<F>,
@@ -516,33 +719,33 @@ pub(crate) fn accumulate_seq<F: Float>(
     let mut since_flush = 0;
     for xc in xb.axis_chunks_iter(Axis(0), size) {
         let m = xc.nrows();
-        process_chunk(model, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
+        process_chunk(kp, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
         since_flush += m;
         if since_flush >= FLUSH_ROWS {
-            flush(model, ws, acc);
+            flush(kp, ws, acc);
             since_flush = 0;
         }
     }
-    flush(model, ws, acc);
+    flush(kp, ws, acc);
 }
 
 /// Accumulates over all rows of `x` (N, D), sequentially (for encoders called
 /// from parallel code) or in parallel blocks added in block order.
+///
+/// `model` is anything that lends the kernel arrays (an `&Mfa`, or the
+/// [`KernelParams`] themselves).
 pub(crate) fn accumulate<F: Float>(
-    model: &Mfa<F>,
+    model: &(impl AsRef<KernelParams<F>> + ?Sized),
     x: ArrayView2<'_, F>,
     want: Want,
     parallel: bool,
 ) -> GAcc {
+    let kp = model.as_ref();
     let (n, d) = x.dim();
-    let (k, r, p) = (
-        model.n_components(),
-        model.n_factors(),
-        model.kern.inv_psi.nrows(),
-    );
+    let (k, r, p) = (kp.n_components(), kp.n_factors(), kp.inv_psi.nrows());
     let run_block = |xb: ArrayView2<'_, F>| {
         let mut acc = GAcc::zeros(k, d, r, p, want);
-        with_cached_workspace(|ws| accumulate_seq(model, xb, want, ws, &mut acc));
+        with_cached_workspace(|ws| accumulate_seq(kp, xb, want, ws, &mut acc));
         acc
     };
     if !parallel || n <= BLOCK_ROWS || rayon::current_num_threads() <= 1 {

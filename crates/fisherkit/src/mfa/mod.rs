@@ -29,6 +29,7 @@ mod stream;
 
 pub use error::MfaError;
 pub use fit::{MfaFit, MfaIteration, MfaParams};
-pub use model::{Mfa, PsiMode, MFA_CHUNK_ROWS, WEIGHT_SUM_TOL};
+pub use kernel::MFA_CHUNK_ROWS;
+pub use model::{Mfa, PsiMode, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
 pub use stream::{MfaEmState, OnMfaIteration};

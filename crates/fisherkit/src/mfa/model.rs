@@ -1,16 +1,12 @@
 //! Parameters of a mixture of factor analysers and the precomputed Woodbury kernel.
 
-use super::kernel::{self, Want};
+use super::kernel::{self, KernelParams, Want, MFA_CHUNK_ROWS};
 use super::MfaError;
 use crate::data::check_matrix;
 use crate::float::Float;
-use crate::linalg::{Cholesky, Par};
+use crate::linalg::Par;
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
-
-/// Rows per chunk of the chunked E-step and encoder: memory per chunk is
-/// O(`MFA_CHUNK_ROWS`·(D + K·R)).
-pub const MFA_CHUNK_ROWS: usize = 512;
 
 /// Tolerance on $|\sum_k w_k - 1|$ accepted by [`Mfa::new`].
 pub const WEIGHT_SUM_TOL: f64 = 1e-4;
@@ -47,23 +43,12 @@ pub struct Mfa<F: Float> {
     pub(crate) kern: KernelParams<F>,
 }
 
-/// Precomputed quantities of the E-step kernel (see [`Mfa`]).
-#[derive(Debug, Clone)]
-pub(crate) struct KernelParams<F: Float> {
-    /// Reference point $c$ (D), the mixture mean rounded to `F`.
-    pub center: Array1<F>,
-    /// (K·R + K, D): row $kR + r$ is column r of $W_k$, row $KR + k$ is $\Psi_k^{-1}\mu'_k$.
-    pub stacked_t: Array2<F>,
-    /// (K·R): $W_k^\top\mu'_k$.
-    pub g_offset: Array1<F>,
-    /// (P, D), P = 1 (shared) or K: $1/\psi$.
-    pub inv_psi: Array2<F>,
-    /// (K): $\log w_k - \frac12 (D\log 2\pi + \log\det S_k + \mu'^\top_k\Psi_k^{-1}\mu'_k)$.
-    pub log_const: Array1<f64>,
-    /// (K, R, R): $M_k^{-1}$.
-    pub m_inv: Array3<f64>,
-    /// (K, R, R): $C_k^{-1}$.
-    pub c_inv: Array3<f64>,
+/// The E-step kernel takes the model's kernel arrays, never the model
+/// (`docs/architecture.md` §2): callers in `mfa` and `encode` pass an `&Mfa`.
+impl<F: Float> AsRef<KernelParams<F>> for Mfa<F> {
+    fn as_ref(&self) -> &KernelParams<F> {
+        &self.kern
+    }
 }
 
 impl<F: Float> PartialEq for Mfa<F> {
@@ -155,94 +140,13 @@ impl<F: Float> Mfa<F> {
         loadings: Array3<F>,
         psi: Array2<F>,
     ) -> Result<Self, MfaError> {
-        let (k, d, r) = loadings.dim();
-        let p = psi.nrows();
-        let center: Array1<F> = {
-            let mut c = Array1::<f64>::zeros(d);
-            for (w, m) in weights.iter().zip(means.outer_iter()) {
-                let w = w.as_f64();
-                c.zip_mut_with(&m, |c, m| *c += w * m.as_f64());
-            }
-            c.mapv(F::from_f64_lossy)
-        };
-        let inv_psi = psi.mapv(|v| F::from_f64_lossy(1.0 / v.as_f64()));
-        let mut stacked_t = Array2::<F>::zeros((k * r + k, d));
-        let mut g_offset = Array1::<F>::zeros(k * r);
-        let mut log_const = Array1::<f64>::zeros(k);
-        let mut m_inv = Array3::<f64>::zeros((k, r, r));
-        let mut c_inv = Array3::<f64>::zeros((k, r, r));
-        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
-        let mut wrow = vec![0.0f64; r];
-        for kk in 0..k {
-            let pk = if p == 1 { 0 } else { kk };
-            let psi_k: Vec<f64> = psi.row(pk).iter().map(|v| v.as_f64()).collect();
-            let lam = loadings.index_axis(Axis(0), kk);
-            // M = I + Λᵀ Ψ⁻¹ Λ
-            let mut m = Array2::<f64>::eye(r);
-            for dd in 0..d {
-                let ip = 1.0 / psi_k[dd];
-                for a in 0..r {
-                    let la = lam[[dd, a]].as_f64() * ip;
-                    for b in 0..=a {
-                        m[[a, b]] += la * lam[[dd, b]].as_f64();
-                    }
-                }
-            }
-            for a in 0..r {
-                for b in 0..a {
-                    m[[b, a]] = m[[a, b]];
-                }
-            }
-            let c = Cholesky::new(m.view()).map_err(|e| {
-                MfaError::Numerical(format!(
-                    "component {kk}: I + ΛᵀΨ⁻¹Λ cannot be factorised ({e})"
-                ))
-            })?;
-            // W_k rows: C⁻¹ (Ψ⁻¹ Λ[d, :])ᵀ ; offset o = W_kᵀ μ' ; quadratic μ'ᵀΨ⁻¹μ'
-            let mut offset = vec![0.0f64; r];
-            let mut quad = 0.0f64;
-            let mut sum_log_psi = 0.0f64;
-            for dd in 0..d {
-                let ip = 1.0 / psi_k[dd];
-                for a in 0..r {
-                    wrow[a] = lam[[dd, a]].as_f64() * ip;
-                }
-                c.solve_lower_in_place(&mut wrow);
-                let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
-                for a in 0..r {
-                    let wf = F::from_f64_lossy(wrow[a]);
-                    stacked_t[[kk * r + a, dd]] = wf;
-                    offset[a] += wf.as_f64() * mu;
-                }
-                stacked_t[[k * r + kk, dd]] = F::from_f64_lossy(mu * ip);
-                quad += mu * mu * ip;
-                sum_log_psi += psi_k[dd].ln();
-            }
-            for a in 0..r {
-                g_offset[kk * r + a] = F::from_f64_lossy(offset[a]);
-            }
-            let log_det_s = sum_log_psi + c.log_det();
-            log_const[kk] =
-                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s + quad);
-            m_inv.index_axis_mut(Axis(0), kk).assign(&c.inverse());
-            c_inv
-                .index_axis_mut(Axis(0), kk)
-                .assign(&c.inverse_factor());
-        }
+        let kern = KernelParams::new(weights.view(), means.view(), loadings.view(), psi.view())?;
         Ok(Self {
             weights,
             means,
             loadings,
             psi,
-            kern: KernelParams {
-                center,
-                stacked_t,
-                g_offset,
-                inv_psi,
-                log_const,
-                m_inv,
-                c_inv,
-            },
+            kern,
         })
     }
 
@@ -323,7 +227,7 @@ impl<F: Float> Mfa<F> {
         let mut ll = vec![0.0f64; n];
         let run = |xc: ArrayView2<'_, F>, llc: &mut [f64], qc: Option<ArrayViewMut2<'_, F>>| {
             kernel::with_cached_workspace(|ws| {
-                kernel::process_chunk(self, xc, ws, Want::NONE, None, llc, qc, Par::Seq)
+                kernel::process_chunk(&self.kern, xc, ws, Want::NONE, None, llc, qc, Par::Seq)
             })
         };
         match proba {

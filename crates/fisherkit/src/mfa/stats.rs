@@ -327,6 +327,42 @@ impl<F: Float> Mfa<F> {
         st: &MfaStats,
         psi_floor: f64,
     ) -> Result<Mfa<F>, MfaError> {
+        Ok(self.m_step(st, psi_floor)?.0)
+    }
+
+    /// [`Mfa::update_from_statistics`], also returning how many starved
+    /// components were re-seeded (the EM driver's stopping rule needs it).
+    pub(crate) fn m_step(
+        &self,
+        st: &MfaStats,
+        psi_floor: f64,
+    ) -> Result<(Mfa<F>, usize), MfaError> {
+        self.check_statistics(st, psi_floor)?;
+        let (k, r) = (self.n_components(), self.n_factors());
+        let n = st.n_rows as f64;
+        let floor = psi_floors::<F>(st, psi_floor);
+        let starve = ((r + 1) as f64).min(0.5 * n / k as f64).max(1e-10 * n);
+        let mut up = self.update_components(st, starve);
+        for mut row in up.psi.rows_mut() {
+            row.zip_mut_with(&floor, |p, f| {
+                if !(p.is_finite() && *p >= *f) {
+                    *p = *f;
+                }
+            });
+        }
+        let mut w: Vec<f64> = st.nk.iter().map(|v| v / n).collect();
+        if !up.healthy.iter().any(|h| *h) {
+            return Err(MfaError::Numerical(
+                "no component received enough responsibility to be updated".into(),
+            ));
+        }
+        let reseeded = up.reseed_starved(&mut w);
+        Ok((up.into_model(&w, st.center.view())?, reseeded))
+    }
+
+    /// The statistics fit this model (shape, Ψ mode, reference point), hold
+    /// rows, and the floor is valid.
+    fn check_statistics(&self, st: &MfaStats, psi_floor: f64) -> Result<(), MfaError> {
         let (k, d, r) = (self.n_components(), self.dim(), self.n_factors());
         if st.sye.dim() != (k, d, r) || st.psi_mode != self.psi_mode() {
             return Err(MfaError::StatisticsMismatch(format!(
@@ -357,74 +393,41 @@ impl<F: Float> Mfa<F> {
                 "the statistics hold 0 rows".into(),
             ));
         }
-        let n = st.n_rows as f64;
-        let shared = self.psi_mode() == PsiMode::Shared;
-        // Per-dimension data variance (about c) for the floor.
-        let tot_yy: Array1<f64> = st.syy.sum_axis(Axis(0));
-        let tot_y: Array1<f64> = st.sy.sum_axis(Axis(0));
-        let var: Array1<f64> = Array1::from_iter(
-            tot_yy
-                .iter()
-                .zip(tot_y.iter())
-                .map(|(yy, y)| (yy / n - (y / n) * (y / n)).max(0.0)),
-        );
-        let mean_var = var.mean().unwrap_or(0.0);
-        // Absolute backstop: 1e-30 when every dimension is constant; otherwise
-        // only what keeps 1/psi finite in F (f64: 1.5e-154), so that data of
-        // scale 1e-15 (variances ~1e-30) are fitted like any other scale.
-        let tiny = if mean_var > 0.0 {
-            F::min_positive_value().as_f64().sqrt().min(1e-30)
-        } else {
-            1e-30
-        };
-        let floor: Array1<f64> = var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(tiny));
+        Ok(())
+    }
 
-        let starve = ((r + 1) as f64).min(0.5 * n / k as f64).max(1e-10 * n);
-        let mut lam = Array3::<f64>::zeros((k, d, r));
-        let mut mu = Array2::<f64>::zeros((k, d));
-        let mut psi_acc = Array2::<f64>::zeros((if shared { 1 } else { k }, d));
+    /// The closed-form update of every component that is not starved
+    /// ($n_k$ ≥ `starve` and a positive definite $A_k$): $[\Lambda_k, \mu'_k]
+    /// = B_k A_k^{-1}$ and the Ψ sums (before flooring).
+    fn update_components(&self, st: &MfaStats, starve: f64) -> ComponentUpdate {
+        let (k, d, r) = (self.n_components(), self.dim(), self.n_factors());
+        let shared = self.psi_mode() == PsiMode::Shared;
+        let mut up = ComponentUpdate {
+            shared,
+            lam: Array3::<f64>::zeros((k, d, r)),
+            mu: Array2::<f64>::zeros((k, d)),
+            psi: Array2::<f64>::zeros((if shared { 1 } else { k }, d)),
+            healthy: vec![false; k],
+        };
         if shared {
-            psi_acc.row_mut(0).assign(&st.syy.row(0));
+            up.psi.row_mut(0).assign(&st.syy.row(0));
         }
-        let mut healthy = vec![false; k];
         let mut b = Array2::<f64>::zeros((d, r + 1));
         for kk in 0..k {
             let nk = st.nk[kk];
             if nk.is_nan() || nk < starve {
                 continue;
             }
-            let mut a = Array2::<f64>::zeros((r + 1, r + 1));
-            let minv = self.kern.m_inv.index_axis(Axis(0), kk);
-            let see = st.see.index_axis(Axis(0), kk);
-            for i in 0..r {
-                for j in 0..r {
-                    a[[i, j]] = nk * minv[[i, j]] + see[[i, j]];
-                }
-                a[[i, r]] = st.s[[kk, i]];
-                a[[r, i]] = st.s[[kk, i]];
-            }
-            a[[r, r]] = nk;
-            let Ok(chol) = Cholesky::new(a.view()) else {
+            let Some(xt) = self.solve_component(st, kk, &mut b) else {
                 continue;
             };
-            b.slice_mut(s![.., ..r])
-                .assign(&st.sye.index_axis(Axis(0), kk));
-            b.column_mut(r).assign(&st.sy.row(kk));
-            // X = B A⁻¹  ⇔  Xᵀ = A⁻¹ Bᵀ
-            let xt = chol.solve_mat(b.t());
-            if xt.iter().any(|v| !v.is_finite()) {
-                continue;
-            }
-            healthy[kk] = true;
-            lam.index_axis_mut(Axis(0), kk)
+            up.healthy[kk] = true;
+            up.lam
+                .index_axis_mut(Axis(0), kk)
                 .assign(&xt.slice(s![..r, ..]).t());
-            mu.row_mut(kk).assign(&xt.row(r));
+            up.mu.row_mut(kk).assign(&xt.row(r));
             // diag([Λ μ'] Bᵀ)
-            let mut prow = if shared {
-                psi_acc.row_mut(0)
-            } else {
-                psi_acc.row_mut(kk)
-            };
+            let mut prow = up.psi.row_mut(if shared { 0 } else { kk });
             if !shared {
                 prow.assign(&st.syy.row(kk));
             }
@@ -440,61 +443,137 @@ impl<F: Float> Mfa<F> {
             }
         }
         if shared {
-            psi_acc.row_mut(0).mapv_inplace(|v| v / n);
+            up.psi.row_mut(0).mapv_inplace(|v| v / st.n_rows as f64);
         }
-        for mut row in psi_acc.rows_mut() {
-            row.zip_mut_with(&floor, |p, f| {
-                if !(p.is_finite() && *p >= *f) {
-                    *p = *f;
-                }
-            });
+        up
+    }
+
+    /// $X_k^\top = A_k^{-1} B_k^\top$ ((R+1, D): the loadings' rows then
+    /// $\mu'_k$) for component `kk`, with $B_k$ written into `b` (D, R+1);
+    /// `None` when $A_k$ is not positive definite or X is not finite.
+    fn solve_component(
+        &self,
+        st: &MfaStats,
+        kk: usize,
+        b: &mut Array2<f64>,
+    ) -> Option<Array2<f64>> {
+        let r = self.n_factors();
+        let nk = st.nk[kk];
+        let mut a = Array2::<f64>::zeros((r + 1, r + 1));
+        let minv = self.kern.m_inv.index_axis(Axis(0), kk);
+        let see = st.see.index_axis(Axis(0), kk);
+        for i in 0..r {
+            for j in 0..r {
+                a[[i, j]] = nk * minv[[i, j]] + see[[i, j]];
+            }
+            a[[i, r]] = st.s[[kk, i]];
+            a[[r, i]] = st.s[[kk, i]];
         }
-        let mut w: Vec<f64> = st.nk.iter().map(|v| v / n).collect();
-        if !healthy.iter().any(|h| *h) {
-            return Err(MfaError::Numerical(
-                "no component received enough responsibility to be updated".into(),
-            ));
-        }
-        // Re-seed starved components by splitting the heaviest one.
+        a[[r, r]] = nk;
+        let chol = Cholesky::new(a.view()).ok()?;
+        b.slice_mut(s![.., ..r])
+            .assign(&st.sye.index_axis(Axis(0), kk));
+        b.column_mut(r).assign(&st.sy.row(kk));
+        // X = B A⁻¹  ⇔  Xᵀ = A⁻¹ Bᵀ
+        let xt = chol.solve_mat(b.t());
+        xt.iter().all(|v| v.is_finite()).then_some(xt)
+    }
+}
+
+/// Per-dimension floor of ψ_d (D): `psi_floor` times the data variance of
+/// dimension d about the reference point (from the statistics), at least
+/// 1e-9 of the mean variance and an absolute backstop — 1e-30 when every
+/// dimension is constant; otherwise only what keeps 1/ψ finite in F (f64:
+/// 1.5e-154), so that data of scale 1e-15 (variances ~1e-30) are fitted like
+/// any other scale.
+fn psi_floors<F: Float>(st: &MfaStats, psi_floor: f64) -> Array1<f64> {
+    let n = st.n_rows as f64;
+    let tot_yy: Array1<f64> = st.syy.sum_axis(Axis(0));
+    let tot_y: Array1<f64> = st.sy.sum_axis(Axis(0));
+    let var: Array1<f64> = Array1::from_iter(
+        tot_yy
+            .iter()
+            .zip(tot_y.iter())
+            .map(|(yy, y)| (yy / n - (y / n) * (y / n)).max(0.0)),
+    );
+    let mean_var = var.mean().unwrap_or(0.0);
+    let tiny = if mean_var > 0.0 {
+        F::min_positive_value().as_f64().sqrt().min(1e-30)
+    } else {
+        1e-30
+    };
+    var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(tiny))
+}
+
+/// The M-step's new parameters in f64, about the reference point: loadings
+/// (K, D, R), centred means μ' (K, D), Ψ (1 or K, D), and which components
+/// were updated (the others are starved).
+struct ComponentUpdate {
+    shared: bool,
+    lam: Array3<f64>,
+    mu: Array2<f64>,
+    psi: Array2<f64>,
+    healthy: Vec<bool>,
+}
+
+impl ComponentUpdate {
+    /// Re-seeds every starved component by splitting the heaviest updated one
+    /// (weights `w`, K) along its strongest factor (or ±√ψ without factors):
+    /// both halves get half its weight. Returns the number re-seeded.
+    fn reseed_starved(&mut self, w: &mut [f64]) -> usize {
+        let (k, r) = (self.healthy.len(), self.lam.dim().2);
+        let mut reseeded = 0;
         for kk in 0..k {
-            if healthy[kk] {
+            if self.healthy[kk] {
                 continue;
             }
             let j = (0..k)
-                .filter(|&j| healthy[j])
+                .filter(|&j| self.healthy[j])
                 .fold(None, |best: Option<usize>, j| match best {
                     Some(b) if w[b] >= w[j] => Some(b),
                     _ => Some(j),
                 })
                 .expect("at least one healthy component");
-            let lj = lam.index_axis(Axis(0), j).to_owned();
+            let lj = self.lam.index_axis(Axis(0), j).to_owned();
             let (col, norm) = (0..r)
                 .map(|c| (c, lj.column(c).dot(&lj.column(c))))
                 .fold((0, -1.0), |a, b| if b.1 > a.1 { b } else { a });
-            let pj = if shared { 0 } else { j };
+            let pj = if self.shared { 0 } else { j };
             let delta: Array1<f64> = if norm > 0.0 {
                 lj.column(col).to_owned()
             } else {
-                psi_acc.row(pj).mapv(f64::sqrt)
+                self.psi.row(pj).mapv(f64::sqrt)
             };
-            let mj = mu.row(j).to_owned();
-            mu.row_mut(kk).assign(&(&mj + &delta));
-            mu.row_mut(j).assign(&(&mj - &delta));
-            lam.index_axis_mut(Axis(0), kk).assign(&lj);
-            if !shared {
-                let pr = psi_acc.row(j).to_owned();
-                psi_acc.row_mut(kk).assign(&pr);
+            let mj = self.mu.row(j).to_owned();
+            self.mu.row_mut(kk).assign(&(&mj + &delta));
+            self.mu.row_mut(j).assign(&(&mj - &delta));
+            self.lam.index_axis_mut(Axis(0), kk).assign(&lj);
+            if !self.shared {
+                let pr = self.psi.row(j).to_owned();
+                self.psi.row_mut(kk).assign(&pr);
             }
             w[j] *= 0.5;
             w[kk] = w[j];
-            healthy[kk] = true;
+            self.healthy[kk] = true;
+            reseeded += 1;
         }
+        reseeded
+    }
+
+    /// The model in `F`: weights `w` renormalised, means μ' + `center`;
+    /// an error if a parameter is out of the float type's range.
+    fn into_model<F: Float>(
+        self,
+        w: &[f64],
+        center: ArrayView1<'_, f64>,
+    ) -> Result<Mfa<F>, MfaError> {
+        let (k, d) = self.mu.dim();
         let wsum: f64 = w.iter().sum();
         let cvt = |v: f64| F::from_f64_lossy(v);
         let weights = Array1::from_iter(w.iter().map(|v| cvt(v / wsum)));
-        let means = Array2::from_shape_fn((k, d), |(i, j)| cvt(mu[[i, j]] + st.center[j]));
-        let loadings = lam.mapv(cvt);
-        let psi = psi_acc.mapv(cvt);
+        let means = Array2::from_shape_fn((k, d), |(i, j)| cvt(self.mu[[i, j]] + center[j]));
+        let loadings = self.lam.mapv(cvt);
+        let psi = self.psi.mapv(cvt);
         if weights.iter().any(|v| !(*v > F::zero() && v.is_finite()))
             || psi.iter().any(|v| !(*v > F::zero() && v.is_finite()))
             || means.iter().any(|v| !v.is_finite())

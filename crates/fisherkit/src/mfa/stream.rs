@@ -7,7 +7,7 @@ use super::stats::MfaStats;
 use super::MfaError;
 use crate::float::Float;
 use crate::stream::{
-    fit_streaming, no_rows, rel_change, DataPass, EmSchedule, EmState, EmStep, OnIteration,
+    em_stopping_rule, fit_streaming, no_rows, DataPass, EmSchedule, EmState, EmStep, OnIteration,
     StreamedEm,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2};
@@ -73,13 +73,7 @@ impl MfaParams {
         resume: Option<MfaEmState<F>>,
         on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
-        let state = fit_streaming(self, pass, init_sample, resume, on_iter)?;
-        Ok(MfaFit {
-            model: state.model,
-            n_iter: state.log_likelihood.len(),
-            log_likelihood: state.log_likelihood,
-            converged: state.converged,
-        })
+        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
 }
 
@@ -163,8 +157,8 @@ impl<F: Float> StreamedEm<F> for MfaParams {
         Ok(())
     }
 
-    /// [`Mfa::update_from_statistics`] with the psi floor; converged when the
-    /// relative change is at most `tol`.
+    /// [`Mfa::update_from_statistics`] with the psi floor; stops by
+    /// [`em_stopping_rule`] with the M-step's count of re-seeded components.
     fn em_step(
         &self,
         state: &MfaEmState<F>,
@@ -175,11 +169,12 @@ impl<F: Float> StreamedEm<F> for MfaParams {
             return Err(no_rows().into());
         };
         let ll = st.log_likelihood() / st.n_rows() as f64;
-        let rel = rel_change(&state.log_likelihood, ll, f64::MIN_POSITIVE);
+        let (model, reseeded) = state.model.m_step(&st, self.psi_floor)?;
+        let (rel, converged) = em_stopping_rule(&state.log_likelihood, ll, self.tol, reseeded);
         Ok(EmStep {
-            model: state.model.update_from_statistics(&st, self.psi_floor)?,
+            model,
             log_likelihood: ll,
-            converged: rel <= self.tol,
+            converged,
             report: MfaIteration {
                 restart,
                 iter: state.n_iter(),

@@ -1,6 +1,8 @@
 //! Descriptor files: precomputed local descriptors with their labels, the input
-//! of [`crate::run_descriptors`] (`fisherkit run --train-descriptors`) and the
-//! output of [`crate::RunConfig::save_descriptors`] (`--save-descriptors`).
+//! of the pipeline's `run_descriptors` (`fisherkit run --train-descriptors`)
+//! and the output of its `--save-descriptors`. This module is the format's one
+//! reader and writer (docs/formats.md), with the `.npz` entries of any dtype
+//! the format needs (float, integer and string arrays).
 //!
 //! A descriptor file is one `.npz` archive per split (`numpy.savez` or
 //! `numpy.savez_compressed`) that holds
@@ -22,7 +24,8 @@
 //! data are converted to float32, the precision of the pipeline. Classes are
 //! ordered by name (as text), like image folders.
 
-use crate::PipelineError;
+use crate::atomic::write_atomically;
+use crate::error::IoError;
 use ndarray::{Array2, ArrayView2, ShapeBuilder};
 use ndarray_npy::npy::header::Header;
 use std::io::{Read, Write};
@@ -84,11 +87,8 @@ pub enum NpyRef<'a> {
     Str(&'a [String]),
 }
 
-fn io_err(path: &Path, message: impl Into<String>) -> PipelineError {
-    PipelineError::Io {
-        path: path.display().to_string(),
-        message: message.into(),
-    }
+fn io_err(path: &Path, message: impl Into<String>) -> IoError {
+    IoError::format(path, message)
 }
 
 /// The numpy type descriptor `'<f4'` as (kind, size): the item size in bytes,
@@ -222,7 +222,7 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
 
 /// Reads every array of an `.npz` archive, in archive order, with its name
 /// (the entry name without `.npy`).
-pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, PipelineError> {
+pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e.to_string()))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| io_err(path, format!("not a valid .npz (zip) archive: {e}")))?;
@@ -250,7 +250,7 @@ pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, PipelineEr
 /// file and the array, row and column at fault: no `labels`, a labels count
 /// that differs from the number of images, an image without descriptors,
 /// arrays of different widths $D$, a NaN or infinite value, an unsupported dtype.
-pub fn read_descriptor_file(path: &Path) -> Result<DescriptorSet, PipelineError> {
+pub fn read_descriptor_file(path: &Path) -> Result<DescriptorSet, IoError> {
     let bad = |m: String| io_err(path, m);
     let arrays = read_npz_arrays(path)?;
     let mut labels = None;
@@ -445,29 +445,22 @@ fn npy_bytes(a: &NpyRef<'_>) -> Vec<u8> {
 }
 
 /// Writes named arrays to an uncompressed `.npz` archive (readable by
-/// `numpy.load`), atomically: a temporary file beside `path`, then a rename.
-pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<(), PipelineError> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let res = (|| -> Result<(), String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+/// `numpy.load`), atomically (a temporary file beside `path`, synced, then
+/// renamed; nothing is left on failure).
+pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<(), IoError> {
+    write_atomically(path, |w| {
+        let mut zip = zip::ZipWriter::new(w);
         let opts = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored)
             .large_file(true);
         for (name, a) in arrays {
             zip.start_file(format!("{name}.npy"), opts)
-                .map_err(|e| e.to_string())?;
-            zip.write_all(&npy_bytes(a)).map_err(|e| e.to_string())?;
+                .map_err(std::io::Error::other)?;
+            zip.write_all(&npy_bytes(a))?;
         }
-        let mut w = zip.finish().map_err(|e| e.to_string())?;
-        w.flush().map_err(|e| e.to_string())?;
-        drop(w);
-        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.map_err(|m| io_err(path, m))
+        zip.finish().map_err(std::io::Error::other)?;
+        Ok(())
+    })
 }
 
 /// Writes a descriptor file in the one-array-per-image layout one image at a
@@ -486,7 +479,7 @@ impl DescriptorFileWriter {
     ///
     /// # Errors
     /// The temporary file cannot be created.
-    pub fn create(path: &Path) -> Result<Self, PipelineError> {
+    pub fn create(path: &Path) -> Result<Self, IoError> {
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let file = std::fs::File::create(&tmp).map_err(|e| io_err(path, e.to_string()))?;
         Ok(Self {
@@ -512,7 +505,7 @@ impl DescriptorFileWriter {
         name: &str,
         bag: ArrayView2<'_, f32>,
         label: &str,
-    ) -> Result<(), PipelineError> {
+    ) -> Result<(), IoError> {
         if [LABELS, DESCRIPTORS, IMAGE_INDEX].contains(&name) {
             return Err(io_err(
                 &self.path,
@@ -532,7 +525,7 @@ impl DescriptorFileWriter {
     ///
     /// # Errors
     /// A failed write or rename.
-    pub fn finish(mut self) -> Result<(), PipelineError> {
+    pub fn finish(mut self) -> Result<(), IoError> {
         let mut zip = self.zip.take().expect("open until finished");
         let res = (|| -> Result<(), String> {
             zip.start_file(format!("{LABELS}.npy"), Self::opts())
@@ -566,7 +559,7 @@ pub fn write_descriptor_file(
     names: &[String],
     bags: &[ArrayView2<'_, f32>],
     labels: &[String],
-) -> Result<(), PipelineError> {
+) -> Result<(), IoError> {
     if names.len() != bags.len() || labels.len() != bags.len() {
         return Err(io_err(
             path,
