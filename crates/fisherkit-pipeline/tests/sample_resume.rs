@@ -2,7 +2,7 @@
 //! run that stops during it continues after its last finished chunk and ends
 //! with the same models and results as an uninterrupted run.
 
-use fisherkit_pipeline::{run, Job, NoProgress, SAMPLE_CHUNK};
+use fisherkit_pipeline::{run, Job, NoProgress, RunConfig, SAMPLE_CHUNK};
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -42,14 +42,20 @@ fn part_files(folder: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn a_sample_pass_stopped_after_two_chunks_resumes_to_the_same_models() {
-    // 3 classes × 24 training images = 72 sample images = 3 chunks of 32.
+/// 3 classes × 24 training images, all of them sample images: 72 = 3 chunks
+/// of [`SAMPLE_CHUNK`]; the set, the network and the settings.
+fn three_chunk_run() -> (tempfile::TempDir, fisherkit_cnn::Backbone, RunConfig) {
     let t = small_set(&["bag", "sneaker", "trouser"], 24, 2);
     let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
     let mut cfg = small_config(t.path());
     cfg.sample_images = 72;
     assert_eq!(72usize.div_ceil(SAMPLE_CHUNK), 3);
+    (t, net, cfg)
+}
+
+#[test]
+fn a_sample_pass_stopped_after_two_chunks_resumes_to_the_same_models() {
+    let (t, net, cfg) = three_chunk_run();
 
     // Uninterrupted, in its own cache.
     let mut whole = cfg.clone();
@@ -94,10 +100,7 @@ fn a_sample_pass_stopped_after_two_chunks_resumes_to_the_same_models() {
 
 #[test]
 fn an_unreadable_sample_part_is_one_clear_error() {
-    let t = small_set(&["bag", "sneaker", "trouser"], 24, 2);
-    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
-    let mut cfg = small_config(t.path());
-    cfg.sample_images = 72;
+    let (_t, net, cfg) = three_chunk_run();
     let folder = {
         let mut job = Job::images(&cfg, &net).unwrap();
         let c = job.sample_chunks()[0].clone();
