@@ -11,7 +11,10 @@
 //! * [`read_pca`] / [`write_pca`] and [`read_linear_svm`] /
 //!   [`write_linear_svm`]: the same format for the pipeline's PCA (`kind` =
 //!   `pca`) and one-vs-rest linear SVM (`kind` = `linear-svm`), see
-//!   [`linear_models`].
+//!   [`linear_models`];
+//! * [`read_sample_part`] / [`write_sample_part`]: the pipeline's sample-pass
+//!   checkpoint, one file per finished chunk of sample images (`kind` =
+//!   `sample-part`, see [`sample_part`]).
 //!
 //! Every writer is atomic: the file is written beside its target under a
 //! temporary name, synced and renamed, so a failure never leaves a
@@ -27,6 +30,7 @@ pub mod linear_models;
 pub mod model;
 pub mod npy;
 pub mod npz;
+pub mod sample_part;
 
 pub use chunked::{NpyInfo, NpySource};
 pub use error::{IoError, Result};
@@ -54,3 +58,4 @@ pub use npy::{
 pub use npz::{
     file_kind, read_bags, read_npz, read_npz_bytes, write_npz, Bags, FileKind, NamedBags,
 };
+pub use sample_part::{read_sample_part, write_sample_part, SamplePartFile, SampleScale};

@@ -52,9 +52,16 @@ use std::path::Path;
 /// Version of the model file layout this crate writes and reads.
 pub const FORMAT_VERSION: &str = "1";
 
-/// Tolerance on $|\sum_k w_k - 1|$ for MFA weights (the same as
-/// `DiagGmm::new` uses for GMM weights).
-pub const MFA_WEIGHT_SUM_TOL: f64 = 1e-4;
+/// Tolerance on $|\sum_k w_k - 1|$ for MFA weights: the library's own
+/// ([`fisherkit::mfa::WEIGHT_SUM_TOL`], which `Mfa::new` applies), so a file
+/// this crate accepts is one the library accepts.
+///
+/// [`MfaArrays::validate`] keeps its own checks of shapes and values because
+/// its messages are the file contract (`docs/formats.md`): they name the
+/// tensor and index it in the file's shape (a shared `psi` is (D) in a
+/// file, (1, D) in memory); [`read_mfa`] then also runs `Mfa::new` for what
+/// only the model requires (0 < R < D).
+pub const MFA_WEIGHT_SUM_TOL: f64 = fisherkit::mfa::WEIGHT_SUM_TOL;
 
 /// Largest safetensors header accepted (the safetensors crate's own limit).
 const MAX_HEADER: u64 = 100_000_000;
@@ -306,38 +313,27 @@ impl MfaWhitening {
 
 /// Number of MFA Fisher score values of `parts`: K·D for mean, K·D·R for loading.
 pub fn mfa_parts_len(parts: &[MfaPart], k: usize, d: usize, r: usize) -> usize {
-    parts
-        .iter()
-        .map(|p| match p {
-            MfaPart::Mean => k * d,
-            MfaPart::Loading => k * d * r,
-        })
-        .sum()
+    parts.iter().map(|p| p.n_values(k, d, r)).sum()
 }
 
 /// The canonical spelling of a list of parts (`"mean"`, `"loading"`, `"mean,loading"`).
 pub fn mfa_parts_string(parts: &[MfaPart]) -> String {
-    parts
-        .iter()
-        .map(|p| match p {
-            MfaPart::Mean => "mean",
-            MfaPart::Loading => "loading",
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    parts.iter().map(|p| p.name()).collect::<Vec<_>>().join(",")
 }
 
 /// Parses a `whitening_parts` metadata value: exactly `mean`, `loading` or
 /// `mean,loading` (the canonical spellings the writer uses).
 fn parse_whitening_parts(s: &str) -> Result<Vec<MfaPart>, String> {
-    match s {
-        "mean" => Ok(vec![MfaPart::Mean]),
-        "loading" => Ok(vec![MfaPart::Loading]),
-        "mean,loading" => Ok(vec![MfaPart::Mean, MfaPart::Loading]),
-        other => Err(format!(
-            "metadata `{WHITENING_PARTS_KEY}` is \"{other}\"; expected \"mean\", \"loading\" or \"mean,loading\""
-        )),
-    }
+    let canonical: [&[MfaPart]; 3] = [&[MfaPart::Mean], &[MfaPart::Loading], &MfaPart::ALL];
+    canonical
+        .into_iter()
+        .find(|parts| mfa_parts_string(parts) == s)
+        .map(<[MfaPart]>::to_vec)
+        .ok_or_else(|| {
+            format!(
+                "metadata `{WHITENING_PARTS_KEY}` is \"{s}\"; expected \"mean\", \"loading\" or \"mean,loading\""
+            )
+        })
 }
 
 /// A diagonal GMM in the element type of its file.

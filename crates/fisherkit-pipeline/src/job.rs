@@ -184,6 +184,9 @@ pub struct Job<'a> {
     models: BTreeMap<ModelSpec, Fitted>,
     /// The sample pass so far: chunks added, merged sums.
     sampled: usize,
+    /// Chunks an earlier, killed run of this job finished (their parts are
+    /// in the run folder; read when the owner adds the next chunk or fits).
+    resumable: usize,
     sample: Option<Sample>,
     /// After [`Job::fit`]: the models and their stores.
     learned: Option<Learned>,
@@ -216,6 +219,7 @@ impl<'a> Job<'a> {
             pcas: Vec::new(),
             models: BTreeMap::new(),
             sampled: 0,
+            resumable: 0,
             sample: None,
             learned: None,
             stores: BTreeMap::new(),
@@ -229,6 +233,7 @@ impl<'a> Job<'a> {
             .iter()
             .filter_map(|m| read_fitted(&job.model_path(m), m.kind).map(|f| (*m, f)))
             .collect();
+        job.resumable = job.count_sample_parts();
         Ok(job)
     }
 
@@ -293,13 +298,81 @@ impl<'a> Job<'a> {
         self.pcas.iter().any(Option::is_none) || self.models.len() < self.plan.len()
     }
 
-    /// The chunks of the sample pass, in the order [`Job::add_sample`] takes
-    /// them (empty when nothing is to be learned).
+    /// The chunks of the sample pass still to do, in the order
+    /// [`Job::add_sample`] takes them: empty when nothing is to be learned;
+    /// without the chunks an earlier, killed run finished (their sample
+    /// parts are read back from the run folder when the job opens).
     pub fn sample_chunks(&self) -> Vec<Vec<usize>> {
+        let mut all = self.all_sample_chunks();
+        all.drain(..self.sampled.max(self.resumable).min(all.len()));
+        all
+    }
+
+    fn all_sample_chunks(&self) -> Vec<Vec<usize>> {
         if !self.needs_sample() {
             return Vec::new();
         }
         stages::sample_chunks(&self.sample_image_list())
+    }
+
+    /// Where the sample pass keeps its finished chunks: keyed by the model
+    /// sample's size, the one sample setting not already in the run
+    /// folder's key (docs/pipeline.md §2).
+    fn sample_part_dir(&self) -> std::path::PathBuf {
+        self.folder
+            .path(&format!("sample-ms{}", self.cfg.model_sample))
+    }
+
+    fn sample_part_path(&self, chunk: usize) -> std::path::PathBuf {
+        self.sample_part_dir()
+            .join(format!("part-{chunk:05}.safetensors"))
+    }
+
+    /// How many chunks an earlier run of this job finished: the leading run
+    /// of part files present (only their names are looked at, so a worker
+    /// that opens the job reads nothing).
+    fn count_sample_parts(&self) -> usize {
+        if self.folder.temporary {
+            return 0;
+        }
+        let n = self.all_sample_chunks().len();
+        (0..n)
+            .take_while(|&i| self.sample_part_path(i).is_file())
+            .count()
+    }
+
+    /// Merges the parts an earlier run finished ([`Job::count_sample_parts`])
+    /// into the sample, in chunk order, so the sums are the same as in an
+    /// uninterrupted run. Their images are already in the image journal:
+    /// [`Job::add_sample`] appends to it before it writes the part.
+    fn load_resumed_sample(&mut self) -> Result<(), PipelineError> {
+        let chunks = self.all_sample_chunks();
+        while self.sampled < self.resumable {
+            let i = self.sampled;
+            let path = self.sample_part_path(i);
+            let unusable = |why: String| {
+                PipelineError::Io {
+                path: path.display().to_string(),
+                message: format!(
+                    "{why}; delete the file and run again to compute that chunk of the sample pass anew"
+                ),
+            }
+            };
+            let file =
+                fisherkit_io::read_sample_part(&path).map_err(|e| unusable(e.to_string()))?;
+            if file.images != chunks[i] || file.scales.len() != self.inputs.scale_names.len() {
+                return Err(unusable(format!(
+                    "this sample part is not chunk {i} of this run's sample pass"
+                )));
+            }
+            let part = Sample::from_file(file);
+            match self.sample.as_mut() {
+                Some(s) => s.merge(part)?,
+                None => self.sample = Some(part),
+            }
+            self.sampled = i + 1;
+        }
+        Ok(())
     }
 
     /// The sample pass over one chunk (computation only; any process).
@@ -338,7 +411,8 @@ impl<'a> Job<'a> {
         part: SamplePart,
         progress: &dyn Progress,
     ) -> Result<(), PipelineError> {
-        let chunks = self.sample_chunks();
+        self.load_resumed_sample()?;
+        let chunks = self.all_sample_chunks();
         match chunks.get(self.sampled) {
             Some(c) if *c == part.images => {}
             _ => {
@@ -356,6 +430,15 @@ impl<'a> Job<'a> {
         }
         self.log
             .append(&self.folder.path("images.tsv"), &part.entries)?;
+        if !self.folder.temporary {
+            let dir = self.sample_part_dir();
+            std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Io {
+                path: dir.display().to_string(),
+                message: format!("cannot create the sample-pass folder: {e}"),
+            })?;
+            let path = self.sample_part_path(self.sampled);
+            fisherkit_io::write_sample_part(&path, &part.sample.to_file(&part.images))?;
+        }
         match self.sample.as_mut() {
             Some(s) => s.merge(part.sample)?,
             None => self.sample = Some(part.sample),
@@ -372,7 +455,8 @@ impl<'a> Job<'a> {
     /// Missing sample chunks, a failed fit, an unwritable run folder.
     pub fn fit(&mut self, progress: &dyn Progress) -> Result<(), PipelineError> {
         if self.needs_sample() {
-            let expected = self.sample_chunks().len();
+            self.load_resumed_sample()?;
+            let expected = self.all_sample_chunks().len();
             if self.sampled != expected {
                 return Err(PipelineError::Config(format!(
                     "the sample pass has {} of its {expected} chunks",
@@ -384,6 +468,11 @@ impl<'a> Job<'a> {
                 .take()
                 .ok_or_else(|| PipelineError::Dataset("no sample image could be read".into()))?;
             self.learn_from(sample, progress)?;
+            // Every PCA and model is in the run folder now: the sample
+            // pass's checkpoint is no longer needed (it is GBs at paper size).
+            if !self.folder.temporary {
+                let _ = std::fs::remove_dir_all(self.sample_part_dir());
+            }
         }
         let learned = Learned {
             pcas: self

@@ -38,13 +38,7 @@ impl Term {
     pub fn part_names(&self) -> Vec<String> {
         match self {
             Term::GmmFv(p) => p.iter().map(|p| p.name().to_string()).collect(),
-            Term::MfaFs(p) => p
-                .iter()
-                .map(|p| match p {
-                    MfaPart::Mean => "mean".to_string(),
-                    MfaPart::Loading => "loading".to_string(),
-                })
-                .collect(),
+            Term::MfaFs(p) => p.iter().map(|p| p.name().to_string()).collect(),
             Term::CnnGlobal => vec![],
         }
     }

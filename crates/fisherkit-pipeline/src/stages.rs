@@ -410,6 +410,33 @@ pub struct SamplePart {
 }
 
 impl Sample {
+    /// The file form of a chunk's sample ([`fisherkit_io::sample_part`]).
+    pub(crate) fn to_file(&self, images: &[usize]) -> fisherkit_io::SamplePartFile {
+        fisherkit_io::SamplePartFile {
+            images: images.to_vec(),
+            dim: self.dim,
+            scales: self
+                .moments
+                .iter()
+                .zip(&self.rows)
+                .map(|(m, r)| fisherkit_io::SampleScale {
+                    moments: m.clone(),
+                    rows: r.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A chunk's sample read back from its file.
+    pub(crate) fn from_file(f: fisherkit_io::SamplePartFile) -> Self {
+        let (moments, rows) = f.scales.into_iter().map(|s| (s.moments, s.rows)).unzip();
+        Sample {
+            moments,
+            rows,
+            dim: f.dim,
+        }
+    }
+
     /// Adds `other` (the next chunk): moments merged, rows appended.
     pub(crate) fn merge(&mut self, other: Sample) -> Result<(), PipelineError> {
         if self.moments.len() != other.moments.len() {

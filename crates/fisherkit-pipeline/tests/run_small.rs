@@ -227,3 +227,39 @@ fn efficientnet_backbone_end_to_end_with_its_own_cache_key() {
         assert_eq!(runs, i + 1, "{kind}: run folders");
     }
 }
+
+/// The control for the threshold above: the same images and settings with the
+/// training labels dealt round-robin over the class folders (each folder gets
+/// a third of every true class, so the labels carry no information). If the
+/// pipeline leaked test labels or the 0.6 bar were easy, this would reach it;
+/// it must stay near chance (1/3) while the real labels clear it.
+#[test]
+fn shuffled_training_labels_stay_near_chance() {
+    let classes = ["bag", "sneaker", "trouser"];
+    let t = small_set(&classes, 8, 4);
+    let shuffled = tempfile::tempdir().unwrap();
+    let mut i = 0;
+    for c in classes {
+        for f in common::first_files(&t.path().join("train").join(c), 8) {
+            let dst = shuffled.path().join("train").join(classes[i % 3]);
+            std::fs::create_dir_all(&dst).unwrap();
+            std::fs::copy(
+                &f,
+                dst.join(format!("{c}-{}", f.file_name().unwrap().to_string_lossy())),
+            )
+            .unwrap();
+            i += 1;
+        }
+    }
+    let mut cfg = small_config(t.path());
+    cfg.train = shuffled.path().join("train");
+    cfg.cache_dir = Some(shuffled.path().join("cache"));
+    let net = fisherkit_cnn::Backbone::from(fisherkit_cnn::SqueezeNet::builtin().unwrap());
+    let r = run(&cfg, &net, &NoProgress).unwrap();
+    assert_eq!(r.dataset.n_train, 24);
+    let mean: f64 = r.results.iter().map(|x| x.accuracy).sum::<f64>() / r.results.len() as f64;
+    assert!(mean < 0.5, "mean accuracy {mean} with uninformative labels");
+    for row in &r.results {
+        assert!(row.accuracy <= 0.6, "{} {}", row.spec, row.accuracy);
+    }
+}

@@ -11,8 +11,7 @@
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;
-use crate::gmm::reduce::reduce_rows;
-use crate::gmm::CHUNK_ROWS;
+use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
 use rand::{Rng, SeedableRng};

@@ -72,3 +72,146 @@ fn every_svm_entry_point_checks_the_settings_first() {
         good.fit(x.view(), &y).unwrap()
     );
 }
+
+// ---- encoders: FisherVectorParams and MfaFisherScoreParams ----
+
+use fisherkit::encode::{
+    Encoder, FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams,
+    MfaPart,
+};
+use fisherkit::gmm::DiagGmm;
+use fisherkit::mfa::Mfa;
+use fisherkit::{EncodeError, Normalization};
+use ndarray::{Array1, Array2, Array3};
+
+fn option_error(e: EncodeError) -> String {
+    match e {
+        EncodeError::InvalidOption(s) => s,
+        e => panic!("expected an invalid option, got {e}"),
+    }
+}
+
+fn gmm() -> DiagGmm<f64> {
+    DiagGmm::new(
+        array![0.4, 0.6],
+        array![[0.0, 1.0, -1.0], [2.0, 0.5, 0.0]],
+        array![[1.0, 0.5, 2.0], [0.7, 1.2, 0.9]],
+    )
+    .unwrap()
+}
+
+fn mfa() -> Mfa<f64> {
+    let loadings = Array3::from_shape_fn((2, 3, 2), |(k, d, r)| 0.1 * (k + 2 * d + r) as f64);
+    Mfa::new(
+        array![0.5, 0.5],
+        array![[0.0, 1.0, -1.0], [2.0, 0.5, 0.0]],
+        loadings,
+        Array2::from_elem((2, 3), 0.8),
+    )
+    .unwrap()
+}
+
+fn bag() -> Array2<f64> {
+    Array2::from_shape_fn((7, 3), |(i, j)| ((i * 3 + j) as f64 * 0.37).sin() * 2.0)
+}
+
+#[test]
+fn fisher_vector_parts_must_be_given_once_each() {
+    let none = FisherVectorParams {
+        parts: vec![],
+        ..Default::default()
+    };
+    assert!(option_error(none.check().unwrap_err()).contains("no Fisher vector part"));
+    let twice = FisherVectorParams {
+        parts: vec![FvPart::Var, FvPart::Mean, FvPart::Var],
+        ..Default::default()
+    };
+    let e = option_error(twice.check().unwrap_err());
+    assert!(e.contains("`var`") && e.contains("twice"), "{e}");
+}
+
+#[test]
+fn encoder_power_must_be_finite_and_positive() {
+    for power in [0.0, -0.5, f64::NAN, f64::INFINITY] {
+        let normalization = Normalization { power, l2: true };
+        let fv = FisherVectorParams {
+            normalization,
+            ..Default::default()
+        };
+        let e = option_error(fv.check().unwrap_err());
+        assert!(e.contains("power") && e.contains(&power.to_string()), "{e}");
+        let fs = MfaFisherScoreParams::<f64> {
+            normalization,
+            ..Default::default()
+        };
+        let e = option_error(fs.check().unwrap_err());
+        assert!(e.contains("power") && e.contains(&power.to_string()), "{e}");
+    }
+}
+
+#[test]
+fn mfa_score_needs_a_part_and_a_valid_whitening() {
+    let none = MfaFisherScoreParams::<f64> {
+        parts: vec![],
+        ..Default::default()
+    };
+    assert!(option_error(none.check().unwrap_err()).contains("at least one part"));
+    for (i, bad) in [(1, -1.0), (2, f64::NAN), (0, f64::INFINITY)] {
+        let mut w = Array1::from_elem(12, 1.0);
+        w[i] = bad;
+        let p = MfaFisherScoreParams {
+            parts: vec![MfaPart::Loading],
+            whitening: Some(w),
+            ..Default::default()
+        };
+        let e = option_error(p.check().unwrap_err());
+        assert!(e.contains(&format!("whitening value {i} is {bad}")), "{e}");
+    }
+    // The length depends on the model: checked when the encoder is built
+    // (K·D·R = 2·3·2 = 12 loading values, not 11).
+    let short = MfaFisherScoreParams {
+        parts: vec![MfaPart::Loading],
+        whitening: Some(Array1::from_elem(11, 1.0)),
+        ..Default::default()
+    };
+    let e = option_error(short.check().unwrap().build(mfa()).unwrap_err());
+    assert!(e.contains("11 values") && e.contains("12"), "{e}");
+}
+
+#[test]
+fn new_is_check_then_build() {
+    let x = bag();
+    let p = FisherVectorParams {
+        parts: FvPart::ALL.to_vec(),
+        ..Default::default()
+    };
+    let a = FisherVector::new(&gmm(), p.clone())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    let b = p
+        .check()
+        .unwrap()
+        .build(&gmm())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    assert_eq!(a, b);
+    let p = MfaFisherScoreParams::<f64> {
+        parts: MfaPart::ALL.to_vec(),
+        ..Default::default()
+    };
+    let a = MfaFisherScore::new(mfa(), p.clone())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    let b = p
+        .check()
+        .unwrap()
+        .build(mfa())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 2 * 3 + 2 * 3 * 2);
+}

@@ -5,9 +5,10 @@ use super::posterior::{posteriors_in_place, Assign, SparsePosteriors};
 use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
+use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
-use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
+use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis};
 use rayon::prelude::*;
 use std::fmt;
 
@@ -117,6 +118,47 @@ impl Default for FisherVectorParams {
     }
 }
 
+impl FisherVectorParams {
+    /// Checks every setting that does not depend on the model (parts
+    /// non-empty and distinct, power finite and > 0) and returns the checked
+    /// parameters, which [`FisherVector`] is built from.
+    ///
+    /// ```
+    /// use fisherkit::encode::{FisherVectorParams, FvPart};
+    /// assert!(FisherVectorParams::default().check().is_ok());
+    /// let twice = FisherVectorParams { parts: vec![FvPart::Mean, FvPart::Mean], ..Default::default() };
+    /// assert!(twice.check().unwrap_err().to_string().contains("twice"));
+    /// ```
+    pub fn check(&self) -> Result<ValidFisherVectorParams, EncodeError> {
+        check_parts(&self.parts)?;
+        self.normalization
+            .validate()
+            .map_err(EncodeError::InvalidOption)?;
+        Ok(ValidFisherVectorParams(self.clone()))
+    }
+}
+
+/// [`FisherVectorParams`] that passed [`FisherVectorParams::check`]; only
+/// `check` makes one (params → checked params → encoder). Reads as the
+/// parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidFisherVectorParams(FisherVectorParams);
+
+impl std::ops::Deref for ValidFisherVectorParams {
+    type Target = FisherVectorParams;
+    fn deref(&self) -> &FisherVectorParams {
+        &self.0
+    }
+}
+
+impl ValidFisherVectorParams {
+    /// The encoder of `gmm` (cloned) with these settings; see
+    /// [`FisherVector::new`].
+    pub fn build<F: Float>(self, gmm: &DiagGmm<F>) -> Result<FisherVector<F>, EncodeError> {
+        FisherVector::from_checked(gmm, self)
+    }
+}
+
 /// Fisher vector encoder of a diagonal GMM with K components in D dimensions.
 ///
 /// For a bag $x_1 \dots x_N$ (N, D), with posteriors $q_{ik}$ (computed in log
@@ -171,44 +213,40 @@ pub enum Accumulation {
 }
 
 impl<F: Float> FisherVector<F> {
-    /// Builds the encoder, validating `params` (parts non-empty and distinct,
-    /// power finite and > 0). The GMM is cloned.
+    /// Builds the encoder: [`FisherVectorParams::check`], then
+    /// [`ValidFisherVectorParams::build`]. The GMM is cloned.
+    ///
+    /// # Errors
+    /// [`EncodeError::InvalidOption`] for an invalid setting, or for a model
+    /// whose means or variances are so extreme that its log-density
+    /// overflows `F`.
     pub fn new(gmm: &DiagGmm<F>, params: FisherVectorParams) -> Result<Self, EncodeError> {
-        check_parts(&params.parts)?;
-        params
-            .normalization
-            .validate()
-            .map_err(EncodeError::InvalidOption)?;
+        params.check()?.build(gmm)
+    }
+
+    fn from_checked(
+        gmm: &DiagGmm<F>,
+        params: ValidFisherVectorParams,
+    ) -> Result<Self, EncodeError> {
+        let params = params.0;
         let inv_sigma = gmm.variances().mapv(|v| F::one() / v.sqrt());
         let active: Vec<bool> = gmm
             .weights()
             .iter()
             .map(|w| !(params.vlfeat_skips && w.as_f64() < VLFEAT_SKIP))
             .collect();
-        let (k, d) = (gmm.n_components(), gmm.dim());
-        let mut center = Array1::<f64>::zeros(d);
-        for (w, m) in gmm.weights().iter().zip(gmm.means().outer_iter()) {
-            let w = w.as_f64();
-            Zip::from(&mut center)
-                .and(&m)
-                .for_each(|c, m| *c += w * m.as_f64());
-        }
+        let k = gmm.n_components();
+        let center = mixture_mean(gmm.weights(), gmm.means());
         // The constant D/2·log 2π is left out: it cancels in the posteriors.
-        let mut kernel = Array2::<F>::zeros((2 * d, k));
-        let mut bias = vec![F::neg_infinity(); k];
-        for kk in 0..k {
-            let mut acc = 0.0;
-            for dd in 0..d {
-                let var = gmm.variances()[[kk, dd]].as_f64();
-                let mu = gmm.means()[[kk, dd]].as_f64() - center[dd];
-                acc += var.ln() + mu * mu / var;
-                kernel[[dd, kk]] = F::from_f64_lossy(-0.5 / var);
-                kernel[[d + dd, kk]] = F::from_f64_lossy(mu / var);
-            }
-            if active[kk] {
-                bias[kk] = F::from_f64_lossy(gmm.weights()[kk].as_f64().ln() - 0.5 * acc);
-            }
-        }
+        let center64 = center.as_slice().expect("standard layout");
+        let joint = log_joint_gemm(gmm.weights(), gmm.means(), gmm.variances(), center64, false);
+        let kernel = joint.weights;
+        let bias: Vec<F> = (0..k)
+            .map(|kk| match active[kk] {
+                true => F::from_f64_lossy(joint.bias[kk]),
+                false => F::neg_infinity(),
+            })
+            .collect();
         // Means or variances so extreme that the log-joint's coefficients
         // overflow F would give NaN posteriors: refuse the model up front.
         if let Some(kk) = (0..k).find(|&kk| {

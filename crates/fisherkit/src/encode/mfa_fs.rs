@@ -23,6 +23,7 @@ use crate::mfa::Mfa;
 use crate::normalize::Normalization;
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut1, Axis};
 use rayon::prelude::*;
+use std::fmt;
 
 /// A block of the MFA Fisher score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +32,35 @@ pub enum MfaPart {
     Mean,
     /// Gradient with respect to the factor loadings, K·D·R values.
     Loading,
+}
+
+impl MfaPart {
+    /// All parts, in output order.
+    pub const ALL: [MfaPart; 2] = [MfaPart::Mean, MfaPart::Loading];
+
+    /// The canonical name used on the command line, in reports and in model
+    /// files (`mean`, `loading`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MfaPart::Mean => "mean",
+            MfaPart::Loading => "loading",
+        }
+    }
+
+    /// Values in this block for K components, dimension D and R factors:
+    /// K·D for the means, K·D·R for the loadings.
+    pub fn n_values(self, k: usize, d: usize, r: usize) -> usize {
+        match self {
+            MfaPart::Mean => k * d,
+            MfaPart::Loading => k * d * r,
+        }
+    }
+}
+
+impl fmt::Display for MfaPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Parses a list of parts such as `"mean,loading"` (separators `,` or `+`,
@@ -83,6 +113,67 @@ impl<F: Float> Default for MfaFisherScoreParams<F> {
     }
 }
 
+impl<F: Float> MfaFisherScoreParams<F> {
+    /// Checks every setting that does not depend on the model (at least one
+    /// part, power finite and > 0, whitening values finite and ≥ 0) and
+    /// returns the checked parameters, which [`MfaFisherScore`] is built from.
+    ///
+    /// ```
+    /// use fisherkit::encode::MfaFisherScoreParams;
+    /// assert!(MfaFisherScoreParams::<f32>::default().check().is_ok());
+    /// let none = MfaFisherScoreParams::<f32> { parts: vec![], ..Default::default() };
+    /// assert!(none.check().unwrap_err().to_string().contains("at least one part"));
+    /// ```
+    pub fn check(&self) -> Result<ValidMfaFisherScoreParams<F>, EncodeError> {
+        if self.parts.is_empty() {
+            return Err(EncodeError::InvalidOption(
+                "the MFA Fisher score needs at least one part (mean, loading)".into(),
+            ));
+        }
+        self.normalization
+            .validate()
+            .map_err(EncodeError::InvalidOption)?;
+        if let Some(w) = &self.whitening {
+            check_whitening_values(w)?;
+        }
+        Ok(ValidMfaFisherScoreParams(self.clone()))
+    }
+}
+
+/// [`MfaFisherScoreParams`] that passed [`MfaFisherScoreParams::check`]; only
+/// `check` makes one (params → checked params → encoder). Reads as the
+/// parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidMfaFisherScoreParams<F: Float>(MfaFisherScoreParams<F>);
+
+impl<F: Float> std::ops::Deref for ValidMfaFisherScoreParams<F> {
+    type Target = MfaFisherScoreParams<F>;
+    fn deref(&self) -> &MfaFisherScoreParams<F> {
+        &self.0
+    }
+}
+
+impl<F: Float> ValidMfaFisherScoreParams<F> {
+    /// The encoder of `model` with these settings; see [`MfaFisherScore::new`].
+    pub fn build(self, model: Mfa<F>) -> Result<MfaFisherScore<F>, EncodeError> {
+        MfaFisherScore::from_checked(model, self)
+    }
+}
+
+/// Whitening values must be finite and ≥ 0 (a diagonal Fisher information).
+fn check_whitening_values<F: Float>(fim: &Array1<F>) -> Result<(), EncodeError> {
+    match fim
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && **v >= F::zero()))
+    {
+        Some((i, v)) => Err(EncodeError::InvalidOption(format!(
+            "whitening value {i} is {v}; it must be finite and >= 0"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The MFA Fisher score encoder of one background model.
 #[derive(Debug, Clone)]
 pub struct MfaFisherScore<F: Float> {
@@ -103,18 +194,21 @@ pub struct MfaFisherScore<F: Float> {
 }
 
 impl<F: Float> MfaFisherScore<F> {
-    /// Builds the encoder for `model` with `params` (parts non-empty,
-    /// valid normalisation, whitening of length `output_dim()` if given).
+    /// Builds the encoder for `model`: [`MfaFisherScoreParams::check`], then
+    /// [`ValidMfaFisherScoreParams::build`].
+    ///
+    /// # Errors
+    /// [`EncodeError::InvalidOption`] for an invalid setting, or a whitening
+    /// whose length is not `output_dim()`.
     pub fn new(model: Mfa<F>, params: MfaFisherScoreParams<F>) -> Result<Self, EncodeError> {
-        if params.parts.is_empty() {
-            return Err(EncodeError::InvalidOption(
-                "the MFA Fisher score needs at least one part (mean, loading)".into(),
-            ));
-        }
-        params
-            .normalization
-            .validate()
-            .map_err(EncodeError::InvalidOption)?;
+        params.check()?.build(model)
+    }
+
+    fn from_checked(
+        model: Mfa<F>,
+        params: ValidMfaFisherScoreParams<F>,
+    ) -> Result<Self, EncodeError> {
+        let params = params.0;
         let (k, d, r) = (model.n_components(), model.dim(), model.n_factors());
         let center = model.kern.center.mapv(|v| v.as_f64());
         let mu_p =
@@ -165,15 +259,7 @@ impl<F: Float> MfaFisherScore<F> {
                 self.output_dim()
             )));
         }
-        if let Some((i, v)) = fim
-            .iter()
-            .enumerate()
-            .find(|(_, v)| !(v.is_finite() && **v >= F::zero()))
-        {
-            return Err(EncodeError::InvalidOption(format!(
-                "whitening value {i} is {v}; it must be finite and >= 0"
-            )));
-        }
+        check_whitening_values(&fim)?;
         let mean = fim.iter().map(|v| v.as_f64()).sum::<f64>() / fim.len() as f64;
         let floor = (1e-12 * mean).max(f64::MIN_POSITIVE);
         self.white_scale =

@@ -8,11 +8,14 @@ mod posterior;
 mod vlad;
 
 pub use fisher::{
-    parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart, VLFEAT_SKIP,
+    parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart,
+    ValidFisherVectorParams, VLFEAT_SKIP,
 };
 pub use vlad::{Vlad, VladParams};
 mod mfa_fs;
-pub use mfa_fs::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
+pub use mfa_fs::{
+    parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart, ValidMfaFisherScoreParams,
+};
 
 use crate::data::DataError;
 use crate::float::Float;

@@ -3,7 +3,8 @@
 use super::posterior::{Assign, SparsePosteriors};
 use super::{EncodeError, Encoder};
 use crate::float::Float;
-use crate::gmm::{DiagGmm, CHUNK_ROWS};
+use crate::gmm::DiagGmm;
+use crate::kernels::reduce::CHUNK_ROWS;
 use crate::linalg::{gemm, Par};
 use crate::normalize::L2_FLOOR;
 use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis, Zip};

@@ -11,7 +11,6 @@
 mod error;
 mod fit;
 mod model;
-pub(crate) mod reduce;
 pub(crate) mod stats;
 mod stream;
 

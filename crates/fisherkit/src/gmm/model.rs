@@ -3,13 +3,12 @@
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
+use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
 use crate::linalg::{gemm, Par};
-use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
-/// Rows processed per chunk by the chunked E-step and encoders: memory per
-/// chunk is O(`CHUNK_ROWS`·(K + 2D)).
-pub const CHUNK_ROWS: usize = 256;
+pub use crate::kernels::reduce::CHUNK_ROWS;
 
 /// Tolerance on $|\sum_k w_k - 1|$ accepted by [`DiagGmm::new`].
 pub const WEIGHT_SUM_TOL: f64 = 1e-4;
@@ -103,38 +102,23 @@ impl<F: Float> DiagGmm<F> {
 
     /// Builds the kernel for parameters already known to be valid.
     pub(crate) fn from_valid(weights: Array1<F>, means: Array2<F>, variances: Array2<F>) -> Self {
-        let (k, d) = means.dim();
-        let center: Array1<F> = {
-            let mut c = Array1::<f64>::zeros(d);
-            for (w, m) in weights.iter().zip(means.outer_iter()) {
-                let w = w.as_f64();
-                Zip::from(&mut c)
-                    .and(&m)
-                    .for_each(|c, m| *c += w * m.as_f64());
-            }
-            c.mapv(F::from_f64_lossy)
-        };
-        let mut gemm_weights = Array2::<F>::zeros((2 * d, k));
-        let mut log_const = Array1::<f64>::zeros(k);
-        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
-        for kk in 0..k {
-            let mut acc = d as f64 * ln_2pi;
-            for dd in 0..d {
-                let var = variances[[kk, dd]].as_f64();
-                let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
-                acc += var.ln() + mu * mu / var;
-                gemm_weights[[dd, kk]] = F::from_f64_lossy(-0.5 / var);
-                gemm_weights[[d + dd, kk]] = F::from_f64_lossy(mu / var);
-            }
-            log_const[kk] = weights[kk].as_f64().ln() - 0.5 * acc;
-        }
+        // The centre is rounded to F first: the E-step subtracts it in F.
+        let center = mixture_mean(weights.view(), means.view()).mapv(F::from_f64_lossy);
+        let center64: Vec<f64> = center.iter().map(|c| c.as_f64()).collect();
+        let joint = log_joint_gemm(
+            weights.view(),
+            means.view(),
+            variances.view(),
+            &center64,
+            true,
+        );
         Self {
             weights,
             means,
             variances,
             center,
-            gemm_weights,
-            log_const,
+            gemm_weights: joint.weights,
+            log_const: Array1::from(joint.bias),
         }
     }
 

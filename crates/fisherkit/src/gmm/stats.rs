@@ -10,10 +10,10 @@
 //! $E[x^2] - \mu^2$ when the data sit far from the origin.
 
 use super::model::DiagGmm;
-use super::reduce::reduce_rows;
-use super::{GmmError, CHUNK_ROWS};
+use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
+use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
 use crate::kernels::softmax::log_joint_to_posteriors_flushed;
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};

@@ -3,8 +3,14 @@
 //!
 //! * [`softmax`]: row softmax of log-joint matrices with posterior flushing
 //!   (GMM and encoder E-steps);
+//! * [`diag_gauss`]: the diagonal-GMM log-joint in GEMM form (GMM E-step and
+//!   Fisher vector);
 //! * [`exp`]: the vectorisable $e^t$, $t \le 0$, they are built on (also the
-//!   MFA E-step's).
+//!   MFA E-step's);
+//! * [`reduce`]: thread-count-independent parallel reductions over rows and
+//!   the chunk size they are cut in (GMM statistics and k-means).
 
+pub(crate) mod diag_gauss;
 pub(crate) mod exp;
+pub(crate) mod reduce;
 pub(crate) mod softmax;

@@ -8,8 +8,12 @@
 //! [`rayon::join`]. Work stealing changes which thread computes a node, never
 //! the order of the additions.
 
-use super::CHUNK_ROWS;
 use std::ops::Range;
+
+/// Rows processed per chunk by the chunked GMM E-step, k-means and the
+/// encoders (and the unit of a reduction leaf): memory per chunk is
+/// O(`CHUNK_ROWS`·(K + 2D)).
+pub const CHUNK_ROWS: usize = 256;
 
 /// Upper bound on the number of leaves (each leaf owns one accumulator).
 pub(crate) const MAX_LEAVES: usize = 64;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Byte-compares what two fisherkit binaries compute, to show that a refactoring
+# did not change behaviour: GMM, k-means and MFA fits, Fisher vectors (every
+# part, VLFeat skips, fast), VLAD and MFA Fisher scores, in float32 and float64,
+# on planted data far from the origin (numpy, seeded).
+#
+#   bash scripts/byte_compare.sh OLD/fisherkit NEW/fisherkit [--demo]
+#
+# --demo also compares the reports of `fisherkit demo` (the whole pipeline).
+# Prints one line per output (`same` or `DIFFERENT`) and exits 1 if any differ.
+set -euo pipefail
+old=$(realpath "$1"); new=$(realpath "$2"); demo=${3:-}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+python3 - "$work" <<'PY'
+import sys, numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(7)
+k, d = 6, 24
+means = rng.normal(0, 3, (k, d)) + 40.0           # far from the origin
+for dtype in ("float32", "float64"):
+    lab = rng.integers(0, k, 6000)
+    x = (means[lab] + rng.normal(0, 1, (6000, d)) * rng.uniform(0.5, 2, d)).astype(dtype)
+    np.save(f"{out}/x_{dtype}.npy", x)
+    bags = {f"b{i}": x[i * 300:(i + 1) * 300 + 37 * i] for i in range(8)}
+    np.savez(f"{out}/bags_{dtype}.npz", **bags)
+PY
+status=0
+compare() { # name, then the command line after the binary (with @OUT@ for the output folder)
+  local name=$1; shift
+  for side in old new; do
+    mkdir -p "$work/$side"
+    local bin; [ $side = old ] && bin=$old || bin=$new
+    "$bin" --quiet "${@//@OUT@/$work/$side}" >/dev/null
+  done
+  if cmp -s "$work/old/$name" "$work/new/$name"; then echo "same       $name"; else echo "DIFFERENT  $name"; status=1; fi
+}
+for t in float32 float64; do
+  x=$work/x_$t.npy; b=$work/bags_$t.npz
+  compare gmm_$t.safetensors gmm fit --input "$x" --components 6 --seed 3 --output @OUT@/gmm_$t.safetensors
+  compare km_$t.npy kmeans fit --input "$x" --clusters 6 --seed 3 --output @OUT@/km_$t.npy
+  compare mfa_$t.safetensors mfa fit --input "$x" --components 4 --factors 3 --seed 3 --output @OUT@/mfa_$t.safetensors
+  # The encoders read the old side's models, so only the encoders differ.
+  for side in new; do cp "$work/old/gmm_$t.safetensors" "$work/old/mfa_$t.safetensors" "$work/old/km_$t.npy" "$work/$side/"; done
+  compare fv_$t.npy encode --model @OUT@/gmm_$t.safetensors --input "$b" --parts prior,mean,var --output @OUT@/fv_$t.npy
+  compare fvraw_$t.npy encode --model @OUT@/gmm_$t.safetensors --input "$b" --parts prior,mean,var --power 1 --no-l2 --output @OUT@/fvraw_$t.npy
+  compare fvskip_$t.npy encode --model @OUT@/gmm_$t.safetensors --input "$b" --vlfeat-skips --output @OUT@/fvskip_$t.npy
+  compare fvfast_$t.npy encode --model @OUT@/gmm_$t.safetensors --input "$b" --fast --output @OUT@/fvfast_$t.npy
+  compare vlad_$t.npy encode --encoder vlad --model @OUT@/km_$t.npy --input "$b" --output @OUT@/vlad_$t.npy
+  compare fs_$t.npy encode --model @OUT@/mfa_$t.safetensors --input "$b" --parts mean,loading --power 1 --no-l2 --output @OUT@/fs_$t.npy
+done
+if [ "$demo" = --demo ]; then
+  for side in old new; do
+    bin=$old; [ $side = new ] && bin=$new
+    "$bin" --quiet demo --out "$work/$side/demo" >/dev/null
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); r.pop('timings',None); r.pop('peak_rss_mb',None); json.dump(r,open(sys.argv[2],'w'),sort_keys=True)" "$work/$side/demo/report.json" "$work/$side/demo.json"
+  done
+  if cmp -s "$work/old/demo.json" "$work/new/demo.json"; then echo "same       demo report (timings and memory left out)"; else echo "DIFFERENT  demo report"; status=1; fi
+fi
+exit $status
