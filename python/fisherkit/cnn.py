@@ -37,7 +37,7 @@ class Descriptors(TransformerMixin, BaseEstimator):
         Larger images are first shrunk to this longer side (None: never).
     stride : float, default 0.5
         ``exact`` mode: step between patches as a fraction of the side.
-    cnn : {"squeezenet", "efficientnet-lite0"}, default "squeezenet"
+    cnn : {"efficientnet-lite0", "squeezenet"}, default "efficientnet-lite0"
         The built-in ImageNet network (``fisherkit run --cnn``; docs/backbones.md).
     global_descriptor : bool, default False
         Also return each image's image-level vector (1000): ``transform``
@@ -66,7 +66,7 @@ class Descriptors(TransformerMixin, BaseEstimator):
         max_image_side: int | None = 512,
         stride: float = 0.5,
         global_descriptor: bool = False,
-        cnn: str = "squeezenet",
+        cnn: str = "efficientnet-lite0",
     ):
         self.scales = scales
         self.patch_mode = patch_mode

@@ -512,10 +512,11 @@ pub struct RunArgs {
     /// Patch sizes in pixels, comma-separated.
     #[arg(long, value_name = "LIST", default_value_t = default_scales())]
     pub scales: String,
-    /// The CNN of the patch descriptors: squeezenet (227-px patches, 13x13 cells, 16 px
-    /// apart), efficientnet-lite0 (224-px patches, 7x7 cells, 32 px apart) or FILE.onnx, any
-    /// ONNX image classifier (built with the `onnx` feature; options below).
-    #[arg(long, value_name = "CNN", default_value = "squeezenet", value_parser = parse_cnn)]
+    /// The CNN of the patch descriptors: efficientnet-lite0 (224-px patches, 7x7 cells, 32 px
+    /// apart; the default, the more accurate on photos), squeezenet (227-px patches, 13x13
+    /// cells, 16 px apart) or FILE.onnx, any ONNX image classifier (built with the `onnx`
+    /// feature; options below).
+    #[arg(long, value_name = "CNN", default_value = defaults::CNN, value_parser = parse_cnn)]
     pub cnn: CnnArg,
     #[command(flatten)]
     pub onnx: OnnxArgs,
@@ -609,7 +610,7 @@ impl RunArgs {
             report: None,
             plot: None,
             scales: "28".into(),
-            cnn: CnnArg::Squeezenet,
+            cnn: parse_cnn(defaults::DEMO_CNN).expect("a built-in network"),
             onnx: OnnxArgs::default(),
             patch_mode: PatchModeArg::Dense,
             stride: None,
@@ -647,9 +648,10 @@ pub struct DemoArgs {
     /// Folder for report.json, figure1.svg and the descriptor cache.
     #[arg(long, value_name = "DIR", default_value = "fisherkit-demo-out")]
     pub out: PathBuf,
-    /// The CNN of the patch descriptors: squeezenet, efficientnet-lite0 or FILE.onnx (see
-    /// `fisherkit run --help`).
-    #[arg(long, value_name = "CNN", default_value = "squeezenet", value_parser = parse_cnn)]
+    /// The CNN of the patch descriptors: squeezenet (the demo's default: its 28-px images are
+    /// one patch each, where SqueezeNet's 13x13 cells measure better), efficientnet-lite0 or
+    /// FILE.onnx (see `fisherkit run --help`).
+    #[arg(long, value_name = "CNN", default_value = defaults::DEMO_CNN, value_parser = parse_cnn)]
     pub cnn: CnnArg,
     #[command(flatten)]
     pub onnx: OnnxArgs,

@@ -123,7 +123,7 @@ fn an_onnx_export_of_squeezenet_gives_the_builtin_results() {
             "0.00392157,0.00392157,0.00392157",
         ],
     );
-    let builtin = report("builtin.json", &[]);
+    let builtin = report("builtin.json", &["--cnn", "squeezenet"]);
     let cnn = onnx["cnn"].as_str().unwrap();
     assert!(cnn.starts_with("onnx:squeezenet.onnx#"), "{cnn}");
     assert_eq!(builtin["cnn"], "squeezenet1_1");

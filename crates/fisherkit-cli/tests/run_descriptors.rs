@@ -314,7 +314,9 @@ fn image_runs_skip_corrupt_images_and_save_descriptors() {
     assert_eq!(saved.classes(), vec!["bag", "trouser"]);
     let test = read_descriptor_file(&feats.join("test.npz")).unwrap();
     assert_eq!(test.bags.len(), 8);
-    assert_eq!(test.bags[0].dim(), (169, 1000));
+    // The default CNN, EfficientNet-Lite0: a 28-px image at scale 28 is one
+    // 224-px input, 7×7 cells.
+    assert_eq!(test.bags[0].dim(), (49, 1000));
 }
 
 /// Overwrites every image of the class folders `dirs` (under `root`) with `bytes`.
