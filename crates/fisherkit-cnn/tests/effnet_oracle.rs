@@ -11,44 +11,16 @@ use fisherkit_cnn::{
 use ndarray::{Array1, Array3, Axis};
 use ndarray_npy::read_npy;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-fn require_peers() -> bool {
-    std::env::var("FISHERKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1")
-}
+mod common;
 
 /// Runs the oracle once per test binary; `None` (after a message) if peers are missing.
 fn oracle_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/effnet_oracle.py");
-        match Command::new("python3")
-            .arg(&script)
-            .arg(dir.path())
-            .output()
-        {
-            Ok(o) if o.status.success() => Some(dir),
-            Ok(o) => {
-                let msg = format!(
-                    "EfficientNet oracle unavailable (status {:?}): {}{}",
-                    o.status.code(),
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                );
-                if require_peers() || o.status.code() != Some(3) {
-                    panic!("{msg}");
-                }
-                eprintln!("SKIP: {msg}");
-                None
-            }
-            Err(e) => {
-                assert!(!require_peers(), "python3 not runnable: {e}");
-                eprintln!("SKIP: python3 not runnable: {e}");
-                None
-            }
-        }
+        common::run_peer_script(&script, "EfficientNet oracle")
     })
     .as_ref()
     .map(|d| d.path())
