@@ -365,12 +365,7 @@ impl<'a> Job<'a> {
                     "this sample part is not chunk {i} of this run's sample pass"
                 )));
             }
-            let part = Sample::from_file(file);
-            match self.sample.as_mut() {
-                Some(s) => s.merge(part)?,
-                None => self.sample = Some(part),
-            }
-            self.sampled = i + 1;
+            self.merge_sample(Sample::from_file(file))?;
         }
         Ok(())
     }
@@ -436,12 +431,20 @@ impl<'a> Job<'a> {
                 path: dir.display().to_string(),
                 message: format!("cannot create the sample-pass folder: {e}"),
             })?;
-            let path = self.sample_part_path(self.sampled);
-            fisherkit_io::write_sample_part(&path, &part.sample.to_file(&part.images))?;
+            // The part's arrays move into the file form and back: no copy.
+            let file = part.sample.into_file(part.images);
+            fisherkit_io::write_sample_part(self.sample_part_path(self.sampled), &file)?;
+            self.merge_sample(Sample::from_file(file))
+        } else {
+            self.merge_sample(part.sample)
         }
+    }
+
+    /// Adds the next chunk's sums and rows to the sample (chunks in order).
+    fn merge_sample(&mut self, part: Sample) -> Result<(), PipelineError> {
         match self.sample.as_mut() {
-            Some(s) => s.merge(part.sample)?,
-            None => self.sample = Some(part.sample),
+            Some(s) => s.merge(part)?,
+            None => self.sample = Some(part),
         }
         self.sampled += 1;
         Ok(())

@@ -411,18 +411,15 @@ pub struct SamplePart {
 
 impl Sample {
     /// The file form of a chunk's sample ([`fisherkit_io::sample_part`]).
-    pub(crate) fn to_file(&self, images: &[usize]) -> fisherkit_io::SamplePartFile {
+    pub(crate) fn into_file(self, images: Vec<usize>) -> fisherkit_io::SamplePartFile {
         fisherkit_io::SamplePartFile {
-            images: images.to_vec(),
+            images,
             dim: self.dim,
             scales: self
                 .moments
-                .iter()
-                .zip(&self.rows)
-                .map(|(m, r)| fisherkit_io::SampleScale {
-                    moments: m.clone(),
-                    rows: r.clone(),
-                })
+                .into_iter()
+                .zip(self.rows)
+                .map(|(moments, rows)| fisherkit_io::SampleScale { moments, rows })
                 .collect(),
         }
     }
