@@ -33,7 +33,7 @@
 //! [`check_geometry`] bounds the input with SqueezeNet's 227-px side; for a network with a
 //! smaller input side (EfficientNet-Lite0's 224) the bound is therefore conservative.
 
-use crate::backbone::Cnn;
+use crate::cnn::Cnn;
 use crate::image::{check_image, resize_bilinear, ImageError};
 use crate::net::{log_softmax, pool_scores, CnnError, INPUT_SIDE};
 use fisherkit::linalg::{par_all, Par};

@@ -20,6 +20,7 @@
 //! Arithmetic is f32; convolutions are faer GEMMs on channel-last bands of rows (see `layers`).
 
 pub mod backbone;
+pub mod cnn;
 pub mod descriptors;
 pub mod efficientnet;
 pub mod image;
@@ -30,7 +31,8 @@ pub mod onnx;
 #[cfg(test)]
 mod reference;
 
-pub use backbone::{Backbone, BackboneKind, Cnn};
+pub use backbone::{Backbone, BackboneKind};
+pub use cnn::Cnn;
 pub use descriptors::{
     check_geometry, dense_input_size, dense_input_size_for, extract, extract_batch,
     global_descriptor, working_size, DescriptorParams, PatchMode, MAX_INPUT_PIXELS,

@@ -37,7 +37,7 @@
 //! * receptive field: not derived from the graph (informational only):
 //!   [`OnnxOptions::receptive_field`], else the input side.
 
-use crate::backbone::{sealed, Cnn};
+use crate::cnn::{sealed, Cnn};
 use crate::image::{check_image, ImageError};
 use crate::net::CnnError;
 use fisherkit::linalg::Par;

@@ -3,10 +3,10 @@
 //! Figure-1 sweep, the output folder's SVMs and encodings.
 
 use crate::config::{RunConfig, Whitening};
-use crate::job::{timed, Inputs};
+use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
-use crate::report::{ResultRow, SweepPoint};
+use crate::report::{timed, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{Fitted, Learned, ModelKind, ModelSpec};
 use crate::store::Store;

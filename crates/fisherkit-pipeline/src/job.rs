@@ -12,8 +12,9 @@
 
 use crate::config::RunConfig;
 use crate::evaluate::{evaluate, Classes};
+use crate::inputs::Inputs;
 use crate::output::OutputDir;
-use crate::report::{DatasetInfo, Report};
+use crate::report::{timed, DatasetInfo, Report};
 use crate::spec::Term;
 use crate::stages::{
     self, fit_pca, key, project_sample, sample_images, EncodeTarget, EncodedPart, FitSettings,
@@ -27,32 +28,6 @@ use ndarray::{concatenate, Axis};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
-
-/// The data of a run: names, labels and where the descriptors come from.
-pub(crate) struct Inputs<'a> {
-    /// Class names; labels index into them.
-    pub(crate) classes: Vec<String>,
-    /// `<class>/<file>` (images) or the descriptor file's names, train then test.
-    pub(crate) names: Vec<String>,
-    /// Label of every image, train then test.
-    pub(crate) labels: Vec<usize>,
-    /// Images `0..n_train` are the training images.
-    pub(crate) n_train: usize,
-    pub(crate) source: Source<'a>,
-    /// One name per descriptor scale, for messages, timings and file names.
-    pub(crate) scale_names: Vec<String>,
-    /// What identifies the data (file names, sizes and times) in the run folder's key.
-    pub(crate) data_key: Vec<String>,
-    /// The data came from image folders.
-    pub(crate) images: bool,
-}
-
-pub(crate) fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> T) -> T {
-    let t = Instant::now();
-    let r = f();
-    timings.push((name, t.elapsed().as_secs_f64()));
-    r
-}
 
 /// Creates the output folder of `cfg`, if any, before any work is done.
 fn output_dir(cfg: &RunConfig) -> Result<Option<OutputDir>, PipelineError> {
@@ -247,7 +222,7 @@ impl<'a> Job<'a> {
         net: &'a fisherkit_cnn::Backbone,
     ) -> Result<Self, PipelineError> {
         cfg.validate()?;
-        let inputs = crate::run::image_inputs(cfg, net)?;
+        let inputs = Inputs::images(cfg, net)?;
         Job::open(cfg.clone(), inputs)
     }
 

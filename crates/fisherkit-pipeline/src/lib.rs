@@ -19,6 +19,7 @@ pub mod dataset;
 pub use fisherkit_io::descriptor_file;
 pub mod descriptors;
 mod evaluate;
+mod inputs;
 pub mod job;
 mod kernel;
 pub mod output;

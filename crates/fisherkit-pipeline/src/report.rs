@@ -95,3 +95,12 @@ pub struct DatasetInfo {
     /// Descriptor dimension after PCA, per scale.
     pub pca_dims: Vec<usize>,
 }
+
+/// Runs `f` and appends `(name, seconds it took)` to `timings` (the report's
+/// per-stage timings).
+pub(crate) fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> T) -> T {
+    let t = std::time::Instant::now();
+    let r = f();
+    timings.push((name, t.elapsed().as_secs_f64()));
+    r
+}

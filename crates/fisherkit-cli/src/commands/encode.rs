@@ -1,6 +1,6 @@
 //! `fisherkit encode`: bags of descriptors → one row per bag.
 
-use super::check_output;
+use super::{check_bags, check_output};
 use crate::args::{EncodeArgs, EncoderArg};
 use crate::error::CliError;
 use crate::progress::Ui;
@@ -126,39 +126,6 @@ pub fn run(a: &EncodeArgs, ui: &Ui) -> Result<(), CliError> {
     }
 }
 
-/// Names a bag in messages: the array of an `.npz`, or the `.npy` file itself.
-fn bag_label(input: &Path, is_npz: bool, name: &str) -> String {
-    if is_npz {
-        format!("{}: array `{name}`", input.display())
-    } else {
-        input.display().to_string()
-    }
-}
-
-/// Checks that every bag of `bags` (read from `input`) is finite with the
-/// dimension `d` of the model in `model_path`; the error names the bag.
-pub(crate) fn check_bags<F: Element>(
-    input: &Path,
-    model_path: &Path,
-    d: usize,
-    bags: &NamedBags<F>,
-) -> Result<(), CliError> {
-    let is_npz = file_kind(input)? == FileKind::Npz;
-    for (name, bag) in bags.names.iter().zip(&bags.bags) {
-        if bag.ncols() != d {
-            return Err(CliError::other(format!(
-                "{}: bag has {} columns but the model {} has dimension {d}",
-                bag_label(input, is_npz, name),
-                bag.ncols(),
-                model_path.display()
-            )));
-        }
-        check_matrix(bag.view(), Some(d), "bag")
-            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(input, is_npz, name))))?;
-    }
-    Ok(())
-}
-
 fn encode_typed<F: Element>(
     a: &EncodeArgs,
     opts: &Options,
@@ -282,7 +249,7 @@ fn build_encoder<F: Element>(
                 })?;
                 let whitening = whitening.as_ref().filter(|_| !opts.no_whitening);
                 let parts = match (&opts.parts, whitening) {
-                    (Some(list), _) => super::whiten::mfa_parts_arg(Some(list))?,
+                    (Some(list), _) => super::mfa_parts_arg(Some(list))?,
                     // the parts the stored whitening was estimated for
                     (None, Some(w)) => w.parts.clone(),
                     (None, None) => MfaFisherScoreParams::<F>::default().parts,

@@ -10,8 +10,9 @@ pub mod whiten;
 
 use crate::error::CliError;
 use fisherkit::data::check_matrix;
+use fisherkit::encode::{parse_mfa_parts, MfaFisherScoreParams, MfaPart};
 use fisherkit::Float;
-use fisherkit_io::{read_npy, Matrix};
+use fisherkit_io::{file_kind, read_npy, Element, FileKind, Matrix, NamedBags};
 use ndarray::ArrayView2;
 use std::path::Path;
 
@@ -50,4 +51,54 @@ pub fn read_training(path: &Path) -> Result<Matrix, CliError> {
 fn check_data<F: Float>(path: &Path, x: ArrayView2<'_, F>) -> Result<(), CliError> {
     check_matrix(x, None, "training data")
         .map_err(|e| CliError::other(format!("{}: {e}", path.display())))
+}
+
+/// `--parts` of an MFA command: a non-empty list among mean, loading, or
+/// the default (loading).
+pub(crate) fn mfa_parts_arg(list: Option<&str>) -> Result<Vec<MfaPart>, CliError> {
+    match list {
+        Some(list) => {
+            let p = parse_mfa_parts(list).map_err(|e| CliError::usage(format!("--parts: {e}")))?;
+            if p.is_empty() {
+                return Err(CliError::usage(
+                    "--parts: no MFA Fisher score part selected; choose among mean, loading",
+                ));
+            }
+            Ok(p)
+        }
+        None => Ok(MfaFisherScoreParams::<f64>::default().parts),
+    }
+}
+
+/// Names a bag in messages: the array of an `.npz`, or the `.npy` file itself.
+fn bag_label(input: &Path, is_npz: bool, name: &str) -> String {
+    if is_npz {
+        format!("{}: array `{name}`", input.display())
+    } else {
+        input.display().to_string()
+    }
+}
+
+/// Checks that every bag of `bags` (read from `input`) is finite with the
+/// dimension `d` of the model in `model_path`; the error names the bag.
+pub(crate) fn check_bags<F: Element>(
+    input: &Path,
+    model_path: &Path,
+    d: usize,
+    bags: &NamedBags<F>,
+) -> Result<(), CliError> {
+    let is_npz = file_kind(input)? == FileKind::Npz;
+    for (name, bag) in bags.names.iter().zip(&bags.bags) {
+        if bag.ncols() != d {
+            return Err(CliError::other(format!(
+                "{}: bag has {} columns but the model {} has dimension {d}",
+                bag_label(input, is_npz, name),
+                bag.ncols(),
+                model_path.display()
+            )));
+        }
+        check_matrix(bag.view(), Some(d), "bag")
+            .map_err(|e| CliError::other(format!("{}: {e}", bag_label(input, is_npz, name))))?;
+    }
+    Ok(())
 }

@@ -1,11 +1,11 @@
 //! `fisherkit mfa whiten`: estimate the diagonal Fisher information of the
 //! MFA Fisher score on training bags and store it with the model.
 
-use super::check_output;
+use super::{check_bags, check_output, mfa_parts_arg};
 use crate::args::MfaWhitenArgs;
 use crate::error::CliError;
 use crate::progress::Ui;
-use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart};
+use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams, MfaPart};
 use fisherkit::Normalization;
 use fisherkit_io::{
     read_bags, read_model_with_whitening, write_mfa_with_whitening, Bags, Element, MfaArrays,
@@ -13,23 +13,6 @@ use fisherkit_io::{
 };
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// `--parts` of an MFA command: a non-empty list among mean, loading, or
-/// the default (loading).
-pub(crate) fn mfa_parts_arg(list: Option<&str>) -> Result<Vec<MfaPart>, CliError> {
-    match list {
-        Some(list) => {
-            let p = parse_mfa_parts(list).map_err(|e| CliError::usage(format!("--parts: {e}")))?;
-            if p.is_empty() {
-                return Err(CliError::usage(
-                    "--parts: no MFA Fisher score part selected; choose among mean, loading",
-                ));
-            }
-            Ok(p)
-        }
-        None => Ok(MfaFisherScoreParams::<f64>::default().parts),
-    }
-}
 
 pub fn run(a: &MfaWhitenArgs, ui: &Ui) -> Result<(), CliError> {
     let parts = mfa_parts_arg(a.parts.as_deref())?;
@@ -64,7 +47,7 @@ fn whiten_typed<F: Element>(
             if bags.len() == 1 { "" } else { "s" }
         )));
     }
-    super::encode::check_bags(&a.input, &a.model, model.dim(), &bags)?;
+    check_bags(&a.input, &a.model, model.dim(), &bags)?;
     let mfa = model.to_dtype::<F>().map_err(|e| {
         CliError::other(format!(
             "{}: cannot use the {} model as {}: {e}",
