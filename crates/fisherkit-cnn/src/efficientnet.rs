@@ -141,7 +141,7 @@ impl EfficientNetLite0 {
     /// Parses and validates safetensors bytes (see [`EfficientNetLite0::load`] for the tensors).
     pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Self, CnnError> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| CnnError::Format(e.to_string()))?;
-        let stem = load_conv(&st, "stem", 3, STEM_CH, 3, 2)?;
+        let stem = load_conv(&st, "stem", 3, STEM_CH, 3, 2)?.packed();
         let mut blocks = Vec::new();
         let mut cin = STEM_CH;
         for &(e, k, s, cout, reps) in &STAGES {

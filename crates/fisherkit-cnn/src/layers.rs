@@ -38,8 +38,8 @@ pub(crate) struct Conv {
     pub kh: usize,
     pub kw: usize,
     pub stride: usize,
-    /// `wt` packed for [`crate::pointwise`] (1×1 kernels that asked for it with
-    /// [`Conv::packed`]); those layers then skip faer where the CPU has AVX2 + FMA.
+    /// `wt` packed for [`crate::pointwise`] (layers that asked for it with [`Conv::packed`]:
+    /// EfficientNet's); they then skip faer where the CPU has AVX2 + FMA.
     pub packed: Option<crate::pointwise::Packed>,
 }
 
@@ -65,13 +65,9 @@ impl Conv {
         }
     }
 
-    /// This 1×1 convolution with its weights also packed for [`crate::pointwise`].
+    /// This convolution with `wt` also packed for [`crate::pointwise`] (a 1×1 layer, or the
+    /// GEMM of an im2col'ed k×k one).
     pub fn packed(mut self) -> Self {
-        assert_eq!(
-            (self.kh, self.kw, self.stride),
-            (1, 1, 1),
-            "packed: 1×1 kernels only"
-        );
         self.packed = Some(crate::pointwise::Packed::new(self.wt.view()));
         self
     }
@@ -193,6 +189,30 @@ pub(crate) fn zeroed(len: usize) -> Vec<f32> {
         Some(mut v) => {
             v.clear();
             v.resize(len, 0.0);
+            v
+        }
+        None => vec![0.0; len],
+    }
+}
+
+/// A vector of `len` floats whose contents are unspecified (a recycled buffer's old values,
+/// zeros beyond them), for an output the caller overwrites in full: like [`zeroed`] without
+/// clearing what is reused.
+pub(crate) fn overwritable(len: usize) -> Vec<f32> {
+    let reused = BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let best = (0..b.len())
+            .filter(|&i| b[i].capacity() >= len)
+            .min_by_key(|&i| b[i].capacity());
+        best.map(|i| b.swap_remove(i))
+    });
+    match reused {
+        Some(mut v) => {
+            if v.len() >= len {
+                v.truncate(len);
+            } else {
+                v.resize(len, 0.0);
+            }
             v
         }
         None => vec![0.0; len],
@@ -514,7 +534,7 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
     let band = p.div_ceil(p.div_ceil(HEAD_FC_BAND));
     let hb = head.bias.as_slice().expect("contiguous bias");
     let fb = fc.bias.as_slice().expect("contiguous bias");
-    let mut rows = zeroed(p * n);
+    let mut rows = overwritable(p * n);
     let ok = std::sync::atomic::AtomicBool::new(true);
     let run = |bi: usize, out: &mut [f32]| {
         let m = out.len() / n;
@@ -663,6 +683,11 @@ pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par:
                     }
                 },
             );
+            if let Some(pk) = &conv.packed {
+                if crate::pointwise::pointwise(cols, m, pk, bias, act, None, band, |i| i * n) {
+                    return;
+                }
+            }
             gemm(
                 view_mut(band, m, n),
                 false,
@@ -935,10 +960,13 @@ mod tests {
                 .enumerate()
                 .map(|(i, v)| (v + bias[i % n] as f64).clamp(0.0, 6.0))
                 .collect();
-            for par in [Par::Seq, Par::rayon(2)] {
-                let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
-                assert_eq!((got.h, got.w, got.c), (ho, wo, n));
-                assert_close(&got.data, &want, &format!("stem {h}x{w}"));
+            // Unpacked (faer) and packed (the pointwise kernel where the CPU has AVX2 + FMA).
+            for conv in [conv.clone(), conv.packed()] {
+                for par in [Par::Seq, Par::rayon(2)] {
+                    let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
+                    assert_eq!((got.h, got.w, got.c), (ho, wo, n));
+                    assert_close(&got.data, &want, &format!("stem {h}x{w}"));
+                }
             }
         }
     }

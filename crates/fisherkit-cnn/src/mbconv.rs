@@ -31,8 +31,8 @@
 //! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
 
 use crate::layers::{
-    bias_act_inplace, same_geometry, view, view_mut, with_scratch, zeroed, Act, Conv, Depthwise,
-    Hwc,
+    bias_act_inplace, overwritable, same_geometry, view, view_mut, with_scratch, Act, Conv,
+    Depthwise, Hwc,
 };
 use crate::pointwise::pointwise;
 use fisherkit::linalg::{gemm, vectorized, Par};
@@ -138,7 +138,7 @@ pub(crate) fn mbconv(
     }
     let residual = skip.then_some(&x.data[..]);
     let out_row = wo * g.cout;
-    let mut out = zeroed(ho * out_row);
+    let mut out = overwritable(ho * out_row);
     let chunks = rolling_chunks(&g);
     if chunks >= MIN_CHUNKS {
         let chunk_rows = ho.div_ceil(chunks);
@@ -151,7 +151,8 @@ pub(crate) fn mbconv(
     } else {
         // Phase 1: the whole zero-padded hidden tensor, bands of padded rows in parallel.
         let row = g.row();
-        let mut hidden = zeroed(g.hp * row);
+        // Every padded row is written by phase 1 (zeros outside the image and in the pads).
+        let mut hidden = overwritable(g.hp * row);
         let band = (BAND_FLOATS / (g.w * c).max(1))
             .clamp(1, g.hp.div_ceil(MIN_BANDS).max(1))
             .max(1);

@@ -98,7 +98,7 @@ mod x86 {
     /// floats.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn pointwise_v3(
+    pub(super) unsafe fn pointwise_v3<F: Fn(usize) -> usize>(
         a: &[f32],
         m: usize,
         w: &Packed,
@@ -106,10 +106,21 @@ mod x86 {
         act: Act,
         resid: Option<&[f32]>,
         out: &mut [f32],
-        dst: &dyn Fn(usize) -> usize,
+        dst: &F,
     ) {
         let (k, n) = (w.k, w.n);
         let panels = n.div_ceil(NR);
+        // Destination offsets once per call (not once per panel), each checked.
+        let offsets: Vec<usize> = (0..m)
+            .map(|i| {
+                let o = dst(i);
+                assert!(
+                    o + n <= out.len(),
+                    "pointwise: destination row out of bounds"
+                );
+                o
+            })
+            .collect();
         for p in 0..panels {
             let col = p * NR;
             // Lanes of the panel's two vectors inside the matrix.
@@ -127,17 +138,14 @@ mod x86 {
                 (masks, bv)
             };
             let panel = &w.data[p * k * NR..(p + 1) * k * NR];
+            // Rows split evenly into ⌈m/6⌉ blocks (e.g. 8 → 4 + 4, not 6 + 2): a block of
+            // 1–2 rows has too few independent sums to hide the FMA latency.
+            let blocks = m.div_ceil(MR);
             let mut i0 = 0;
-            while i0 < m {
-                let rows = MR.min(m - i0);
+            for bi in 0..blocks {
+                let rows = m / blocks + usize::from(bi < m % blocks);
                 let mut offs = [0usize; MR];
-                for (r, o) in offs.iter_mut().enumerate().take(rows) {
-                    *o = dst(i0 + r);
-                    assert!(
-                        *o + n <= out.len(),
-                        "pointwise: destination row out of bounds"
-                    );
-                }
+                offs[..rows].copy_from_slice(&offsets[i0..i0 + rows]);
                 let blk = Blk {
                     a: &a[i0 * k..(i0 + rows) * k],
                     k,
@@ -161,6 +169,7 @@ mod x86 {
                 }
                 i0 += rows;
             }
+            debug_assert_eq!(i0, m);
         }
     }
 
@@ -246,15 +255,26 @@ mod x86 {
                 if b.act == Act::Relu6 {
                     v = _mm256_min_ps(_mm256_max_ps(v, zero), six);
                 }
-                // SAFETY: masked lanes are below n − c: residual index r·n + c + t < R·n,
-                // output index offs[r] + c + t < offs[r] + n ≤ out.len(); masked-off lanes
-                // are not accessed.
+                // SAFETY: the lanes accessed (all 8 when c + 8 ≤ n, else the masked ones) are
+                // below n − c: residual index r·n + c + t < R·n, output index
+                // offs[r] + c + t < offs[r] + n ≤ out.len(); masked-off lanes are not accessed.
+                // Full vectors use plain loads and stores (AMD runs the masked ones slowly).
+                let full = c + 8 <= b.n;
                 unsafe {
                     if let Some(res) = b.resid {
-                        let rv = _mm256_maskload_ps(res.as_ptr().add(r * b.n + c), b.masks[h]);
+                        let rp = res.as_ptr().add(r * b.n + c);
+                        let rv = if full {
+                            _mm256_loadu_ps(rp)
+                        } else {
+                            _mm256_maskload_ps(rp, b.masks[h])
+                        };
                         v = _mm256_add_ps(v, rv);
                     }
-                    _mm256_maskstore_ps(op.add(offs[r] + c), b.masks[h], v);
+                    if full {
+                        _mm256_storeu_ps(op.add(offs[r] + c), v);
+                    } else {
+                        _mm256_maskstore_ps(op.add(offs[r] + c), b.masks[h], v);
+                    }
                 }
             }
         }
