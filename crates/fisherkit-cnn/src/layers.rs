@@ -531,7 +531,7 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
         "head_fc: channels"
     );
     let (p, cin, ch, n) = (x.h * x.w, x.c, head.out_ch(), fc.out_ch());
-    let band = p.div_ceil(p.div_ceil(HEAD_FC_BAND));
+    let band = crate::mbconv::even_split(p, HEAD_FC_BAND);
     let hb = head.bias.as_slice().expect("contiguous bias");
     let fb = fc.bias.as_slice().expect("contiguous bias");
     let mut rows = overwritable(p * n);

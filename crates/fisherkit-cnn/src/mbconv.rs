@@ -141,7 +141,7 @@ pub(crate) fn mbconv(
     let mut out = overwritable(ho * out_row);
     let chunks = rolling_chunks(&g);
     if chunks >= MIN_CHUNKS {
-        let chunk_rows = ho.div_ceil(chunks);
+        let chunk_rows = even_split(ho, ho.div_ceil(chunks));
         let grp = group_rows(&g);
         for_each_chunk(&mut out, chunk_rows * out_row, par, |ci, oband| {
             let o0 = ci * chunk_rows;
@@ -153,9 +153,10 @@ pub(crate) fn mbconv(
         let row = g.row();
         // Every padded row is written by phase 1 (zeros outside the image and in the pads).
         let mut hidden = overwritable(g.hp * row);
-        let band = (BAND_FLOATS / (g.w * c).max(1))
-            .clamp(1, g.hp.div_ceil(MIN_BANDS).max(1))
-            .max(1);
+        let band = even_split(
+            g.hp,
+            (BAND_FLOATS / (g.w * c).max(1)).clamp(1, g.hp.div_ceil(MIN_BANDS).max(1)),
+        );
         for_each_chunk(&mut hidden, band * row, par, |bi, hb| {
             let pr0 = bi * band;
             let pr1 = pr0 + hb.len() / row;
@@ -169,9 +170,10 @@ pub(crate) fn mbconv(
             });
         });
         // Phase 2: depthwise + project per band of output rows.
-        let ob = (BAND_FLOATS / (wo * c).max(1))
-            .clamp(1, ho.div_ceil(MIN_BANDS).max(1))
-            .max(1);
+        let ob = even_split(
+            ho,
+            (BAND_FLOATS / (wo * c).max(1)).clamp(1, ho.div_ceil(MIN_BANDS).max(1)),
+        );
         let hidden_ref = &hidden;
         for_each_chunk(&mut out, ob * out_row, par, |bi, oband| {
             let o0 = bi * ob;
@@ -190,6 +192,17 @@ pub(crate) fn mbconv(
         c: g.cout,
         data: out,
     }
+}
+
+/// Rows per part when `total` rows are cut into parts of at most `max_rows` rows, the
+/// number of parts rounded up to an even one (two threads then get equal shares), the
+/// rows spread evenly over them. Depends on the geometry alone, never on the thread count.
+pub(crate) fn even_split(total: usize, max_rows: usize) -> usize {
+    let mut parts = total.div_ceil(max_rows.max(1)).max(1);
+    if parts > 1 && parts % 2 == 1 {
+        parts += 1;
+    }
+    total.div_ceil(parts).max(1)
 }
 
 /// Number of chunks of output rows for the rolling schedule: each spans at least

@@ -121,55 +121,109 @@ mod x86 {
                 o
             })
             .collect();
-        for p in 0..panels {
-            let col = p * NR;
-            // Lanes of the panel's two vectors inside the matrix.
-            let lanes = |h: usize| (n - col).saturating_sub(8 * h).min(8);
-            // SAFETY: AVX2 (this function's contract); the masked loads read only lanes
-            // below n − col of the n-float bias (masked-off lanes are not accessed).
-            let (masks, bv) = unsafe {
-                let masks = [lane_mask(lanes(0)), lane_mask(lanes(1))];
-                let second = if lanes(1) > 0 {
-                    _mm256_maskload_ps(bias.as_ptr().add(col + 8), masks[1])
-                } else {
-                    _mm256_setzero_ps()
-                };
-                let bv = [_mm256_maskload_ps(bias.as_ptr().add(col), masks[0]), second];
-                (masks, bv)
-            };
-            let panel = &w.data[p * k * NR..(p + 1) * k * NR];
-            // Rows split evenly into ⌈m/6⌉ blocks (e.g. 8 → 4 + 4, not 6 + 2): a block of
-            // 1–2 rows has too few independent sums to hide the FMA latency.
-            let blocks = m.div_ceil(MR);
-            let mut i0 = 0;
-            for bi in 0..blocks {
-                let rows = m / blocks + usize::from(bi < m % blocks);
-                let mut offs = [0usize; MR];
-                offs[..rows].copy_from_slice(&offsets[i0..i0 + rows]);
-                let blk = Blk {
-                    a: &a[i0 * k..(i0 + rows) * k],
-                    k,
-                    panel,
-                    col,
-                    masks,
-                    bias: bv,
-                    act,
-                    resid: resid.map(|r| &r[i0 * n..(i0 + rows) * n]),
-                    n,
-                };
-                // SAFETY: as for this function; `blk`'s slices have the lengths `block`
-                // needs (rows·k, k·NR, rows·n) and the `rows` offsets were checked above.
+        // Per panel: lane masks and bias vectors.
+        let heads: Vec<([__m256i; 2], [__m256; 2])> = (0..panels)
+            .map(|p| {
+                let col = p * NR;
+                let lanes = |h: usize| (n - col).saturating_sub(8 * h).min(8);
+                // SAFETY: AVX2 (this function's contract); the masked loads read only lanes
+                // below n − col of the n-float bias (masked-off lanes are not accessed).
                 unsafe {
-                    if n - col > 8 {
-                        block_rows::<2>(rows, &blk, out, &offs)
+                    let masks = [lane_mask(lanes(0)), lane_mask(lanes(1))];
+                    let second = if lanes(1) > 0 {
+                        _mm256_maskload_ps(bias.as_ptr().add(col + 8), masks[1])
                     } else {
-                        // At most 8 columns left: one vector (the second is all padding).
-                        block_rows::<1>(rows, &blk, out, &offs)
-                    }
+                        _mm256_setzero_ps()
+                    };
+                    (
+                        masks,
+                        [_mm256_maskload_ps(bias.as_ptr().add(col), masks[0]), second],
+                    )
                 }
-                i0 += rows;
+            })
+            .collect();
+        // Rows split evenly into ⌈m/6⌉ blocks (e.g. 8 → 4 + 4, not 6 + 2): a block of 1–2
+        // rows has too few independent sums to hide the FMA latency.
+        let nb = m.div_ceil(MR);
+        let blocks: Vec<(usize, usize)> = (0..nb)
+            .scan(0, |i0, bi| {
+                let rows = m / nb + usize::from(bi < m % nb);
+                let b = (*i0, rows);
+                *i0 += rows;
+                Some(b)
+            })
+            .collect();
+        let job = Job {
+            a,
+            w,
+            act,
+            resid,
+            heads: &heads,
+            offsets: &offsets,
+        };
+        // SAFETY (both loops): as for this function; `run` gets in-range panels and blocks.
+        if k * n * 4 <= ROW_OUTER_BYTES {
+            // Small weights (they stay in L2): each block of A rows stays in L1 while every
+            // panel streams past it.
+            for &(i0, rows) in &blocks {
+                for p in 0..panels {
+                    unsafe { run(&job, p, i0, rows, out) };
+                }
             }
-            debug_assert_eq!(i0, m);
+        } else {
+            // Large weights: each panel stays in cache while the blocks of A stream past it.
+            for p in 0..panels {
+                for &(i0, rows) in &blocks {
+                    unsafe { run(&job, p, i0, rows, out) };
+                }
+            }
+        }
+    }
+
+    /// Weights up to this size (bytes) are swept once per block of rows.
+    const ROW_OUTER_BYTES: usize = 512 * 1024;
+
+    /// What every register block of one [`pointwise_v3`] call shares.
+    struct Job<'a> {
+        a: &'a [f32],
+        w: &'a Packed,
+        act: Act,
+        resid: Option<&'a [f32]>,
+        heads: &'a [([__m256i; 2], [__m256; 2])],
+        offsets: &'a [usize],
+    }
+
+    /// Rows `i0 .. i0 + rows` (≤ 6) × panel `p`.
+    ///
+    /// # Safety
+    /// As for [`pointwise_v3`]; p < panels, i0 + rows ≤ m, every offset checked.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run(j: &Job<'_>, p: usize, i0: usize, rows: usize, out: &mut [f32]) {
+        let (k, n) = (j.w.k, j.w.n);
+        let col = p * NR;
+        let mut offs = [0usize; MR];
+        offs[..rows].copy_from_slice(&j.offsets[i0..i0 + rows]);
+        let (masks, bias) = j.heads[p];
+        let blk = Blk {
+            a: &j.a[i0 * k..(i0 + rows) * k],
+            k,
+            panel: &j.w.data[p * k * NR..(p + 1) * k * NR],
+            col,
+            masks,
+            bias,
+            act: j.act,
+            resid: j.resid.map(|r| &r[i0 * n..(i0 + rows) * n]),
+            n,
+        };
+        // SAFETY: as for this function; `blk`'s slices have the lengths `block` needs
+        // (rows·k, k·NR, rows·n) and the `rows` offsets were checked by the caller.
+        unsafe {
+            if n - col > 8 {
+                block_rows::<2>(rows, &blk, out, &offs)
+            } else {
+                // At most 8 columns left: one vector (the second is all padding).
+                block_rows::<1>(rows, &blk, out, &offs)
+            }
         }
     }
 
@@ -290,13 +344,15 @@ mod tests {
     #[test]
     fn pointwise_matches_naive_loops() {
         // Column counts with full and partial panels and half-panels, row counts hitting every
-        // register-block height, scattered destination rows, residual on and off.
+        // register-block height, scattered destination rows, residual on and off, weights
+        // small (row blocks outer) and over 512 KB (panels outer).
         for (seed, &(m, k, n)) in [
             (1, 1, 1),
             (7, 16, 96),
             (13, 24, 40),
             (17, 96, 24),
             (9, 5, 33),
+            (7, 300, 500),
         ]
         .iter()
         .enumerate()
