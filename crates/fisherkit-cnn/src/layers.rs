@@ -13,6 +13,10 @@
 //! concatenated output, or into a zero-bordered buffer that is the next 3×3 layer's padding).
 //! Bands are processed in parallel (rayon) when the caller passes a parallel [`Par`] and there
 //! are enough of them; otherwise sequentially, each GEMM then parallel inside (faer).
+//!
+//! Layers whose [`Conv`] carries packed weights ([`Conv::packed`]: EfficientNet's stem, head
+//! and classifier here, its blocks in [`crate::mbconv`]) run the AVX2 + FMA kernel of
+//! [`crate::pointwise`] instead of faer where the CPU has it; SqueezeNet's stay on faer.
 
 use fisherkit::linalg::{gemm, vectorized, Par};
 use ndarray::{Array1, Array2, ArrayView2, ArrayView3, ArrayViewMut2};
