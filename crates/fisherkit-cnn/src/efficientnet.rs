@@ -255,6 +255,27 @@ impl EfficientNetLite0 {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "builtin-weights")]
+    #[test]
+    fn score_map_is_the_same_for_any_thread_count() {
+        // Sizes whose blocks take both MBConv schedules, odd and even sides.
+        let net = EfficientNetLite0::builtin().unwrap();
+        for &(h, w) in &[(97, 130), (260, 101)] {
+            let x = Array3::from_shape_fn((3, h, w), |(c, i, j)| {
+                (((c * 31 + i * 7 + j * 13) % 255) as f32 - 127.0) / 128.0
+            });
+            let one = net.forward_unchecked(x.view(), Par::Seq);
+            for t in [2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build()
+                    .unwrap();
+                let got = pool.install(|| net.forward_unchecked(x.view(), Par::rayon(t)));
+                assert_eq!(got, one, "{h}x{w}: {t} threads differ from 1");
+            }
+        }
+    }
+
     #[test]
     fn receptive_field_and_map_size() {
         assert_eq!(EFFNET_RECEPTIVE_FIELD, 851);
