@@ -28,8 +28,9 @@
 //! sees the whole image at 224, with emphasis near its centre).
 
 use crate::layers::{
-    conv1x1, conv1x1_chw, conv_chw_input, depthwise, recycle, Act, Conv, Depthwise,
+    conv1x1, conv1x1_chw, conv_chw_input, head_fc_chw, recycle, Act, Conv, Depthwise,
 };
+use crate::mbconv::mbconv;
 use crate::net::{load_conv, pool_scores, read_tensor, CnnError, NUM_CLASSES};
 use crate::ImageError;
 use fisherkit::linalg::{par_all, Par};
@@ -140,7 +141,7 @@ impl EfficientNetLite0 {
     /// Parses and validates safetensors bytes (see [`EfficientNetLite0::load`] for the tensors).
     pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Self, CnnError> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| CnnError::Format(e.to_string()))?;
-        let stem = load_conv(&st, "stem", 3, STEM_CH, 3, 2)?;
+        let stem = load_conv(&st, "stem", 3, STEM_CH, 3, 2)?.packed();
         let mut blocks = Vec::new();
         let mut cin = STEM_CH;
         for &(e, k, s, cout, reps) in &STAGES {
@@ -151,14 +152,7 @@ impl EfficientNetLite0 {
                 let expand = if e == 1 {
                     None
                 } else {
-                    Some(load_conv(
-                        &st,
-                        &format!("blocks.{n}.expand"),
-                        cin,
-                        hidden,
-                        1,
-                        1,
-                    )?)
+                    Some(load_conv(&st, &format!("blocks.{n}.expand"), cin, hidden, 1, 1)?.packed())
                 };
                 let name = format!("blocks.{n}.depthwise");
                 let w = read_tensor(&st, &format!("{name}.weight"), &[hidden, 1, k, k])?;
@@ -166,20 +160,21 @@ impl EfficientNetLite0 {
                 blocks.push(Block {
                     expand,
                     depthwise: Depthwise::new(&w, b, k, stride),
-                    project: load_conv(&st, &format!("blocks.{n}.project"), hidden, cout, 1, 1)?,
+                    project: load_conv(&st, &format!("blocks.{n}.project"), hidden, cout, 1, 1)?
+                        .packed(),
                     skip: stride == 1 && cin == cout,
                 });
                 cin = cout;
             }
         }
-        let head = load_conv(&st, "head", cin, HEAD_CH, 1, 1)?;
+        let head = load_conv(&st, "head", cin, HEAD_CH, 1, 1)?.packed();
         let fw = read_tensor(&st, "fc.weight", &[NUM_CLASSES, HEAD_CH])?;
         let fb = read_tensor(&st, "fc.bias", &[NUM_CLASSES])?;
         Ok(Self {
             stem,
             blocks,
             head,
-            fc: Conv::new(fw, fb, HEAD_CH, 1, 1),
+            fc: Conv::new(fw, fb, HEAD_CH, 1, 1).packed(),
         })
     }
 
@@ -225,23 +220,20 @@ impl EfficientNetLite0 {
     pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
         let mut x = conv_chw_input(&self.stem, input, Act::Relu6, par);
         for b in &self.blocks {
-            let hidden = b
-                .expand
-                .as_ref()
-                .map(|e| conv1x1(e, &x, Act::Relu6, None, par));
-            let d = depthwise(&b.depthwise, hidden.as_ref().unwrap_or(&x), Act::Relu6, par);
-            if let Some(h) = hidden {
-                recycle(h.data);
-            }
-            let y = conv1x1(&b.project, &d, Act::None, b.skip.then_some(&x), par);
-            recycle(d.data);
+            let y = mbconv(b.expand.as_ref(), &b.depthwise, &b.project, b.skip, &x, par);
             recycle(std::mem::replace(&mut x, y).data);
         }
-        let f = conv1x1(&self.head, &x, Act::Relu6, None, par);
+        let (h, w) = (x.h, x.w);
+        let map = match head_fc_chw(&self.head, &self.fc, &x, par) {
+            Some(map) => map,
+            None => {
+                let f = conv1x1(&self.head, &x, Act::Relu6, None, par);
+                let map = conv1x1_chw(&self.fc, &f, par);
+                recycle(f.data);
+                map
+            }
+        };
         recycle(x.data);
-        let (h, w) = (f.h, f.w);
-        let map = conv1x1_chw(&self.fc, &f, par);
-        recycle(f.data);
         map.into_shape_with_order((NUM_CLASSES, h, w))
             .expect("contiguous")
     }
@@ -262,6 +254,27 @@ impl EfficientNetLite0 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "builtin-weights")]
+    #[test]
+    fn score_map_is_the_same_for_any_thread_count() {
+        // Sizes whose blocks take both MBConv schedules, odd and even sides.
+        let net = EfficientNetLite0::builtin().unwrap();
+        for &(h, w) in &[(97, 130), (260, 101)] {
+            let x = Array3::from_shape_fn((3, h, w), |(c, i, j)| {
+                (((c * 31 + i * 7 + j * 13) % 255) as f32 - 127.0) / 128.0
+            });
+            let one = net.forward_unchecked(x.view(), Par::Seq);
+            for t in [2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build()
+                    .unwrap();
+                let got = pool.install(|| net.forward_unchecked(x.view(), Par::rayon(t)));
+                assert_eq!(got, one, "{h}x{w}: {t} threads differ from 1");
+            }
+        }
+    }
 
     #[test]
     fn receptive_field_and_map_size() {

@@ -13,6 +13,10 @@
 //! concatenated output, or into a zero-bordered buffer that is the next 3×3 layer's padding).
 //! Bands are processed in parallel (rayon) when the caller passes a parallel [`Par`] and there
 //! are enough of them; otherwise sequentially, each GEMM then parallel inside (faer).
+//!
+//! Layers whose [`Conv`] carries packed weights ([`Conv::packed`]: EfficientNet's stem, head
+//! and classifier here, its blocks in [`crate::mbconv`]) run the AVX2 + FMA kernel of
+//! [`crate::pointwise`] instead of faer where the CPU has it; SqueezeNet's stay on faer.
 
 use fisherkit::linalg::{gemm, vectorized, Par};
 use ndarray::{Array1, Array2, ArrayView2, ArrayView3, ArrayViewMut2};
@@ -38,6 +42,9 @@ pub(crate) struct Conv {
     pub kh: usize,
     pub kw: usize,
     pub stride: usize,
+    /// `wt` packed for [`crate::pointwise`] (layers that asked for it with [`Conv::packed`]:
+    /// EfficientNet's); they then skip faer where the CPU has AVX2 + FMA.
+    pub packed: Option<crate::pointwise::Packed>,
 }
 
 impl Conv {
@@ -58,7 +65,15 @@ impl Conv {
             kh: k,
             kw: k,
             stride,
+            packed: None,
         }
+    }
+
+    /// This convolution with `wt` also packed for [`crate::pointwise`] (a 1×1 layer, or the
+    /// GEMM of an im2col'ed k×k one).
+    pub fn packed(mut self) -> Self {
+        self.packed = Some(crate::pointwise::Packed::new(self.wt.view()));
+        self
     }
 
     pub fn out_ch(&self) -> usize {
@@ -143,7 +158,7 @@ thread_local! {
 
 /// Runs `f` on `len` floats of this thread's scratch (contents unspecified). A nested call
 /// on the same thread (rayon may run another band while `f` waits) gets a fresh buffer.
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut v) => {
             if v.len() < len {
@@ -184,6 +199,30 @@ pub(crate) fn zeroed(len: usize) -> Vec<f32> {
     }
 }
 
+/// A vector of `len` floats whose contents are unspecified (a recycled buffer's old values,
+/// zeros beyond them), for an output the caller overwrites in full: like [`zeroed`] without
+/// clearing what is reused.
+pub(crate) fn overwritable(len: usize) -> Vec<f32> {
+    let reused = BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let best = (0..b.len())
+            .filter(|&i| b[i].capacity() >= len)
+            .min_by_key(|&i| b[i].capacity());
+        best.map(|i| b.swap_remove(i))
+    });
+    match reused {
+        Some(mut v) => {
+            if v.len() >= len {
+                v.truncate(len);
+            } else {
+                v.resize(len, 0.0);
+            }
+            v
+        }
+        None => vec![0.0; len],
+    }
+}
+
 /// Gives `v` back for [`zeroed`] on this thread, dropping the smallest buffers beyond
 /// [`MAX_POOLED_FLOATS`].
 pub(crate) fn recycle(v: Vec<f32>) {
@@ -199,11 +238,11 @@ pub(crate) fn recycle(v: Vec<f32>) {
     });
 }
 
-fn view(s: &[f32], m: usize, n: usize) -> ArrayView2<'_, f32> {
+pub(crate) fn view(s: &[f32], m: usize, n: usize) -> ArrayView2<'_, f32> {
     ArrayView2::from_shape((m, n), s).expect("m*n floats")
 }
 
-fn view_mut(s: &mut [f32], m: usize, n: usize) -> ArrayViewMut2<'_, f32> {
+pub(crate) fn view_mut(s: &mut [f32], m: usize, n: usize) -> ArrayViewMut2<'_, f32> {
     ArrayViewMut2::from_shape((m, n), s).expect("m*n floats")
 }
 
@@ -482,6 +521,78 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
     }
 }
 
+/// EfficientNet's head then classifier, per pixel, output channel-first:
+/// $Y = \big(\mathrm{relu6}(X W_h^\top + b_h)\, W_f^\top + b_f\big)^\top$, (fc out, h·w), for
+/// `x` (h, w, head in). Bands of [`HEAD_FC_BAND`]-ish pixels (fixed by h·w alone) in parallel,
+/// both layers by [`crate::pointwise`] with the head's activations kept in the band's scratch;
+/// then one transpose. `None` (nothing computed) when either layer has no packed weights or
+/// the CPU no AVX2 + FMA: the caller then runs [`conv1x1`] and [`conv1x1_chw`].
+pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<Array2<f32>> {
+    let (hp, fp) = (head.packed.as_ref()?, fc.packed.as_ref()?);
+    assert_eq!(
+        (x.c, fc.in_ch),
+        (head.in_ch, head.out_ch()),
+        "head_fc: channels"
+    );
+    let (p, cin, ch, n) = (x.h * x.w, x.c, head.out_ch(), fc.out_ch());
+    let band = crate::mbconv::even_split(p, HEAD_FC_BAND);
+    let hb = head.bias.as_slice().expect("contiguous bias");
+    let fb = fc.bias.as_slice().expect("contiguous bias");
+    let mut rows = overwritable(p * n);
+    let ok = std::sync::atomic::AtomicBool::new(true);
+    let run = |bi: usize, out: &mut [f32]| {
+        let m = out.len() / n;
+        let p0 = bi * band;
+        with_scratch(m * ch, |hid| {
+            let a = &x.data[p0 * cin..(p0 + m) * cin];
+            let done = crate::pointwise::pointwise(a, m, hp, hb, Act::Relu6, None, hid, |i| i * ch)
+                && crate::pointwise::pointwise(hid, m, fp, fb, Act::None, None, out, |i| i * n);
+            if !done {
+                ok.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    };
+    if threads_of(par) > 1 {
+        rows.par_chunks_mut(band * n)
+            .enumerate()
+            .for_each(|(bi, out)| run(bi, out));
+    } else {
+        rows.chunks_mut(band * n)
+            .enumerate()
+            .for_each(|(bi, out)| run(bi, out));
+    }
+    if !ok.into_inner() {
+        recycle(rows);
+        return None;
+    }
+    let mut map = Array2::<f32>::zeros((n, p));
+    let rows_ref = &rows;
+    let tr = |k0: usize, mut blk: ndarray::ArrayViewMut2<'_, f32>| {
+        for px in 0..p {
+            let src = &rows_ref[px * n + k0..px * n + k0 + blk.nrows()];
+            for (r, &v) in src.iter().enumerate() {
+                blk[[r, px]] = v;
+            }
+        }
+    };
+    let chunk = 16;
+    if threads_of(par) > 1 {
+        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk)
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(i, blk)| tr(i * chunk, blk));
+    } else {
+        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk)
+            .enumerate()
+            .for_each(|(i, blk)| tr(i * chunk, blk));
+    }
+    recycle(rows);
+    Some(map)
+}
+
+/// Target pixels per band of [`head_fc_chw`] (its scratch: 1280 floats a pixel).
+const HEAD_FC_BAND: usize = 48;
+
 /// A 1×1 convolution without ReLU whose output is channel-first: (out, h·w) row-major
 /// $= W X^\top + b$, one GEMM (parallel inside with `par`).
 pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, par: Par) -> Array2<f32> {
@@ -513,7 +624,7 @@ pub(crate) enum Act {
 
 impl Act {
     #[inline(always)]
-    fn apply(self, v: f32) -> f32 {
+    pub(crate) fn apply(self, v: f32) -> f32 {
         match self {
             Act::None => v,
             Act::Relu6 => v.clamp(0.0, 6.0),
@@ -523,7 +634,7 @@ impl Act {
 
 /// `dst = act(dst + bias)` per pixel of `c` channels (`dst.len()` a multiple of `c`).
 #[inline(always)]
-fn bias_act_inplace(dst: &mut [f32], bias: &[f32], act: Act) {
+pub(crate) fn bias_act_inplace(dst: &mut [f32], bias: &[f32], act: Act) {
     for px in dst.chunks_exact_mut(bias.len()) {
         for (v, &b) in px.iter_mut().zip(bias) {
             *v = act.apply(*v + b);
@@ -576,6 +687,11 @@ pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par:
                     }
                 },
             );
+            if let Some(pk) = &conv.packed {
+                if crate::pointwise::pointwise(cols, m, pk, bias, act, None, band, |i| i * n) {
+                    return;
+                }
+            }
             gemm(
                 view_mut(band, m, n),
                 false,
@@ -620,6 +736,13 @@ pub(crate) fn conv1x1(conv: &Conv, x: &Hwc, act: Act, residual: Option<&Hwc>, pa
     for_bands(&mut out, w * n, rows_per, par, |r0, band, ipar| {
         let m = band.len() / n;
         let p0 = r0 * w;
+        if let Some(pk) = &conv.packed {
+            let a = &x.data[p0 * cin..(p0 + m) * cin];
+            let res = residual.map(|r| &r.data[p0 * n..(p0 + m) * n]);
+            if crate::pointwise::pointwise(a, m, pk, bias, act, res, band, |i| i * n) {
+                return;
+            }
+        }
         gemm(
             view_mut(band, m, n),
             false,
@@ -684,122 +807,6 @@ impl Depthwise {
 
     pub fn channels(&self) -> usize {
         self.bias.len()
-    }
-}
-
-/// [`Depthwise`] convolution + bias + `act` of a channel-last `x` (h, w, C) →
-/// (⌈h/s⌉, ⌈w/s⌉, C). Bands of output rows in parallel. Per output pixel, blocks of 32 (then
-/// 16, then single) channels are accumulated in registers over the taps inside the image
-/// (the tap ranges are clipped once per pixel instead of testing every tap), then biased,
-/// activated and stored once: two loads per multiply-add vector, no read-modify-write of the
-/// output per tap.
-pub(crate) fn depthwise(dw: &Depthwise, x: &Hwc, act: Act, par: Par) -> Hwc {
-    let c = dw.channels();
-    assert_eq!(x.c, c, "depthwise: channels");
-    let (k, st) = (dw.k, dw.stride);
-    let (ho, pt) = same_geometry(x.h, k, st);
-    let (wo, pl) = same_geometry(x.w, k, st);
-    let (h, w) = (x.h, x.w);
-    let mut out = zeroed(ho * wo * c);
-    let rows_per = band_rows(ho, wo, c * k, threads_of(par));
-    // Taps t in 0..k with 0 <= s·o + t − p < n: the range [lo, hi).
-    let taps = |o: usize, p: usize, n: usize| -> (usize, usize) {
-        let first = o * st;
-        let lo = p.saturating_sub(first).min(k);
-        let hi = (n + p).saturating_sub(first).min(k);
-        (lo, hi.max(lo))
-    };
-    for_bands(&mut out, wo * c, rows_per, par, |r0, band, _| {
-        vectorized(
-            #[inline(always)]
-            || {
-                for (r, orow) in band.chunks_exact_mut(wo * c).enumerate() {
-                    let i = r0 + r;
-                    let (u0, u1) = taps(i, pt, h);
-                    for (j, o) in orow.chunks_exact_mut(c).enumerate() {
-                        let (v0, v1) = taps(j, pl, w);
-                        let geo = Taps {
-                            c,
-                            k,
-                            w,
-                            u: (u0, u1),
-                            v: (v0, v1),
-                            // Input pixel of tap (0, 0), possibly outside the image.
-                            y0: (i * st) as isize - pt as isize,
-                            x0: (j * st) as isize - pl as isize,
-                        };
-                        let mut c0 = 0;
-                        while c0 + 32 <= c {
-                            dw_block::<32>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
-                            c0 += 32;
-                        }
-                        while c0 + 16 <= c {
-                            dw_block::<16>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
-                            c0 += 16;
-                        }
-                        while c0 < c {
-                            dw_block::<1>(&geo, &x.data, &dw.wt, &dw.bias, c0, act, o);
-                            c0 += 1;
-                        }
-                    }
-                }
-            },
-        );
-    });
-    Hwc {
-        h: ho,
-        w: wo,
-        c,
-        data: out,
-    }
-}
-
-/// The taps of one depthwise output pixel that fall inside the image.
-struct Taps {
-    c: usize,
-    k: usize,
-    w: usize,
-    /// Tap rows [u.0, u.1) and columns [v.0, v.1) inside the image.
-    u: (usize, usize),
-    v: (usize, usize),
-    /// Input row and column of tap (0, 0).
-    y0: isize,
-    x0: isize,
-}
-
-/// One output pixel's channels `c0 .. c0 + CB` of a depthwise convolution, accumulated in a
-/// `[f32; CB]` (registers for CB = 16, 32) over the in-image taps, then biased, activated and
-/// written to `o[c0 .. c0 + CB]`.
-#[inline(always)]
-fn dw_block<const CB: usize>(
-    g: &Taps,
-    x: &[f32],
-    wt: &[f32],
-    bias: &[f32],
-    c0: usize,
-    act: Act,
-    o: &mut [f32],
-) {
-    let mut acc = [0.0f32; CB];
-    for u in g.u.0..g.u.1 {
-        // In the image by construction of `u`: y0 + u >= 0.
-        let row = (g.y0 + u as isize) as usize * g.w;
-        for v in g.v.0..g.v.1 {
-            let px = row + (g.x0 + v as isize) as usize;
-            let xs: &[f32; CB] = x[px * g.c + c0..px * g.c + c0 + CB]
-                .try_into()
-                .expect("CB floats");
-            let tap = u * g.k + v;
-            let ws: &[f32; CB] = wt[tap * g.c + c0..tap * g.c + c0 + CB]
-                .try_into()
-                .expect("CB floats");
-            for t in 0..CB {
-                acc[t] += xs[t] * ws[t];
-            }
-        }
-    }
-    for t in 0..CB {
-        o[c0 + t] = act.apply(acc[t] + bias[c0 + t]);
     }
 }
 
@@ -906,46 +913,6 @@ mod tests {
     }
 
     #[test]
-    fn depthwise_matches_naive_loops() {
-        // Odd/even sides, strides 1 and 2, kernels 3 and 5, a side smaller than the kernel.
-        for (seed, &(h, w, c, k, s)) in [
-            (7, 9, 8, 3, 1),
-            (8, 10, 16, 3, 2),
-            (11, 6, 24, 5, 2),
-            (9, 9, 5, 5, 1),
-            (3, 2, 4, 5, 2),
-            (40, 33, 32, 5, 1),
-        ]
-        .iter()
-        .enumerate()
-        {
-            let mut rng = ChaCha8Rng::seed_from_u64(100 + seed as u64);
-            let x = Hwc {
-                h,
-                w,
-                c,
-                data: rand_vec(&mut rng, h * w * c),
-            };
-            let wgt = rand_vec(&mut rng, c * k * k);
-            let bias = rand_vec(&mut rng, c);
-            let dw = Depthwise::new(&wgt, bias.clone(), k, s);
-            let (ho, wo, mut want) = naive_conv(&x.data, (h, w, c), &wgt, c, k, s, true);
-            for (i, v) in want.iter_mut().enumerate() {
-                *v = (*v + bias[i % c] as f64).clamp(0.0, 6.0);
-            }
-            for par in [Par::Seq, Par::rayon(2)] {
-                let got = depthwise(&dw, &x, Act::Relu6, par);
-                assert_eq!((got.h, got.w, got.c), (ho, wo, c));
-                assert_close(
-                    &got.data,
-                    &want,
-                    &format!("depthwise {h}x{w}x{c} k{k} s{s}"),
-                );
-            }
-        }
-    }
-
-    #[test]
     fn conv1x1_with_residual_and_strided_input_conv_match_naive_loops() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let (h, w, cin, cout) = (13, 17, 24, 40);
@@ -997,10 +964,13 @@ mod tests {
                 .enumerate()
                 .map(|(i, v)| (v + bias[i % n] as f64).clamp(0.0, 6.0))
                 .collect();
-            for par in [Par::Seq, Par::rayon(2)] {
-                let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
-                assert_eq!((got.h, got.w, got.c), (ho, wo, n));
-                assert_close(&got.data, &want, &format!("stem {h}x{w}"));
+            // Unpacked (faer) and packed (the pointwise kernel where the CPU has AVX2 + FMA).
+            for conv in [conv.clone(), conv.packed()] {
+                for par in [Par::Seq, Par::rayon(2)] {
+                    let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
+                    assert_eq!((got.h, got.w, got.c), (ho, wo, n));
+                    assert_close(&got.data, &want, &format!("stem {h}x{w}"));
+                }
             }
         }
     }

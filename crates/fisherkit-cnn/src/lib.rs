@@ -25,9 +25,11 @@ pub mod descriptors;
 pub mod efficientnet;
 pub mod image;
 mod layers;
+mod mbconv;
 pub mod net;
 #[cfg(feature = "onnx")]
 pub mod onnx;
+mod pointwise;
 #[cfg(test)]
 mod reference;
 

@@ -1,0 +1,1035 @@
+//! EfficientNet's inverted-residual (MBConv) block, fused: expand 1×1 + ReLU6 → depthwise k×k
+//! stride s + ReLU6 → project 1×1 (+ identity skip), on channel-last (HWC) `f32` buffers.
+//!
+//! # Math and shapes
+//! Input $x$ (h, w, $C_{in}$); hidden $C = e \cdot C_{in}$ channels; output (⌈h/s⌉, ⌈w/s⌉,
+//! $C_{out}$):
+//! - expand: $e_{p,c} = \mathrm{relu6}(b^e_c + \sum_{c'} x_{p,c'} W^e_{c,c'})$ per pixel $p$
+//!   (absent when $e = 1$: then $e = x$);
+//! - depthwise ("same" padding $p_t, p_l$, see [`crate::layers::same_geometry`]):
+//!   $d_{i,j,c} = \mathrm{relu6}(b^d_c + \sum_{u,v<k} W^d_{c,u,v}\, e_{s i + u - p_t,\, s j + v - p_l,\, c})$,
+//!   zero outside the image;
+//! - project: $y_{p,o} = b^p_o + \sum_c d_{p,c} W^p_{o,c}$ [$+\, x_{p,o}$ when the block has
+//!   the skip: stride 1 and $C_{in} = C_{out}$].
+//!
+//! # Schedule
+//! The expanded tensor (6× the input's channels) is never materialised whole when it is large:
+//! the output rows are split into chunks (in parallel), and each chunk walks its rows in
+//! groups of a few rows, keeping the expanded rows the group's depthwise needs in a ring
+//! buffer of $(G - 1)s + k$ zero-padded rows ("same" padding as zero columns and zero rows), so
+//! each expanded row is computed once per chunk (the $k - s$ rows shared with the previous
+//! chunk are computed twice) and read back from cache. Per group: one expand GEMM over the
+//! new rows (faer), the depthwise into a scratch (G·w_o, C) matrix, one project GEMM straight
+//! into the output rows, bias and skip added while they are in cache. When the map is so
+//! small that chunks could not be long enough to keep that overlap small, the block runs in
+//! two parallel phases instead: expand every row into one zero-padded buffer, then depthwise +
+//! project per band of output rows.
+//!
+//! The chunk, group and band sizes depend only on the layer's geometry, never on the thread
+//! count, so every GEMM has the same shape and the output is bitwise the same for any number
+//! of threads. The depthwise sums the taps in the order (u, v) from zero and adds the bias
+//! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
+
+use crate::layers::{
+    bias_act_inplace, overwritable, same_geometry, view, view_mut, with_scratch, Act, Conv,
+    Depthwise, Hwc,
+};
+use crate::pointwise::pointwise;
+use fisherkit::linalg::{gemm, vectorized, Par};
+use rayon::prelude::*;
+
+/// Working-set target, in floats, of one group of the rolling schedule (ring + expand scratch
+/// + depthwise output): 128 K floats (512 KB), about a core's L2 cache.
+const TILE_FLOATS: usize = 128 * 1024;
+/// Most chunks a rolling block is split into (parallel slack for a few threads).
+const MAX_CHUNKS: usize = 16;
+/// Fewest chunks for the rolling schedule; with fewer the two-phase one is used.
+const MIN_CHUNKS: usize = 4;
+/// A chunk of output rows spans at least this many times the k − s rows it shares with its
+/// neighbour (so recomputed expand rows cost at most ~1/6 of the chunk's).
+const OVERLAP_FACTOR: usize = 6;
+/// Floats per band of the two-phase schedule (expand output or depthwise output).
+const BAND_FLOATS: usize = 96 * 1024;
+/// Fewest bands the two-phase schedule cuts a map into (when it has that many rows).
+const MIN_BANDS: usize = 8;
+
+/// The geometry of one block on one input (all sizes in pixels or channels).
+#[derive(Debug, Clone, Copy)]
+struct Geo {
+    h: usize,
+    w: usize,
+    cin: usize,
+    /// Hidden (expanded) channels: the depthwise's channels.
+    c: usize,
+    cout: usize,
+    k: usize,
+    s: usize,
+    ho: usize,
+    wo: usize,
+    /// Padding before (top, left).
+    pt: usize,
+    pl: usize,
+    /// Padded input sides $(h_o - 1)s + k$, $(w_o - 1)s + k$.
+    hp: usize,
+    wp: usize,
+}
+
+impl Geo {
+    /// Floats of one zero-padded hidden row.
+    fn row(&self) -> usize {
+        self.wp * self.c
+    }
+}
+
+/// One MBConv block (see the module docs) on `x` (h, w, C_in) → (⌈h/s⌉, ⌈w/s⌉, C_out).
+/// `expand` is `None` for expansion ratio 1; `skip` adds `x` to the projection (stride 1,
+/// C_in = C_out). Chunks or bands in parallel (rayon) when `par` is parallel.
+pub(crate) fn mbconv(
+    expand: Option<&Conv>,
+    dw: &Depthwise,
+    project: &Conv,
+    skip: bool,
+    x: &Hwc,
+    par: Par,
+) -> Hwc {
+    let c = dw.channels();
+    match expand {
+        Some(e) => assert_eq!(
+            (e.in_ch, e.out_ch(), e.kh, e.stride),
+            (x.c, c, 1, 1),
+            "mbconv: expand geometry"
+        ),
+        None => assert_eq!(x.c, c, "mbconv: depthwise channels"),
+    }
+    assert_eq!(
+        (project.in_ch, project.kh, project.stride),
+        (c, 1, 1),
+        "mbconv: project geometry"
+    );
+    let (k, s) = (dw.k, dw.stride);
+    let (ho, pt) = same_geometry(x.h, k, s);
+    let (wo, pl) = same_geometry(x.w, k, s);
+    let g = Geo {
+        h: x.h,
+        w: x.w,
+        cin: x.c,
+        c,
+        cout: project.out_ch(),
+        k,
+        s,
+        ho,
+        wo,
+        pt,
+        pl,
+        hp: (ho - 1) * s + k,
+        wp: (wo - 1) * s + k,
+    };
+    assert!(
+        g.wp >= pl + g.w && g.hp >= pt + g.h,
+        "mbconv: kernel >= stride"
+    );
+    assert!(k <= MAX_K, "mbconv: depthwise kernel side at most {MAX_K}");
+    if skip {
+        assert_eq!(
+            (s, x.c),
+            (1, g.cout),
+            "mbconv: skip needs stride 1, C_in = C_out"
+        );
+    }
+    let residual = skip.then_some(&x.data[..]);
+    let out_row = wo * g.cout;
+    let mut out = overwritable(ho * out_row);
+    let chunks = rolling_chunks(&g);
+    if chunks >= MIN_CHUNKS {
+        let chunk_rows = even_split(ho, ho.div_ceil(chunks));
+        let grp = group_rows(&g);
+        for_each_chunk(&mut out, chunk_rows * out_row, par, |ci, oband| {
+            let o0 = ci * chunk_rows;
+            let o1 = o0 + oband.len() / out_row;
+            roll_chunk(expand, dw, project, &g, x, residual, o0, o1, grp, oband);
+        });
+    } else {
+        // Phase 1: the whole zero-padded hidden tensor, bands of padded rows in parallel.
+        let row = g.row();
+        // Every padded row is written by phase 1 (zeros outside the image and in the pads).
+        let mut hidden = overwritable(g.hp * row);
+        let band = even_split(
+            g.hp,
+            (BAND_FLOATS / (g.w * c).max(1)).clamp(1, g.hp.div_ceil(MIN_BANDS).max(1)),
+        );
+        for_each_chunk(&mut hidden, band * row, par, |bi, hb| {
+            let pr0 = bi * band;
+            let pr1 = pr0 + hb.len() / row;
+            let sx = if expand.is_some() {
+                (pr1 - pr0) * g.w * c
+            } else {
+                0
+            };
+            with_scratch(sx, |sx| {
+                fill_rows(expand, x, &g, pr0, pr1, hb, pr0, pr1 - pr0, sx)
+            });
+        });
+        // Phase 2: depthwise + project per band of output rows.
+        let ob = even_split(
+            ho,
+            (BAND_FLOATS / (wo * c).max(1)).clamp(1, ho.div_ceil(MIN_BANDS).max(1)),
+        );
+        let hidden_ref = &hidden;
+        for_each_chunk(&mut out, ob * out_row, par, |bi, oband| {
+            let o0 = bi * ob;
+            let o1 = o0 + oband.len() / out_row;
+            with_scratch((o1 - o0) * wo * c, |d| {
+                dw_project(
+                    dw, project, &g, hidden_ref, 0, g.hp, o0, o1, oband, residual, d,
+                )
+            });
+        });
+        crate::layers::recycle(hidden);
+    }
+    Hwc {
+        h: ho,
+        w: wo,
+        c: g.cout,
+        data: out,
+    }
+}
+
+/// Rows per part when `total` rows are cut into parts of at most `max_rows` rows, the
+/// number of parts rounded up to an even one (two threads then get equal shares), the
+/// rows spread evenly over them. Depends on the geometry alone, never on the thread count.
+pub(crate) fn even_split(total: usize, max_rows: usize) -> usize {
+    let mut parts = total.div_ceil(max_rows.max(1)).max(1);
+    if parts > 1 && parts % 2 == 1 {
+        parts += 1;
+    }
+    total.div_ceil(parts).max(1)
+}
+
+/// Number of chunks of output rows for the rolling schedule: each spans at least
+/// [`OVERLAP_FACTOR`]·(k − s) input rows, at most [`MAX_CHUNKS`] of them.
+fn rolling_chunks(g: &Geo) -> usize {
+    let overlap = g.k.saturating_sub(g.s).max(1);
+    (g.ho * g.s / (OVERLAP_FACTOR * overlap)).clamp(1, MAX_CHUNKS.min(g.ho))
+}
+
+/// Output rows per group of the rolling schedule: the most (≥ 1) whose ring of
+/// (G − 1)s + k padded rows, expand scratch of as many image rows and depthwise output of G
+/// rows fit in [`TILE_FLOATS`].
+fn group_rows(g: &Geo) -> usize {
+    let per_in_row = g.row() + g.w * g.c;
+    let mut grp = 1;
+    while grp < g.ho && (grp * g.s + g.k) * per_in_row + (grp + 1) * g.wo * g.c <= TILE_FLOATS {
+        grp += 1;
+    }
+    grp
+}
+
+/// Calls `f(index, chunk)` on consecutive `chunk_len`-float chunks of `buf`, in parallel when
+/// `par` is.
+fn for_each_chunk<F>(buf: &mut [f32], chunk_len: usize, par: Par, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Sync,
+{
+    match par {
+        Par::Seq => buf
+            .chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, ch)| f(i, ch)),
+        Par::Rayon(_) => buf
+            .par_chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, ch)| f(i, ch)),
+    }
+}
+
+/// Output rows `o0 .. o1` (into `oband`) of the block by the rolling schedule: groups of `grp`
+/// rows, the expanded rows in a ring buffer of (grp − 1)s + k slots (padded row `r` in slot
+/// `r mod slots`).
+#[allow(clippy::too_many_arguments)]
+fn roll_chunk(
+    expand: Option<&Conv>,
+    dw: &Depthwise,
+    project: &Conv,
+    g: &Geo,
+    x: &Hwc,
+    residual: Option<&[f32]>,
+    o0: usize,
+    o1: usize,
+    grp: usize,
+    oband: &mut [f32],
+) {
+    let slots = (grp - 1) * g.s + g.k;
+    let row = g.row();
+    let sx_len = if expand.is_some() {
+        slots * g.w * g.c
+    } else {
+        0
+    };
+    let out_row = g.wo * g.cout;
+    with_scratch(slots * row + sx_len + grp * g.wo * g.c, |buf| {
+        let (ring, rest) = buf.split_at_mut(slots * row);
+        let (sx, d) = rest.split_at_mut(sx_len);
+        // Padded rows [?, held) are in the ring.
+        let mut held = o0 * g.s;
+        let mut g0 = o0;
+        while g0 < o1 {
+            let g1 = (g0 + grp).min(o1);
+            let need_lo = g0 * g.s;
+            let need_hi = (g1 - 1) * g.s + g.k;
+            fill_rows(expand, x, g, held.max(need_lo), need_hi, ring, 0, slots, sx);
+            held = need_hi;
+            dw_project(
+                dw,
+                project,
+                g,
+                ring,
+                0,
+                slots,
+                g0,
+                g1,
+                &mut oband[(g0 - o0) * out_row..(g1 - o0) * out_row],
+                residual,
+                &mut d[..(g1 - g0) * g.wo * g.c],
+            );
+            g0 = g1;
+        }
+    });
+}
+
+/// Writes the zero-padded hidden rows `pr0 .. pr1` (padded row r = image row r − p_t; rows
+/// outside the image all zeros, p_l zero pixels before each row and wp − p_l − w after) into
+/// `buf`, padded row r at slot `(r − base) mod slots` of `g.row()` floats. The hidden row is
+/// relu6(expand) of the input row, or the input row itself without `expand`. `sx`: scratch
+/// for the expand GEMM, at least one row of w·C floats when `expand` is given (larger scratch
+/// batches more rows per GEMM).
+#[allow(clippy::too_many_arguments)]
+fn fill_rows(
+    expand: Option<&Conv>,
+    x: &Hwc,
+    g: &Geo,
+    pr0: usize,
+    pr1: usize,
+    buf: &mut [f32],
+    base: usize,
+    slots: usize,
+    sx: &mut [f32],
+) {
+    let row = g.row();
+    let (w, c, cin) = (g.w, g.c, g.cin);
+    let slot = |r: usize| (r - base) % slots;
+    // Image rows are padded rows [pt, pt + h).
+    let in0 = pr0.clamp(g.pt, g.pt + g.h);
+    let in1 = pr1.clamp(in0, g.pt + g.h);
+    for r in (pr0..pr1).filter(|&r| r < in0 || r >= in1) {
+        let sl = slot(r);
+        buf[sl * row..(sl + 1) * row].fill(0.0);
+    }
+    let interior = g.pl * c..(g.pl + w) * c;
+    let batch = match expand {
+        Some(_) => (sx.len() / (w * c)).max(1),
+        None => in1 - in0,
+    };
+    let mut a = in0;
+    while a < in1 {
+        let b = (a + batch).min(in1);
+        let (xa, xb) = (a - g.pt, b - g.pt);
+        let src = &x.data[xa * w * cin..xb * w * cin];
+        match expand {
+            Some(conv)
+                if conv.packed.as_ref().is_some_and(|pk| {
+                    // Each pixel straight into its place in its padded row.
+                    let bias = conv.bias.as_slice().expect("contiguous bias");
+                    let dst = |i: usize| slot(a + i / w) * row + (g.pl + i % w) * c;
+                    pointwise(src, (b - a) * w, pk, bias, Act::Relu6, None, buf, dst)
+                }) =>
+            {
+                for r in a..b {
+                    let sl = slot(r);
+                    let dst = &mut buf[sl * row..(sl + 1) * row];
+                    dst[..interior.start].fill(0.0);
+                    dst[interior.end..].fill(0.0);
+                }
+            }
+            Some(conv) => {
+                let m = (b - a) * w;
+                let acc = &mut sx[..m * c];
+                gemm(
+                    view_mut(acc, m, c),
+                    false,
+                    view(src, m, cin),
+                    conv.wt.view(),
+                    1.0,
+                    Par::Seq,
+                );
+                let bias = conv.bias.as_slice().expect("contiguous bias");
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (r, arow) in (a..b).zip(acc.chunks_exact(w * c)) {
+                            let sl = slot(r);
+                            let dst = &mut buf[sl * row..(sl + 1) * row];
+                            dst[..interior.start].fill(0.0);
+                            dst[interior.end..].fill(0.0);
+                            for (dp, ap) in dst[interior.clone()]
+                                .chunks_exact_mut(c)
+                                .zip(arow.chunks_exact(c))
+                            {
+                                for ((d, &v), &bb) in dp.iter_mut().zip(ap).zip(bias) {
+                                    *d = Act::Relu6.apply(v + bb);
+                                }
+                            }
+                        }
+                    },
+                );
+            }
+            None => {
+                for (r, xrow) in (a..b).zip(src.chunks_exact(w * c)) {
+                    let sl = slot(r);
+                    let dst = &mut buf[sl * row..(sl + 1) * row];
+                    dst[..interior.start].fill(0.0);
+                    dst[interior.end..].fill(0.0);
+                    dst[interior.clone()].copy_from_slice(xrow);
+                }
+            }
+        }
+        a = b;
+    }
+}
+
+/// Output rows `o0 .. o1` of the block from the padded hidden rows in `buf` (padded row r at
+/// slot `(r − base) mod slots`): the depthwise + bias + ReLU6 into `d` ((o1 − o0)·w_o, C),
+/// then `out` ((o1 − o0)·w_o, C_out) = d · W_pᵀ + b_p (+ the same rows of `residual`).
+#[allow(clippy::too_many_arguments)]
+fn dw_project(
+    dw: &Depthwise,
+    project: &Conv,
+    g: &Geo,
+    buf: &[f32],
+    base: usize,
+    slots: usize,
+    o0: usize,
+    o1: usize,
+    out: &mut [f32],
+    residual: Option<&[f32]>,
+    d: &mut [f32],
+) {
+    let row = g.row();
+    let (c, wo, cout) = (g.c, g.wo, g.cout);
+    let m = (o1 - o0) * wo;
+    let d = &mut d[..m * c];
+    for (i, drow) in (o0..o1).zip(d.chunks_exact_mut(wo * c)) {
+        let mut rows: [&[f32]; MAX_K] = [&[]; MAX_K];
+        for (u, r) in rows.iter_mut().enumerate().take(g.k) {
+            let sl = (i * g.s + u - base) % slots;
+            *r = &buf[sl * row..(sl + 1) * row];
+        }
+        dw_row(&rows[..g.k], dw, g.s, wo, drow);
+    }
+    let bias = project.bias.as_slice().expect("contiguous bias");
+    let res = residual.map(|r| &r[o0 * wo * cout..o1 * wo * cout]);
+    if let Some(pk) = &project.packed {
+        if pointwise(d, m, pk, bias, Act::None, res, out, |i| i * cout) {
+            return;
+        }
+    }
+    gemm(
+        view_mut(out, m, cout),
+        false,
+        view(d, m, c),
+        project.wt.view(),
+        1.0,
+        Par::Seq,
+    );
+    vectorized(
+        #[inline(always)]
+        || {
+            bias_act_inplace(out, bias, Act::None);
+            if let Some(r) = res {
+                for (v, &s) in out.iter_mut().zip(r) {
+                    *v += s;
+                }
+            }
+        },
+    );
+}
+
+/// Largest depthwise kernel side [`dw_row`] takes.
+pub(crate) const MAX_K: usize = 7;
+
+/// One output row of a depthwise convolution + bias + ReLU6 from `rows` (its k zero-padded
+/// input rows, each ≥ ((w_o − 1)s + k)·C floats): `out[j·C + c]` =
+/// relu6($b_c + \sum_{u,v} W_{c,u,v}$ `rows[u][(s j + v)·C + c]`), for j < w_o, the sum taken
+/// from zero in tap order (u, v) with fused multiply-adds where the CPU has FMA.
+///
+/// On x86-64 with AVX2 + FMA and (k, s) ∈ {3, 5} × {1, 2}, runs [`x86`]'s kernel: 8
+/// channels × 8 pixels of sums in registers, the K² taps unrolled; channels
+/// beyond the last full vector, other CPUs and other (k, s) take the portable code (the same
+/// operations in the same order when FMA is used, so every build gives the same values).
+pub(crate) fn dw_row(rows: &[&[f32]], dw: &Depthwise, s: usize, wo: usize, out: &mut [f32]) {
+    let c = dw.channels();
+    assert!(
+        rows.len() == dw.k
+            && wo >= 1
+            && rows.iter().all(|r| r.len() >= ((wo - 1) * s + dw.k) * c)
+            && dw.wt.len() >= dw.k * dw.k * c
+            && out.len() >= wo * c,
+        "dw_row: k rows of the padded width, w_o·C outputs"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::dw_row(rows, dw, s, wo, out) {
+            return;
+        }
+    }
+    dw_row_ks::<false, 16, 4>(rows, dw, s, wo, out, 0);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The depthwise row kernel with explicit AVX2 + FMA intrinsics (LLVM's
+    //! auto-vectoriser picked the pixel axis, with gathers, for the portable code).
+    use super::Depthwise;
+    use std::arch::x86_64::*;
+
+    /// [`super::dw_row`] by the AVX2 + FMA kernel; `false` (nothing written) if the CPU lacks
+    /// them or (k, s) has no kernel. Bounds are checked by the caller.
+    pub(super) fn dw_row(
+        rows: &[&[f32]],
+        dw: &Depthwise,
+        s: usize,
+        wo: usize,
+        out: &mut [f32],
+    ) -> bool {
+        let v3 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        macro_rules! go {
+            ($k:literal, $s:literal) => {{
+                let r: &[&[f32]; $k] = rows.try_into().expect("k rows");
+                if v3 {
+                    // SAFETY: the CPU has the features `v3_row` is compiled for (checked
+                    // above); the caller checked every slice bound the kernel relies on.
+                    unsafe { v3_row::<$k, $s>(r, &dw.wt, &dw.bias, wo, out) }
+                } else {
+                    return false;
+                }
+                true
+            }};
+        }
+        match (dw.k, s) {
+            (3, 1) => go!(3, 1),
+            (3, 2) => go!(3, 2),
+            (5, 1) => go!(5, 1),
+            (5, 2) => go!(5, 2),
+            _ => false,
+        }
+    }
+
+    macro_rules! kernel {
+        ($name:ident, $feat:literal, $v:ty, $lanes:literal, $zero:ident, $set1:ident,
+         $load:ident, $store:ident, $fma:ident, $add:ident, $max:ident, $min:ident) => {
+            /// Channels in blocks of one vector × 8 pixels (then single pixels) of sums in
+            /// registers; the remaining channels by the portable code with FMA.
+            ///
+            /// # Safety
+            /// The CPU must have the target features; `rows[u].len() ≥ ((w_o − 1)S + K)·C`,
+            /// `wt.len() ≥ K²·C`, `out.len() ≥ w_o·C` with C = `bias.len()`, `w_o ≥ 1`.
+            #[target_feature(enable = $feat)]
+            unsafe fn $name<const K: usize, const S: usize>(
+                rows: &[&[f32]; K],
+                wt: &[f32],
+                bias: &[f32],
+                wo: usize,
+                out: &mut [f32],
+            ) {
+                const P: usize = 8;
+                let c = bias.len();
+                let cv = c / $lanes * $lanes;
+                let rp: [*const f32; K] = std::array::from_fn(|u| rows[u].as_ptr());
+                let (wp, bp, op) = (wt.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
+                let (zero, six) = ($zero(), $set1(6.0));
+                // SAFETY (every load and store below): an input index ((j·S + v)·C + c0 + t)
+                // with j < w_o, v < K, c0 + t < C is below ((w_o − 1)S + K)·C ≤ rows[u].len();
+                // a tap index ((u·K + v)·C + c0 + t) below K²·C ≤ wt.len(); an output index
+                // (j·C + c0 + t) below w_o·C ≤ out.len(); bias indices below C (caller's
+                // contract). The loads and stores are unaligned ones.
+                unsafe {
+                    for c0 in (0..cv).step_by($lanes) {
+                        let bv = $load(bp.add(c0));
+                        let mut j0 = 0;
+                        while j0 + P <= wo {
+                            let mut acc: [$v; P] = [zero; P];
+                            for u in 0..K {
+                                for v in 0..K {
+                                    let wv = $load(wp.add((u * K + v) * c + c0));
+                                    for (p, a) in acc.iter_mut().enumerate() {
+                                        let x = $load(rp[u].add(((j0 + p) * S + v) * c + c0));
+                                        *a = $fma(x, wv, *a);
+                                    }
+                                }
+                            }
+                            for (p, a) in acc.iter().enumerate() {
+                                let y = $min($max($add(*a, bv), zero), six);
+                                $store(op.add((j0 + p) * c + c0), y);
+                            }
+                            j0 += P;
+                        }
+                        while j0 < wo {
+                            let mut a = zero;
+                            for u in 0..K {
+                                for v in 0..K {
+                                    let wv = $load(wp.add((u * K + v) * c + c0));
+                                    let x = $load(rp[u].add((j0 * S + v) * c + c0));
+                                    a = $fma(x, wv, a);
+                                }
+                            }
+                            $store(op.add(j0 * c + c0), $min($max($add(a, bv), zero), six));
+                            j0 += 1;
+                        }
+                    }
+                }
+                if cv < c {
+                    let dw_rows: &[&[f32]] = rows;
+                    super::dw_tail::<K, S>(dw_rows, wt, bias, wo, out, cv);
+                }
+            }
+        };
+    }
+
+    kernel!(
+        v3_row,
+        "avx2,fma",
+        __m256,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        _mm256_max_ps,
+        _mm256_min_ps
+    );
+}
+
+/// Channels `c_from ..` of [`dw_row`] by the portable code with fused multiply-adds (the
+/// channels after the vector kernels' last full vector).
+#[inline(always)]
+fn dw_tail<const K: usize, const S: usize>(
+    rows: &[&[f32]],
+    wt: &[f32],
+    bias: &[f32],
+    wo: usize,
+    out: &mut [f32],
+    c_from: usize,
+) {
+    let rows: &[&[f32]; K] = rows.try_into().expect("K rows");
+    for c0 in c_from..bias.len() {
+        dw_cols::<true, 1, 1, K, S>(rows, wt, bias, wo, c0, out);
+    }
+}
+
+/// [`dw_row`] with k and s constant for the (k, s) EfficientNet uses (the tap loops then
+/// unroll and the sums stay in registers).
+#[inline(always)]
+fn dw_row_ks<const FMA: bool, const N: usize, const P: usize>(
+    rows: &[&[f32]],
+    dw: &Depthwise,
+    s: usize,
+    wo: usize,
+    out: &mut [f32],
+    c_from: usize,
+) {
+    let (wt, b) = (&dw.wt[..], &dw.bias[..]);
+    match (dw.k, s) {
+        (3, 1) => dw_row_k::<FMA, N, P, 3, 1>(rows, wt, b, wo, out, c_from),
+        (3, 2) => dw_row_k::<FMA, N, P, 3, 2>(rows, wt, b, wo, out, c_from),
+        (5, 1) => dw_row_k::<FMA, N, P, 5, 1>(rows, wt, b, wo, out, c_from),
+        (5, 2) => dw_row_k::<FMA, N, P, 5, 2>(rows, wt, b, wo, out, c_from),
+        (k, s) => dw_row_generic::<FMA>(rows, wt, b, k, s, wo, out),
+    }
+}
+
+/// Channel blocks of N (registers), then 8, then single channels.
+#[inline(always)]
+fn dw_row_k<const FMA: bool, const N: usize, const P: usize, const K: usize, const S: usize>(
+    rows: &[&[f32]],
+    wt: &[f32],
+    bias: &[f32],
+    wo: usize,
+    out: &mut [f32],
+    c_from: usize,
+) {
+    let rows: &[&[f32]; K] = rows.try_into().expect("K rows");
+    let c = bias.len();
+    let mut c0 = c_from;
+    while c0 + N <= c {
+        dw_cols::<FMA, N, P, K, S>(rows, wt, bias, wo, c0, out);
+        c0 += N;
+    }
+    while c0 + 8 <= c {
+        dw_cols::<FMA, 8, P, K, S>(rows, wt, bias, wo, c0, out);
+        c0 += 8;
+    }
+    while c0 < c {
+        dw_cols::<FMA, 1, P, K, S>(rows, wt, bias, wo, c0, out);
+        c0 += 1;
+    }
+}
+
+/// Any (k, s): one channel and one pixel at a time.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn dw_row_generic<const FMA: bool>(
+    rows: &[&[f32]],
+    wt: &[f32],
+    bias: &[f32],
+    k: usize,
+    s: usize,
+    wo: usize,
+    out: &mut [f32],
+) {
+    let c = bias.len();
+    for j in 0..wo {
+        for ch in 0..c {
+            let mut a = 0.0f32;
+            for (u, r) in rows.iter().enumerate() {
+                for v in 0..k {
+                    a = madd::<FMA>(a, r[(j * s + v) * c + ch], wt[(u * k + v) * c + ch]);
+                }
+            }
+            out[j * c + ch] = Act::Relu6.apply(a + bias[ch]);
+        }
+    }
+}
+
+/// $a + x w$, fused (one rounding) when `FMA`.
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, x: f32, w: f32) -> f32 {
+    if FMA {
+        x.mul_add(w, a)
+    } else {
+        a + x * w
+    }
+}
+
+/// Channels `c0 .. c0 + N` of a whole output row ([`dw_row`]): blocks of `P` pixels with
+/// their P·N sums in registers over the K² taps, then single pixels.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // u, v and t also enter the index arithmetic
+fn dw_cols<const FMA: bool, const N: usize, const P: usize, const K: usize, const S: usize>(
+    rows: &[&[f32]; K],
+    wt: &[f32],
+    bias: &[f32],
+    wo: usize,
+    c0: usize,
+    out: &mut [f32],
+) {
+    let c = bias.len();
+    // Every index below is in bounds given these (checked once here, not per load): an input
+    // index ((j·S + v)·C + c0 + t) with j < w_o, v < K, c0 + t < C is below
+    // ((w_o − 1)·S + K)·C ≤ rows[u].len(); a tap index ((u·K + v)·C + c0 + t) is below
+    // K²·C ≤ wt.len(); an output index (j·C + c0 + t) is below w_o·C ≤ out.len().
+    assert!(
+        c0 + N <= c
+            && wo >= 1
+            && rows.iter().all(|r| r.len() >= ((wo - 1) * S + K) * c)
+            && wt.len() >= K * K * c
+            && out.len() >= wo * c,
+        "dw_cols: bounds"
+    );
+    let b: [f32; N] = bias[c0..c0 + N].try_into().expect("N floats");
+    let rp: [*const f32; K] = std::array::from_fn(|u| rows[u].as_ptr());
+    let wp = wt.as_ptr();
+    // SAFETY (both loads): in bounds by the assertion above; `[f32; N]` has the alignment of
+    // f32, so reading one from any f32 position of a slice is aligned.
+    let load =
+        |p: *const f32, i: usize| -> [f32; N] { unsafe { p.add(i).cast::<[f32; N]>().read() } };
+    let mut j0 = 0;
+    while j0 + P <= wo {
+        let mut acc = [[0.0f32; N]; P];
+        for u in 0..K {
+            for v in 0..K {
+                let wv = load(wp, (u * K + v) * c + c0);
+                for (p, a) in acc.iter_mut().enumerate() {
+                    let xv = load(rp[u], ((j0 + p) * S + v) * c + c0);
+                    for t in 0..N {
+                        a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
+                    }
+                }
+            }
+        }
+        for (p, a) in acc.iter().enumerate() {
+            let o = (j0 + p) * c + c0;
+            let o: &mut [f32; N] = (&mut out[o..o + N]).try_into().expect("N floats");
+            for t in 0..N {
+                o[t] = Act::Relu6.apply(a[t] + b[t]);
+            }
+        }
+        j0 += P;
+    }
+    while j0 < wo {
+        let mut a = [0.0f32; N];
+        for u in 0..K {
+            for v in 0..K {
+                let wv = load(wp, (u * K + v) * c + c0);
+                let xv = load(rp[u], (j0 * S + v) * c + c0);
+                for t in 0..N {
+                    a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
+                }
+            }
+        }
+        let o = j0 * c + c0;
+        for t in 0..N {
+            out[o + t] = Act::Relu6.apply(a[t] + b[t]);
+        }
+        j0 += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn rand_vec(rng: &mut ChaCha8Rng, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| rng.random_range(-scale..scale)).collect()
+    }
+
+    /// The block by naive loops in f64: expand (OIHW weights `we` (C, C_in)), depthwise
+    /// (`wd` (C, k, k)), project (`wp` (C_out, C)), as the module docs state.
+    #[allow(clippy::too_many_arguments)]
+    fn naive_block(
+        x: &Hwc,
+        ex: Option<(&[f32], &[f32])>,
+        (wd, bd): (&[f32], &[f32]),
+        (wp, bp): (&[f32], &[f32]),
+        k: usize,
+        s: usize,
+        skip: bool,
+    ) -> (usize, usize, Vec<f64>) {
+        let (h, w, cin) = (x.h, x.w, x.c);
+        let c = bd.len();
+        let cout = bp.len();
+        let hid: Vec<f64> = match ex {
+            Some((we, be)) => (0..h * w * c)
+                .map(|i| {
+                    let (p, ch) = (i / c, i % c);
+                    let mut a = be[ch] as f64;
+                    for ci in 0..cin {
+                        a += x.data[p * cin + ci] as f64 * we[ch * cin + ci] as f64;
+                    }
+                    a.clamp(0.0, 6.0)
+                })
+                .collect(),
+            None => x.data.iter().map(|&v| v as f64).collect(),
+        };
+        let (ho, pt) = same_geometry(h, k, s);
+        let (wo, pl) = same_geometry(w, k, s);
+        let mut d = vec![0.0f64; ho * wo * c];
+        for i in 0..ho {
+            for j in 0..wo {
+                for ch in 0..c {
+                    let mut a = bd[ch] as f64;
+                    for u in 0..k {
+                        for v in 0..k {
+                            let y = (i * s + u) as isize - pt as isize;
+                            let xx = (j * s + v) as isize - pl as isize;
+                            if y < 0 || xx < 0 || y >= h as isize || xx >= w as isize {
+                                continue;
+                            }
+                            let p = y as usize * w + xx as usize;
+                            a += hid[p * c + ch] * wd[(ch * k + u) * k + v] as f64;
+                        }
+                    }
+                    d[(i * wo + j) * c + ch] = a.clamp(0.0, 6.0);
+                }
+            }
+        }
+        let mut y = vec![0.0f64; ho * wo * cout];
+        for p in 0..ho * wo {
+            for o in 0..cout {
+                let mut a = bp[o] as f64;
+                for ch in 0..c {
+                    a += d[p * c + ch] * wp[o * c + ch] as f64;
+                }
+                if skip {
+                    a += x.data[p * cout + o] as f64;
+                }
+                y[p * cout + o] = a;
+            }
+        }
+        (ho, wo, y)
+    }
+
+    #[test]
+    fn mbconv_matches_naive_loops_and_is_thread_count_invariant() {
+        // (h, w, C_in, expansion, C_out, k, s): odd/even sides, strides 1 and 2, kernels 3
+        // and 5, sides below the kernel, channel counts hitting the 16-, 8- and 1-channel
+        // blocks, widths not multiples of the 4-pixel block, skip on and off, no expansion,
+        // and maps large enough for the rolling schedule (several chunks and groups) as well
+        // as small ones (two-phase).
+        let cases = [
+            (7, 9, 8, 6, 8, 3, 1),
+            (8, 10, 4, 6, 5, 3, 2),
+            (11, 6, 4, 6, 7, 5, 2),
+            (9, 9, 5, 1, 5, 5, 1),
+            (3, 2, 4, 1, 3, 5, 2),
+            (2, 4, 3, 3, 3, 3, 1),
+            (1, 1, 8, 6, 8, 5, 1),
+            (61, 47, 16, 6, 16, 3, 1),
+            (64, 70, 16, 6, 24, 3, 2),
+            (80, 33, 8, 5, 16, 5, 2),
+            (100, 37, 16, 6, 16, 5, 1),
+            (100, 121, 8, 1, 4, 3, 1),
+            (45, 30, 24, 6, 24, 5, 1),
+        ];
+        for (seed, &(h, w, cin, e, cout, k, s)) in cases.iter().enumerate() {
+            let mut rng = ChaCha8Rng::seed_from_u64(300 + seed as u64);
+            let c = cin * e;
+            let x = Hwc {
+                h,
+                w,
+                c: cin,
+                data: rand_vec(&mut rng, h * w * cin, 2.0),
+            };
+            let (we, be) = (rand_vec(&mut rng, c * cin, 1.0), rand_vec(&mut rng, c, 1.0));
+            let (wd, bd) = (
+                rand_vec(&mut rng, c * k * k, 1.0),
+                rand_vec(&mut rng, c, 1.0),
+            );
+            let (wp, bp) = (
+                rand_vec(&mut rng, cout * c, 1.0),
+                rand_vec(&mut rng, cout, 1.0),
+            );
+            let skip = s == 1 && cin == cout;
+            let expand = (e > 1).then(|| Conv::new(we.clone(), be.clone(), cin, 1, 1));
+            let dw = Depthwise::new(&wd, bd.clone(), k, s);
+            let project = Conv::new(wp.clone(), bp.clone(), c, 1, 1);
+            let ex = (e > 1).then_some((&we[..], &be[..]));
+            let (ho, wo, want) = naive_block(&x, ex, (&wd, &bd), (&wp, &bp), k, s, skip);
+            let what = format!("mbconv {h}x{w}x{cin} e{e} -> {cout} k{k} s{s}");
+            let g1 = mbconv(expand.as_ref(), &dw, &project, skip, &x, Par::Seq);
+            // The same block with packed 1×1 weights (the AVX2 pointwise kernel where the
+            // CPU has it): the same values up to rounding, the same for any thread count.
+            let (pe, pp) = (expand.clone().map(Conv::packed), project.clone().packed());
+            let gp = mbconv(pe.as_ref(), &dw, &pp, skip, &x, Par::Seq);
+            for t in [2, 3] {
+                let got = mbconv(pe.as_ref(), &dw, &pp, skip, &x, Par::rayon(t));
+                assert_eq!(
+                    got.data, gp.data,
+                    "{what}: packed, {t} threads differ from 1"
+                );
+            }
+            for (i, (&g, &w)) in gp.data.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{what} packed [{i}]: {g} vs {w}"
+                );
+            }
+            assert_eq!((g1.h, g1.w, g1.c), (ho, wo, cout), "{what}: shape");
+            for (i, (&g, &w)) in g1.data.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{what}[{i}]: {g} vs {w}"
+                );
+            }
+            for t in [2, 3] {
+                let got = mbconv(expand.as_ref(), &dw, &project, skip, &x, Par::rayon(t));
+                assert_eq!(got.data, g1.data, "{what}: {t} threads differ from 1");
+            }
+        }
+    }
+
+    #[test]
+    fn depthwise_row_builds_agree() {
+        // Every (k, s) specialisation and the generic one, channel counts hitting the 16-, 8-
+        // and 1-channel blocks, widths hitting the 8-, 4- and 1-pixel blocks.
+        for (seed, &(k, s, c, wo)) in [
+            (3, 1, 40, 13),
+            (3, 2, 16, 9),
+            (5, 1, 27, 17),
+            (5, 2, 8, 3),
+            (7, 1, 5, 11),
+            (1, 1, 33, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut rng = ChaCha8Rng::seed_from_u64(500 + seed as u64);
+            let wp = (wo - 1) * s + k;
+            let data: Vec<Vec<f32>> = (0..k).map(|_| rand_vec(&mut rng, wp * c, 2.0)).collect();
+            let rows: Vec<&[f32]> = data.iter().map(|r| &r[..]).collect();
+            let wd = rand_vec(&mut rng, c * k * k, 1.0);
+            let dw = Depthwise::new(&wd, rand_vec(&mut rng, c, 1.0), k, s);
+            let mut want = vec![0.0f32; wo * c];
+            for j in 0..wo {
+                for ch in 0..c {
+                    let mut a = 0.0f64;
+                    for u in 0..k {
+                        for v in 0..k {
+                            a += rows[u][(s * j + v) * c + ch] as f64
+                                * wd[(ch * k + u) * k + v] as f64;
+                        }
+                    }
+                    want[j * c + ch] = (a + dw.bias[ch] as f64).clamp(0.0, 6.0) as f32;
+                }
+            }
+            let mut got = vec![0.0f32; wo * c];
+            dw_row(&rows, &dw, s, wo, &mut got);
+            let mut plain = vec![0.0f32; wo * c];
+            dw_row_ks::<false, 16, 4>(&rows, &dw, s, wo, &mut plain, 0);
+            for (i, ((&g, &p), &w)) in got.iter().zip(&plain).zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "k{k} s{s} [{i}]: {g} vs {w}"
+                );
+                assert!(
+                    (p - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "k{k} s{s} [{i}]: {p} vs {w}"
+                );
+            }
+            // The vector kernel and the portable code with FMA: the same operations in the
+            // same order, hence the same bits.
+            let mut fused = vec![0.0f32; wo * c];
+            dw_row_ks::<true, 16, 4>(&rows, &dw, s, wo, &mut fused, 0);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && matches!((k, s), (3 | 5, 1 | 2))
+            {
+                assert_eq!(
+                    fused, got,
+                    "k{k} s{s}: vector kernel and portable FMA differ"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn schedules_cover_both_paths() {
+        // The test cases above reach both schedules: a 61-row k3 s1 map rolls in chunks, a
+        // 9-row k5 s1 map runs in two phases.
+        let geo = |h: usize, k: usize, s: usize| {
+            let (ho, pt) = same_geometry(h, k, s);
+            Geo {
+                h,
+                w: h,
+                cin: 16,
+                c: 96,
+                cout: 16,
+                k,
+                s,
+                ho,
+                wo: ho,
+                pt,
+                pl: pt,
+                hp: (ho - 1) * s + k,
+                wp: (ho - 1) * s + k,
+            }
+        };
+        assert!(rolling_chunks(&geo(61, 3, 1)) >= MIN_CHUNKS);
+        assert!(rolling_chunks(&geo(64, 3, 2)) >= MIN_CHUNKS);
+        assert!(rolling_chunks(&geo(9, 5, 1)) < MIN_CHUNKS);
+        assert!(group_rows(&geo(61, 3, 1)) >= 2);
+    }
+}

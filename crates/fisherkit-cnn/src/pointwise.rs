@@ -1,0 +1,404 @@
+//! A 1×1 convolution (pointwise) kernel for EfficientNet's expand, project and head layers:
+//! $C_{i,:} = \mathrm{act}(b + \sum_{q<k} A_{i,q} W_{q,:}) \,[+\, R_{i,:}]$ for the rows (pixels)
+//! i < m of a row-major A (m, k), the weights W (k, n) packed once at load time ([`Packed`]),
+//! the bias, activation and residual applied in registers before the single store of each
+//! output row, which may go anywhere in the destination (e.g. inside a zero-padded row).
+//!
+//! faer's GEMM packs the weights again on every call and returns the raw product, so each
+//! band of pixels paid a weight copy plus a separate bias/activation pass; here the weights
+//! stay packed, and each output element is written once. The sum over q runs from zero in
+//! order q = 0, 1, …, k − 1 (fused multiply-adds) whatever m, the blocking or the thread count.
+//!
+//! Only an AVX2 + FMA build exists ([`pointwise`] returns `false` elsewhere and the caller
+//! uses faer): 6 rows × 16 columns of sums in 12 registers, broadcasting A and streaming the
+//! packed panel (the classic Haswell shape; AVX-512 intrinsics would need Rust 1.89, above
+//! the workspace's MSRV, and run no faster on AMD Zen 4, which splits them in two).
+
+use crate::layers::Act;
+use ndarray::ArrayView2;
+
+/// Columns per packed panel (two 8-float vectors).
+const NR: usize = 16;
+/// Rows (pixels) per register block.
+const MR: usize = 6;
+
+/// W (k, n) in panels of [`NR`] columns: panel p holds columns 16p .. 16p + 16 as k rows of 16
+/// floats (`data[(p·k + q)·16 + t]` = $W_{q, 16p + t}$, zero beyond column n).
+#[derive(Debug, Clone)]
+pub(crate) struct Packed {
+    pub k: usize,
+    pub n: usize,
+    data: Vec<f32>,
+}
+
+impl Packed {
+    /// Packs `w` (k, n) (a 1×1 convolution's `wt`).
+    pub fn new(w: ArrayView2<'_, f32>) -> Self {
+        let (k, n) = w.dim();
+        let panels = n.div_ceil(NR);
+        let mut data = vec![0.0f32; panels * k * NR];
+        for p in 0..panels {
+            for q in 0..k {
+                for t in 0..NR.min(n - p * NR) {
+                    data[(p * k + q) * NR + t] = w[[q, p * NR + t]];
+                }
+            }
+        }
+        Self { k, n, data }
+    }
+}
+
+/// Rows i < m of $C = \mathrm{act}(A W + b) [+ R]$ (see the module docs), row i written to
+/// `out[dst(i) .. dst(i) + n]`; A is `a` (m, k) row-major, `resid` (m, n) row-major.
+/// Returns `false`, writing nothing, when the CPU has no AVX2 + FMA (the caller then uses faer).
+/// Panics if a slice is too short for these shapes or a destination row falls outside `out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pointwise(
+    a: &[f32],
+    m: usize,
+    w: &Packed,
+    bias: &[f32],
+    act: Act,
+    resid: Option<&[f32]>,
+    out: &mut [f32],
+    dst: impl Fn(usize) -> usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            assert!(
+                a.len() >= m * w.k && bias.len() == w.n && resid.is_none_or(|r| r.len() >= m * w.n),
+                "pointwise: shapes"
+            );
+            // SAFETY: the CPU has AVX2 and FMA (checked above); the slice bounds the kernel
+            // relies on are asserted above (a, bias, resid) and, per row, inside it (out).
+            unsafe { x86::pointwise_v3(a, m, w, bias, act, resid, out, &dst) };
+            return true;
+        }
+    }
+    let _ = (a, m, w, bias, act, resid, out, dst);
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Act, Packed, MR, NR};
+    use std::arch::x86_64::*;
+
+    /// Lane mask (all ones in lanes < `lanes`) for AVX2's masked loads and stores.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn lane_mask(lanes: usize) -> __m256i {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), idx)
+    }
+
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `a.len() ≥ m·k`, `bias.len() = n`, `resid` (if any) ≥ m·n
+    /// floats.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn pointwise_v3<F: Fn(usize) -> usize>(
+        a: &[f32],
+        m: usize,
+        w: &Packed,
+        bias: &[f32],
+        act: Act,
+        resid: Option<&[f32]>,
+        out: &mut [f32],
+        dst: &F,
+    ) {
+        let (k, n) = (w.k, w.n);
+        let panels = n.div_ceil(NR);
+        // Destination offsets once per call (not once per panel), each checked.
+        let offsets: Vec<usize> = (0..m)
+            .map(|i| {
+                let o = dst(i);
+                assert!(
+                    o + n <= out.len(),
+                    "pointwise: destination row out of bounds"
+                );
+                o
+            })
+            .collect();
+        // Per panel: lane masks and bias vectors.
+        let heads: Vec<([__m256i; 2], [__m256; 2])> = (0..panels)
+            .map(|p| {
+                let col = p * NR;
+                let lanes = |h: usize| (n - col).saturating_sub(8 * h).min(8);
+                // SAFETY: AVX2 (this function's contract); the masked loads read only lanes
+                // below n − col of the n-float bias (masked-off lanes are not accessed).
+                unsafe {
+                    let masks = [lane_mask(lanes(0)), lane_mask(lanes(1))];
+                    let second = if lanes(1) > 0 {
+                        _mm256_maskload_ps(bias.as_ptr().add(col + 8), masks[1])
+                    } else {
+                        _mm256_setzero_ps()
+                    };
+                    (
+                        masks,
+                        [_mm256_maskload_ps(bias.as_ptr().add(col), masks[0]), second],
+                    )
+                }
+            })
+            .collect();
+        // Rows split evenly into ⌈m/6⌉ blocks (e.g. 8 → 4 + 4, not 6 + 2): a block of 1–2
+        // rows has too few independent sums to hide the FMA latency.
+        let nb = m.div_ceil(MR);
+        let blocks: Vec<(usize, usize)> = (0..nb)
+            .scan(0, |i0, bi| {
+                let rows = m / nb + usize::from(bi < m % nb);
+                let b = (*i0, rows);
+                *i0 += rows;
+                Some(b)
+            })
+            .collect();
+        let job = Job {
+            a,
+            w,
+            act,
+            resid,
+            heads: &heads,
+            offsets: &offsets,
+        };
+        // SAFETY (both loops): as for this function; `run` gets in-range panels and blocks.
+        if k * n * 4 <= ROW_OUTER_BYTES {
+            // Small weights (they stay in L2): each block of A rows stays in L1 while every
+            // panel streams past it.
+            for &(i0, rows) in &blocks {
+                for p in 0..panels {
+                    unsafe { run(&job, p, i0, rows, out) };
+                }
+            }
+        } else {
+            // Large weights: each panel stays in cache while the blocks of A stream past it.
+            for p in 0..panels {
+                for &(i0, rows) in &blocks {
+                    unsafe { run(&job, p, i0, rows, out) };
+                }
+            }
+        }
+    }
+
+    /// Weights up to this size (bytes) are swept once per block of rows.
+    const ROW_OUTER_BYTES: usize = 512 * 1024;
+
+    /// What every register block of one [`pointwise_v3`] call shares.
+    struct Job<'a> {
+        a: &'a [f32],
+        w: &'a Packed,
+        act: Act,
+        resid: Option<&'a [f32]>,
+        heads: &'a [([__m256i; 2], [__m256; 2])],
+        offsets: &'a [usize],
+    }
+
+    /// Rows `i0 .. i0 + rows` (≤ 6) × panel `p`.
+    ///
+    /// # Safety
+    /// As for [`pointwise_v3`]; p < panels, i0 + rows ≤ m, every offset checked.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run(j: &Job<'_>, p: usize, i0: usize, rows: usize, out: &mut [f32]) {
+        let (k, n) = (j.w.k, j.w.n);
+        let col = p * NR;
+        let mut offs = [0usize; MR];
+        offs[..rows].copy_from_slice(&j.offsets[i0..i0 + rows]);
+        let (masks, bias) = j.heads[p];
+        let blk = Blk {
+            a: &j.a[i0 * k..(i0 + rows) * k],
+            k,
+            panel: &j.w.data[p * k * NR..(p + 1) * k * NR],
+            col,
+            masks,
+            bias,
+            act: j.act,
+            resid: j.resid.map(|r| &r[i0 * n..(i0 + rows) * n]),
+            n,
+        };
+        // SAFETY: as for this function; `blk`'s slices have the lengths `block` needs
+        // (rows·k, k·NR, rows·n) and the `rows` offsets were checked by the caller.
+        unsafe {
+            if n - col > 8 {
+                block_rows::<2>(rows, &blk, out, &offs)
+            } else {
+                // At most 8 columns left: one vector (the second is all padding).
+                block_rows::<1>(rows, &blk, out, &offs)
+            }
+        }
+    }
+
+    /// One register block's inputs: `a` (R, k) rows, the panel (k, 16), the epilogue.
+    struct Blk<'a> {
+        a: &'a [f32],
+        k: usize,
+        panel: &'a [f32],
+        col: usize,
+        masks: [__m256i; 2],
+        bias: [__m256; 2],
+        act: Act,
+        resid: Option<&'a [f32]>,
+        n: usize,
+    }
+
+    /// [`block`] for `rows` ≤ 6 rows.
+    ///
+    /// # Safety
+    /// As for [`block`] with R = `rows`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn block_rows<const H: usize>(
+        rows: usize,
+        b: &Blk<'_>,
+        out: &mut [f32],
+        offs: &[usize; MR],
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match rows {
+                6 => block::<6, H>(b, out, offs),
+                5 => block::<5, H>(b, out, offs),
+                4 => block::<4, H>(b, out, offs),
+                3 => block::<3, H>(b, out, offs),
+                2 => block::<2, H>(b, out, offs),
+                _ => block::<1, H>(b, out, offs),
+            }
+        }
+    }
+
+    /// R rows × the panel's first H vectors (H = 1 when the panel has ≤ 8 columns).
+    ///
+    /// # Safety
+    /// AVX2 + FMA; `b.a.len() ≥ R·k`, `b.panel.len() ≥ k·NR`, `b.resid` ≥ R·n floats,
+    /// `offs[r] + n ≤ out.len()` for r < R, `b.col < n`, `b.masks` cover only lanes below
+    /// n − col (and n − col − 8).
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::needless_range_loop)] // h also enters the column arithmetic
+    unsafe fn block<const R: usize, const H: usize>(
+        b: &Blk<'_>,
+        out: &mut [f32],
+        offs: &[usize; MR],
+    ) {
+        let k = b.k;
+        let zero = _mm256_setzero_ps();
+        let mut acc = [[zero; H]; R];
+        let (ap, pp) = (b.a.as_ptr(), b.panel.as_ptr());
+        // SAFETY: q < k, r < R, h < H ≤ 2: A index r·k + q < R·k; panel index
+        // q·16 + 8h + 7 < k·NR.
+        unsafe {
+            for q in 0..k {
+                let mut w = [zero; H];
+                for (h, wh) in w.iter_mut().enumerate() {
+                    *wh = _mm256_loadu_ps(pp.add(q * NR + 8 * h));
+                }
+                for (r, acc_r) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*ap.add(r * k + q));
+                    for h in 0..H {
+                        acc_r[h] = _mm256_fmadd_ps(x, w[h], acc_r[h]);
+                    }
+                }
+            }
+        }
+        let six = _mm256_set1_ps(6.0);
+        let op = out.as_mut_ptr();
+        for (r, acc_r) in acc.iter().enumerate() {
+            for h in 0..H {
+                let c = b.col + 8 * h;
+                if c >= b.n {
+                    continue;
+                }
+                let mut v = _mm256_add_ps(acc_r[h], b.bias[h]);
+                if b.act == Act::Relu6 {
+                    v = _mm256_min_ps(_mm256_max_ps(v, zero), six);
+                }
+                // SAFETY: the lanes accessed (all 8 when c + 8 ≤ n, else the masked ones) are
+                // below n − c: residual index r·n + c + t < R·n, output index
+                // offs[r] + c + t < offs[r] + n ≤ out.len(); masked-off lanes are not accessed.
+                // Full vectors use plain loads and stores (AMD runs the masked ones slowly).
+                let full = c + 8 <= b.n;
+                unsafe {
+                    if let Some(res) = b.resid {
+                        let rp = res.as_ptr().add(r * b.n + c);
+                        let rv = if full {
+                            _mm256_loadu_ps(rp)
+                        } else {
+                            _mm256_maskload_ps(rp, b.masks[h])
+                        };
+                        v = _mm256_add_ps(v, rv);
+                    }
+                    if full {
+                        _mm256_storeu_ps(op.add(offs[r] + c), v);
+                    } else {
+                        _mm256_maskstore_ps(op.add(offs[r] + c), b.masks[h], v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn pointwise_matches_naive_loops() {
+        // Column counts with full and partial panels and half-panels, row counts hitting every
+        // register-block height, scattered destination rows, residual on and off, weights
+        // small (row blocks outer) and over 512 KB (panels outer).
+        for (seed, &(m, k, n)) in [
+            (1, 1, 1),
+            (7, 16, 96),
+            (13, 24, 40),
+            (17, 96, 24),
+            (9, 5, 33),
+            (7, 300, 500),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut rng = ChaCha8Rng::seed_from_u64(900 + seed as u64);
+            let mut r = |len: usize| -> Vec<f32> {
+                (0..len).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+            };
+            let (a, wv, bias, res) = (r(m * k), r(k * n), r(n), r(m * n));
+            let wt = ndarray::Array2::from_shape_vec((k, n), wv.clone()).unwrap();
+            let packed = Packed::new(wt.view());
+            for (act, resid) in [(Act::Relu6, None), (Act::None, Some(&res[..]))] {
+                // Row i at offset (2i + 1)·(n + 3): gaps stay untouched.
+                let stride = n + 3;
+                let mut out = vec![-7.0f32; (2 * m + 2) * stride];
+                let dst = |i: usize| (2 * i + 1) * stride;
+                if !pointwise(&a, m, &packed, &bias, act, resid, &mut out, dst) {
+                    return; // no AVX2 + FMA here: the faer path is tested by the mbconv tests
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut s = 0.0f64;
+                        for q in 0..k {
+                            s += a[i * k + q] as f64 * wv[q * n + j] as f64;
+                        }
+                        s += bias[j] as f64;
+                        if act == Act::Relu6 {
+                            s = s.clamp(0.0, 6.0);
+                        }
+                        if let Some(rr) = resid {
+                            s += rr[i * n + j] as f64;
+                        }
+                        let g = out[dst(i) + j] as f64;
+                        assert!(
+                            (g - s).abs() <= 1e-4 * (1.0 + s.abs()),
+                            "{m}x{k}x{n} [{i},{j}]"
+                        );
+                    }
+                }
+                for (idx, &v) in out.iter().enumerate() {
+                    let (row, colm) = (idx / stride, idx % stride);
+                    if row % 2 == 0 || colm >= n || row > 2 * m {
+                        assert_eq!(v, -7.0, "{m}x{k}x{n}: wrote outside the rows at {idx}");
+                    }
+                }
+            }
+        }
+    }
+}
