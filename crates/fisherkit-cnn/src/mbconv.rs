@@ -739,18 +739,15 @@ fn dw_cols<const FMA: bool, const N: usize, const P: usize, const K: usize, cons
     let b: [f32; N] = bias[c0..c0 + N].try_into().expect("N floats");
     let rp: [*const f32; K] = std::array::from_fn(|u| rows[u].as_ptr());
     let wp = wt.as_ptr();
-    // SAFETY (both loads): in bounds by the assertion above; `[f32; N]` has the alignment of
-    // f32, so reading one from any f32 position of a slice is aligned.
-    let load =
-        |p: *const f32, i: usize| -> [f32; N] { unsafe { p.add(i).cast::<[f32; N]>().read() } };
+    // SAFETY (every `load` below): the index is one of those bounded by the assertion above.
     let mut j0 = 0;
     while j0 + P <= wo {
         let mut acc = [[0.0f32; N]; P];
         for u in 0..K {
             for v in 0..K {
-                let wv = load(wp, (u * K + v) * c + c0);
+                let wv = unsafe { load::<N>(wp, (u * K + v) * c + c0) };
                 for (p, a) in acc.iter_mut().enumerate() {
-                    let xv = load(rp[u], ((j0 + p) * S + v) * c + c0);
+                    let xv = unsafe { load::<N>(rp[u], ((j0 + p) * S + v) * c + c0) };
                     for t in 0..N {
                         a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
                     }
@@ -770,8 +767,8 @@ fn dw_cols<const FMA: bool, const N: usize, const P: usize, const K: usize, cons
         let mut a = [0.0f32; N];
         for u in 0..K {
             for v in 0..K {
-                let wv = load(wp, (u * K + v) * c + c0);
-                let xv = load(rp[u], (j0 * S + v) * c + c0);
+                let wv = unsafe { load::<N>(wp, (u * K + v) * c + c0) };
+                let xv = unsafe { load::<N>(rp[u], (j0 * S + v) * c + c0) };
                 for t in 0..N {
                     a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
                 }
@@ -783,6 +780,17 @@ fn dw_cols<const FMA: bool, const N: usize, const P: usize, const K: usize, cons
         }
         j0 += 1;
     }
+}
+
+/// The N floats at `p + i`.
+///
+/// # Safety
+/// `p + i .. p + i + N` lies inside one live `f32` slice. (`[f32; N]` has the alignment of
+/// `f32`, so the read is aligned.)
+#[inline(always)]
+unsafe fn load<const N: usize>(p: *const f32, i: usize) -> [f32; N] {
+    // SAFETY: the caller's contract.
+    unsafe { p.add(i).cast::<[f32; N]>().read() }
 }
 
 #[cfg(test)]
