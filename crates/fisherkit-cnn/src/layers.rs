@@ -18,6 +18,7 @@
 //! and classifier here, its blocks in [`crate::mbconv`]) run the AVX2 + FMA kernel of
 //! [`crate::pointwise`] instead of faer where the CPU has it; SqueezeNet's stay on faer.
 
+pub(crate) use crate::pointwise::Act;
 use fisherkit::linalg::{gemm, vectorized, Par};
 use ndarray::{Array1, Array2, ArrayView2, ArrayView3, ArrayViewMut2};
 use rayon::prelude::*;
@@ -120,6 +121,17 @@ fn band_rows(h: usize, w: usize, floats_per_px: usize, threads: usize) -> usize 
         rows = rows.min(h.div_ceil(4 * threads)).max(1);
     }
     rows
+}
+
+/// Rows per part when `total` rows are cut into parts of at most `max_rows` rows, the
+/// number of parts rounded up to an even one (two threads then get equal shares), the
+/// rows spread evenly over them. Depends on the geometry alone, never on the thread count.
+pub(crate) fn even_split(total: usize, max_rows: usize) -> usize {
+    let mut parts = total.div_ceil(max_rows.max(1)).max(1);
+    if parts > 1 && parts % 2 == 1 {
+        parts += 1;
+    }
+    total.div_ceil(parts).max(1)
 }
 
 fn threads_of(par: Par) -> usize {
@@ -535,7 +547,7 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
         "head_fc: channels"
     );
     let (p, cin, ch, n) = (x.h * x.w, x.c, head.out_ch(), fc.out_ch());
-    let band = crate::mbconv::even_split(p, HEAD_FC_BAND);
+    let band = even_split(p, HEAD_FC_BAND);
     let hb = head.bias.as_slice().expect("contiguous bias");
     let fb = fc.bias.as_slice().expect("contiguous bias");
     let mut rows = overwritable(p * n);
@@ -611,25 +623,6 @@ pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, par: Par) -> Array2<f32> {
         par,
     );
     out
-}
-
-/// The activation applied in a layer's epilogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Act {
-    /// Linear (EfficientNet's projection convolutions).
-    None,
-    /// $\min(\max(x, 0), 6)$ (EfficientNet-Lite).
-    Relu6,
-}
-
-impl Act {
-    #[inline(always)]
-    pub(crate) fn apply(self, v: f32) -> f32 {
-        match self {
-            Act::None => v,
-            Act::Relu6 => v.clamp(0.0, 6.0),
-        }
-    }
 }
 
 /// `dst = act(dst + bias)` per pixel of `c` channels (`dst.len()` a multiple of `c`).

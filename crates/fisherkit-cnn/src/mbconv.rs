@@ -31,8 +31,8 @@
 //! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
 
 use crate::layers::{
-    bias_act_inplace, overwritable, same_geometry, view, view_mut, with_scratch, Act, Conv,
-    Depthwise, Hwc,
+    bias_act_inplace, even_split, overwritable, same_geometry, view, view_mut, with_scratch, Act,
+    Conv, Depthwise, Hwc,
 };
 use crate::pointwise::pointwise;
 use fisherkit::linalg::{gemm, vectorized, Par};
@@ -192,17 +192,6 @@ pub(crate) fn mbconv(
         c: g.cout,
         data: out,
     }
-}
-
-/// Rows per part when `total` rows are cut into parts of at most `max_rows` rows, the
-/// number of parts rounded up to an even one (two threads then get equal shares), the
-/// rows spread evenly over them. Depends on the geometry alone, never on the thread count.
-pub(crate) fn even_split(total: usize, max_rows: usize) -> usize {
-    let mut parts = total.div_ceil(max_rows.max(1)).max(1);
-    if parts > 1 && parts % 2 == 1 {
-        parts += 1;
-    }
-    total.div_ceil(parts).max(1)
 }
 
 /// Number of chunks of output rows for the rolling schedule: each spans at least

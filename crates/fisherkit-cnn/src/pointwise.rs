@@ -14,8 +14,26 @@
 //! packed panel (the classic Haswell shape; AVX-512 intrinsics would need Rust 1.89, above
 //! the workspace's MSRV, and run no faster on AMD Zen 4, which splits them in two).
 
-use crate::layers::Act;
 use ndarray::ArrayView2;
+
+/// The activation applied in a layer's epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// Linear (EfficientNet's projection convolutions).
+    None,
+    /// $\min(\max(x, 0), 6)$ (EfficientNet-Lite).
+    Relu6,
+}
+
+impl Act {
+    #[inline(always)]
+    pub(crate) fn apply(self, v: f32) -> f32 {
+        match self {
+            Act::None => v,
+            Act::Relu6 => v.clamp(0.0, 6.0),
+        }
+    }
+}
 
 /// Columns per packed panel (two 8-float vectors).
 const NR: usize = 16;
