@@ -13,4 +13,5 @@
 pub(crate) mod diag_gauss;
 pub(crate) mod exp;
 pub(crate) mod reduce;
+pub(crate) mod screen;
 pub(crate) mod softmax;
