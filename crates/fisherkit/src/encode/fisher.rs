@@ -965,6 +965,132 @@ mod tests {
         }
     }
 
+    /// A mixture of K components in D dims around `offset` whose means are
+    /// `spread` apart along dimensions of decaying scale (as PCA'd
+    /// descriptors), and n rows drawn from it (a fifth of them half-way
+    /// between two components, where two posteriors are alive).
+    pub(crate) fn planted_mixture(
+        seed: u64,
+        k: usize,
+        d: usize,
+        n: usize,
+        spread: f64,
+        offset: f64,
+    ) -> (DiagGmm<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut w: Vec<f64> = (0..k).map(|_| rng.random_range(0.2..1.0)).collect();
+        let s: f64 = w.iter().sum();
+        w.iter_mut().for_each(|v| *v /= s);
+        let scale: Vec<f64> = (0..d).map(|j| (-(j as f64) / 8.0).exp() + 0.1).collect();
+        let mu = Array2::from_shape_fn((k, d), |(_, j)| {
+            offset + spread * scale[j] * rng.random_range(-1.0..1.0)
+        });
+        let var = Array2::from_shape_fn((k, d), |(_, j)| {
+            scale[j] * scale[j] * rng.random_range(0.1..0.4)
+        });
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let (a, b) = (i % k, (i * 7 + 3) % k);
+            let t = if i % 5 == 0 { 0.5 } else { 0.0 };
+            let m = (1.0 - t) * mu[[a, j]] + t * mu[[b, j]];
+            m + var[[a, j]].sqrt() * rng.random_range(-1.5..1.5)
+        });
+        (DiagGmm::new(Array1::from(w), mu, var).unwrap(), x)
+    }
+
+    /// Relative L2 distance |a − b| / |b|.
+    fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+        let den: f64 = b.iter().map(|y| y * y).sum();
+        (num / den).sqrt()
+    }
+
+    /// Whether every chunk of `x` goes through the screened kernel.
+    fn all_chunks_screened<F: Float>(g: &DiagGmm<F>, x: ArrayView2<'_, F>) -> bool {
+        let mut ws = crate::kernels::screen::ScreenScratch::default();
+        let mut rows = SparseRows::default();
+        x.axis_chunks_iter(Axis(0), FV_CHUNK)
+            .all(|xc| g.screen().survivors(xc, None, &mut ws, &mut rows))
+    }
+
+    #[test]
+    fn screened_equals_unscreened_on_sparse_and_dense_posteriors() {
+        // sparse: separated components (a row has 1-2 live posteriors);
+        // dense: overlapping ones, where the screening falls back to the GEMM.
+        for (spread, sparse) in [(12.0, true), (0.3, false)] {
+            let (g, x) = planted_mixture(11, 48, 40, 700, spread, 3.0);
+            assert_eq!(all_chunks_screened(&g, x.view()), sparse, "spread {spread}");
+            for fast in [false, true] {
+                for skips in [false, true] {
+                    let mut p = raw_params(FvPart::ALL.to_vec(), fast);
+                    p.vlfeat_skips = skips;
+                    let fv = FisherVector::new(&g, p).unwrap();
+                    let on = fv.clone().encode(x.view()).unwrap();
+                    let off = fv.with_screening(false).encode(x.view()).unwrap();
+                    assert_close(on.as_slice().unwrap(), off.as_slice().unwrap(), 1e-12);
+                }
+            }
+            let want = naive_fv(&g, &x, false);
+            let fv = FisherVector::new(&g, raw_params(FvPart::ALL.to_vec(), false)).unwrap();
+            assert_close(
+                fv.encode(x.view()).unwrap().as_slice().unwrap(),
+                &want,
+                1e-12,
+            );
+        }
+    }
+
+    #[test]
+    fn f32_is_within_1e_6_of_f64_far_from_the_origin() {
+        // Means ~1000 away from the origin, in units of σ ≈ 0.3-0.6: the
+        // expanded form of the log-joint in f32 loses ~1e-7·|y|²/σ² nats.
+        let (g, x) = planted_mixture(12, 24, 64, 1000, 10.0, 1000.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        // the f64 reference encodes the same (f32-rounded) model and data
+        let g64: DiagGmm<f64> = g32.cast();
+        let x64 = x32.mapv(|v| v as f64);
+        assert!(all_chunks_screened(&g32, x32.view()));
+        for params in [
+            FisherVectorParams::default(),
+            raw_params(FvPart::ALL.to_vec(), false),
+        ] {
+            let want = FisherVector::new(&g64, params.clone())
+                .unwrap()
+                .encode(x64.view())
+                .unwrap();
+            let fv32 = FisherVector::new(&g32, params).unwrap();
+            let got: Vec<f64> = fv32
+                .encode(x32.view())
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            let err = rel_l2(&got, want.as_slice().unwrap());
+            assert!(err <= 1e-6, "screened f32 vs f64: {err:e}");
+        }
+    }
+
+    #[test]
+    fn screened_encodings_do_not_depend_on_threads_or_batching() {
+        let (g, x) = planted_mixture(13, 32, 30, 900, 8.0, -50.0);
+        let fv = FisherVector::new(&g, FisherVectorParams::default()).unwrap();
+        let bags: Vec<_> = (0..5)
+            .map(|b| x.slice(s![b * 150..b * 150 + 300, ..]))
+            .collect();
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| fv.encode_batch(&bags).unwrap())
+        };
+        let one = run(1);
+        assert_eq!(one, run(3));
+        for (b, bag) in bags.iter().enumerate() {
+            assert_eq!(fv.encode(*bag).unwrap(), one.row(b));
+        }
+    }
+
     #[test]
     fn bad_options_and_bags_are_errors() {
         let g = DiagGmm::new(array![1.0], array![[0.0, 0.0]], array![[1.0, 1.0]]).unwrap();

@@ -963,6 +963,94 @@ mod tests {
     }
 }
 
+/// The screened E-step (docs/math.md §2.7) against the GEMM one.
+#[cfg(test)]
+mod screen_tests {
+    use super::*;
+    use ndarray::Array1;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// Separated components (sparse posteriors) around `offset`, decaying
+    /// per-dimension scale; n rows drawn near them.
+    fn planted(
+        seed: u64,
+        k: usize,
+        d: usize,
+        n: usize,
+        spread: f64,
+        offset: f64,
+    ) -> (DiagGmm<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let w = Array1::from_elem(k, 1.0 / k as f64);
+        let scale: Vec<f64> = (0..d).map(|j| (-(j as f64) / 8.0).exp() + 0.1).collect();
+        let mu = Array2::from_shape_fn((k, d), |(_, j)| {
+            offset + spread * scale[j] * rng.random_range(-1.0..1.0)
+        });
+        let var = Array2::from_shape_fn((k, d), |(_, j)| {
+            scale[j] * scale[j] * rng.random_range(0.1..0.4)
+        });
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let (a, b) = (i % k, (i * 7 + 3) % k);
+            let t = if i % 5 == 0 { 0.5 } else { 0.0 };
+            (1.0 - t) * mu[[a, j]]
+                + t * mu[[b, j]]
+                + var[[a, j]].sqrt() * rng.random_range(-1.5..1.5)
+        });
+        (DiagGmm::new(w, mu, var).unwrap(), x)
+    }
+
+    fn rel(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+        (num / b.iter().map(|y| y * y).sum::<f64>()).sqrt()
+    }
+
+    #[test]
+    fn screened_statistics_equal_the_gemm_ones() {
+        for spread in [12.0, 0.3] {
+            let (g, x) = planted(21, 40, 36, 1500, spread, 2.0);
+            let on = g.statistics_with(x.view(), true);
+            let off = g.statistics_with(x.view(), false);
+            let r = |a: &GmmStats, b: &GmmStats| {
+                let n: f64 = a
+                    .resp_sums()
+                    .iter()
+                    .zip(b.resp_sums())
+                    .map(|(x, y)| (x - y).abs())
+                    .sum();
+                (
+                    n / b.n_rows(),
+                    rel(&a.sum_y().to_owned(), &b.sum_y().to_owned()),
+                    rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned()),
+                    (a.log_likelihood() - b.log_likelihood()).abs() / b.log_likelihood().abs(),
+                )
+            };
+            let (dn, d1, d2, dl) = r(&on, &off);
+            assert!(
+                dn < 1e-12 && d1 < 1e-12 && d2 < 1e-12 && dl < 1e-12,
+                "spread {spread}: {dn:e} {d1:e} {d2:e} {dl:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn f32_statistics_are_within_1e_6_of_f64_far_from_the_origin() {
+        let (g, x) = planted(22, 24, 64, 2000, 10.0, 1000.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        let g64: DiagGmm<f64> = g32.cast();
+        let x64 = x32.mapv(|v| v as f64);
+        let a = g32.statistics_with(x32.view(), true);
+        let mut b = g64.statistics_with(x64.view(), true);
+        // the f32 model's centre is its mixture mean rounded to f32
+        b.recenter(a.center()).unwrap();
+        let dl = (a.log_likelihood() - b.log_likelihood()).abs() / b.log_likelihood().abs();
+        let d1 = rel(&a.sum_y().to_owned(), &b.sum_y().to_owned());
+        let d2 = rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned());
+        assert!(dl < 1e-6 && d1 < 1e-6 && d2 < 1e-6, "{dl:e} {d1:e} {d2:e}");
+    }
+}
+
 /// The shared softmax kernel (`crate::kernels::softmax`) against the
 /// model's reference posteriors.
 #[cfg(test)]

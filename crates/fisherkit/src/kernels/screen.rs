@@ -220,7 +220,8 @@ impl<F: Float> DiagScreen<F> {
             ws.skip -= 1;
             return false;
         }
-        let ok = self.bounds(x, ws) && self.select(x, active, ws, out);
+        let budget = x.nrows() * self.log_norm.len() / DENSE_SURVIVORS;
+        let ok = self.bounds(x, ws) && self.select(x, active, ws, out, budget);
         if !ok {
             ws.skip = DENSE_SKIP_CHUNKS;
         }
@@ -269,17 +270,17 @@ impl<F: Float> DiagScreen<F> {
 
     /// Step 2: per row, the exact log-joint of the best-bounded component,
     /// then the exact log-joints of every component whose bound is within
-    /// $T$ (plus the error bounds) of it, into `out`. False when the chunk
-    /// turns out dense.
+    /// $T$ (plus the error bounds) of it, into `out`. False when there are
+    /// more than `budget` survivors (the chunk is dense).
     fn select(
         &self,
         x: ArrayView2<'_, F>,
         active: Option<&[bool]>,
         ws: &ScreenScratch<F>,
         out: &mut SparseRows,
+        budget: usize,
     ) -> bool {
-        let (n, k) = (x.nrows(), self.log_norm.len());
-        let budget = n * k / DENSE_SURVIVORS;
+        let k = self.log_norm.len();
         out.start.clear();
         out.comp.clear();
         out.val.clear();
@@ -478,5 +479,142 @@ impl SparseRows {
         self.start[n] = w;
         self.comp.truncate(w);
         self.val.truncate(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::diag_gauss::mixture_mean;
+    use ndarray::{Array1, Array2};
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// Exact log-joints (without −D/2·log 2π) from the formula, in f64.
+    fn naive<F: Float>(
+        w: &Array1<F>,
+        mu: &Array2<F>,
+        var: &Array2<F>,
+        x: ArrayView1<'_, F>,
+    ) -> Vec<f64> {
+        (0..w.len())
+            .map(|k| {
+                let mut acc = 0.0;
+                for (d, &xd) in x.iter().enumerate() {
+                    let v = var[[k, d]].as_f64();
+                    let z = xd.as_f64() - mu[[k, d]].as_f64();
+                    acc += v.ln() + z * z / v;
+                }
+                w[k].as_f64().ln() - 0.5 * acc
+            })
+            .collect()
+    }
+
+    /// Runs the screening with no density budget on a model and rows, and
+    /// checks that every component whose true posterior is at least
+    /// $e^{-T}$ of its row's largest survived with its exact log-joint.
+    /// Returns (survivors, pairs) for the caller's sanity checks.
+    fn check_bound<F: Float>(
+        w: Array1<F>,
+        mu: Array2<F>,
+        var: Array2<F>,
+        x: Array2<F>,
+    ) -> (usize, usize) {
+        let center = mixture_mean(w.view(), mu.view()).mapv(F::from_f64_lossy);
+        let scr = DiagScreen::new(w.view(), mu.view(), var.view(), center.as_slice().unwrap());
+        let mut ws = ScreenScratch::default();
+        let mut out = SparseRows::default();
+        assert!(scr.bounds(x.view(), &mut ws));
+        assert!(scr.select(x.view(), None, &ws, &mut out, usize::MAX));
+        for (i, xr) in x.rows().into_iter().enumerate() {
+            let lj = naive(&w, &mu, &var, xr);
+            let m = lj.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let kept = &out.comp[out.start[i]..out.start[i + 1]];
+            let vals = &out.val[out.start[i]..out.start[i + 1]];
+            for (k, &l) in lj.iter().enumerate() {
+                if l - m >= -SCREEN_GAP {
+                    let pos = kept.iter().position(|&c| c as usize == k);
+                    assert!(
+                        pos.is_some(),
+                        "row {i}: component {k} at {} of the max was pruned",
+                        l - m
+                    );
+                }
+            }
+            for (&k, &v) in kept.iter().zip(vals) {
+                let want = lj[k as usize];
+                assert!(
+                    (v - want).abs() <= 1e-10 * (1.0 + want.abs()),
+                    "row {i} comp {k}: {v} vs {want}"
+                );
+            }
+        }
+        (out.comp.len(), x.nrows() * w.len())
+    }
+
+    /// A random mixture (K, D) around `offset` whose components are `spread`
+    /// apart, and n rows drawn near its components (some between two).
+    fn planted(
+        rng: &mut ChaCha8Rng,
+        k: usize,
+        d: usize,
+        n: usize,
+        spread: f64,
+        offset: f64,
+    ) -> (Array1<f64>, Array2<f64>, Array2<f64>, Array2<f64>) {
+        let mut w: Vec<f64> = (0..k).map(|_| rng.random_range(0.1..1.0)).collect();
+        let s: f64 = w.iter().sum();
+        w.iter_mut().for_each(|v| *v /= s);
+        // decaying per-dimension scale, as PCA'd descriptors
+        let scale: Vec<f64> = (0..d).map(|j| (-(j as f64) / 6.0).exp() + 0.05).collect();
+        let mu = Array2::from_shape_fn((k, d), |(_, j)| {
+            offset + spread * scale[j] * rng.random_range(-1.0..1.0)
+        });
+        let var = Array2::from_shape_fn((k, d), |(_, j)| {
+            scale[j] * scale[j] * rng.random_range(0.05..0.5)
+        });
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let (a, b) = (i % k, (i * 7 + 3) % k);
+            let t = if i % 5 == 0 { 0.5 } else { 0.0 };
+            let m = (1.0 - t) * mu[[a, j]] + t * mu[[b, j]];
+            m + var[[a, j]].sqrt() * rng.random_range(-2.0..2.0)
+        });
+        (Array1::from(w), mu, var, x)
+    }
+
+    #[test]
+    fn separated_mixture_is_pruned_and_the_bound_holds() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let (w, mu, var, x) = planted(&mut rng, 40, 48, 300, 6.0, 0.0);
+        let (kept, all) = check_bound(w, mu, var, x);
+        // the test would be vacuous if nothing were pruned
+        assert!(kept * 5 < all, "{kept} of {all} survive");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// The bound never prunes a component whose posterior is at least
+        /// e^-T of its row's largest, for any model, offset and type.
+        #[test]
+        fn bound_never_prunes_a_live_component(
+            seed in 0u64..10_000,
+            k in 1usize..24,
+            d in 1usize..70,
+            spread in 0.1f64..20.0,
+            offset in -1e3f64..1e3,
+            f32_data in any::<bool>(),
+        ) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (w, mu, var, x) = planted(&mut rng, k, d, 40, spread, offset);
+            if f32_data {
+                let c = |a: &Array2<f64>| a.mapv(|v| v as f32);
+                let w32 = w.mapv(|v| v as f32);
+                let w32 = &w32 / w32.sum();
+                check_bound(w32, c(&mu), c(&var), c(&x));
+            } else {
+                check_bound(w, mu, var, x);
+            }
+        }
     }
 }
