@@ -30,8 +30,12 @@ use ndarray::{Array2, ArrayView1, ArrayView2};
 /// rounding of a posterior sum of up to $10^5$ components.
 pub(crate) const SCREEN_GAP: f64 = 50.0;
 
-/// $m$, the number of dimensions the bound sums over (at most D). Measured on
-/// PCA'd CNN descriptors at D = 500 (`docs/evidence/bench-2026-12-02-screen.md`).
+/// $m$, the number of dimensions the bound sums over (at most D). A probe
+/// that fails costs the bound's GEMM, 2m/2D of the full one (6 % at D = 500).
+/// On well-separated mixtures 32 dimensions already prune almost every
+/// component; on the bench's real descriptors no m up to 256 prunes enough
+/// (`docs/evidence/bench-2026-12-02-screen.md`), so a larger m would only make
+/// the failed probe dearer.
 pub(crate) const SCREEN_DIMS: usize = 32;
 
 /// A chunk whose survivors exceed n·K / `DENSE_SURVIVORS` is handed back to
@@ -281,52 +285,65 @@ impl<F: Float> DiagScreen<F> {
         budget: usize,
     ) -> bool {
         let k = self.log_norm.len();
+        let mut x64 = vec![0.0f64; x.ncols()];
+        // Pass 1: each row's best-bounded component, exactly, and the cut;
+        // the chunk is declared dense before any other exact evaluation.
+        let mut best = Vec::with_capacity(x.nrows());
+        let mut count = 0;
+        for (i, xr) in x.rows().into_iter().enumerate() {
+            let ub = |kk: usize| self.bound_of(ws, active, i, kk);
+            let Some(b) = (0..k)
+                .filter(|&kk| ub(kk) > f64::NEG_INFINITY)
+                .reduce(|a, kk| if ub(kk) > ub(a) { kk } else { a })
+            else {
+                return false;
+            };
+            x64.iter_mut()
+                .zip(xr.iter())
+                .for_each(|(a, &v)| *a = v.as_f64());
+            let (l_best, maha_best) = self.exact_log_joint(&x64, b);
+            // Error of ℓ_best: a D-term f64 sum plus the constant.
+            let err_best = 2.0 * (x.ncols() + 8) as f64 * f64::EPSILON * maha_best;
+            let cut = l_best - SCREEN_GAP - ws.err[i] - err_best;
+            count += (0..k).filter(|&kk| ub(kk) >= cut).count();
+            if count > budget {
+                return false;
+            }
+            best.push((b, l_best, cut));
+        }
+        // Pass 2: the exact log-joints of the survivors.
         out.start.clear();
         out.comp.clear();
         out.val.clear();
         out.start.push(0);
-        let mut x64 = vec![0.0f64; x.ncols()];
-        let mut ub = vec![0.0f64; k];
-        for (i, xr) in x.rows().into_iter().enumerate() {
+        for (i, (xr, &(b, l_best, cut))) in x.rows().into_iter().zip(&best).enumerate() {
             x64.iter_mut()
                 .zip(xr.iter())
                 .for_each(|(a, &v)| *a = v.as_f64());
-            let br = ws.bound.row(i);
-            let br = br.as_slice().expect("standard layout");
-            let mut best = usize::MAX;
             for kk in 0..k {
-                ub[kk] = match active {
-                    Some(a) if !a[kk] => f64::NEG_INFINITY,
-                    _ => br[kk].as_f64() + self.bound_b[kk],
-                };
-                if ub[kk] > f64::NEG_INFINITY && (best == usize::MAX || ub[kk] > ub[best]) {
-                    best = kk;
-                }
-            }
-            if best == usize::MAX {
-                return false;
-            }
-            let (l_best, maha_best) = self.exact_log_joint(&x64, best);
-            // Error of ℓ_best: D-term f64 sum plus the constant.
-            let err_best = 2.0 * (x.ncols() + 8) as f64 * f64::EPSILON * maha_best;
-            let cut = l_best - SCREEN_GAP - ws.err[i] - err_best;
-            for kk in 0..k {
-                if ub[kk] >= cut {
-                    let l = if kk == best {
+                if self.bound_of(ws, active, i, kk) >= cut {
+                    let l = if kk == b {
                         l_best
                     } else {
                         self.exact_log_joint(&x64, kk).0
                     };
                     out.comp.push(kk as u32);
                     out.val.push(l);
-                    if out.comp.len() > budget {
-                        return false;
-                    }
                 }
             }
             out.start.push(out.comp.len());
         }
         true
+    }
+
+    /// $\tilde U_k$ of row `i` from the GEMM in `ws.bound`; $-\infty$ for a
+    /// component that `active` removes.
+    #[inline]
+    fn bound_of(&self, ws: &ScreenScratch<F>, active: Option<&[bool]>, i: usize, k: usize) -> f64 {
+        match active {
+            Some(a) if !a[k] => f64::NEG_INFINITY,
+            _ => ws.bound[[i, k]].as_f64() + self.bound_b[k],
+        }
     }
 }
 
