@@ -34,8 +34,9 @@ pub struct DiagGmm<F: Float> {
     gemm_weights: Array2<F>,
     /// (K): $b_k$ in `f64`.
     log_const: Array1<f64>,
-    /// The screening bound and exact direct-form log-joints (docs/math.md §2.7).
-    screen: DiagScreen<F>,
+    /// The screening bound and exact direct-form log-joints (docs/math.md
+    /// §2.7); shared, as it is derived from the parameters and never changes.
+    screen: std::sync::Arc<DiagScreen<F>>,
 }
 
 impl<F: Float> DiagGmm<F> {
@@ -115,12 +116,12 @@ impl<F: Float> DiagGmm<F> {
             &center64,
             true,
         );
-        let screen = DiagScreen::new(
+        let screen = std::sync::Arc::new(DiagScreen::new(
             weights.view(),
             means.view(),
             variances.view(),
             center.as_slice().expect("standard layout"),
-        );
+        ));
         Self {
             weights,
             means,

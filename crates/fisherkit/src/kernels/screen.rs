@@ -7,8 +7,8 @@
 //! The Mahalanobis term of a diagonal Gaussian is a sum of non-negative
 //! per-dimension terms, so dropping all but a subset $S$ of $m$ dimensions
 //! gives an *upper* bound on each log-joint,
-//! $$\ell_k(x) \le U_k(x) = \log w_k - \tfrac12\sum_{d} \log\sigma^2_{kd}
-//!   - \tfrac12 \sum_{d\in S} (x_d - \mu_{kd})^2/\sigma^2_{kd}.$$
+//! $$\ell_k(x) \le U_k(x) = \log w_k - \tfrac12\sum_{d} \log\sigma^2_{kd} -
+//!   \tfrac12 \sum_{d\in S} (x_d - \mu_{kd})^2/\sigma^2_{kd}.$$
 //! $U$ costs one small GEMM (n, 2m)·(2m, K). The exact log-joint
 //! $\ell_b$ of each row's best-bounded component is then computed, and every
 //! component with $U_k + \varepsilon < \ell_b - T$ ($\varepsilon$ a rigorous
@@ -470,7 +470,8 @@ impl SparseRows {
     /// flush of `docs/math.md` §2.2); `loglik[i]` (n) $= M + \ln\sum_i e^{\ell_i - M}$.
     pub fn softmax(&mut self, cutoff: f64, loglik: &mut [f64]) {
         let mut w = 0;
-        for i in 0..self.n_rows() {
+        let n = self.n_rows();
+        for (i, ll) in loglik[..n].iter_mut().enumerate() {
             let (a, b) = (self.start[i], self.start[i + 1]);
             let m = self.val[a..b]
                 .iter()
@@ -489,10 +490,9 @@ impl SparseRows {
             }
             let inv = 1.0 / sum;
             self.val[w0..w].iter_mut().for_each(|v| *v *= inv);
-            loglik[i] = m + sum.ln();
+            *ll = m + sum.ln();
             self.start[i] = w0;
         }
-        let n = self.n_rows();
         self.start[n] = w;
         self.comp.truncate(w);
         self.val.truncate(w);
