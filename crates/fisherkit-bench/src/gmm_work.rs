@@ -86,16 +86,22 @@ pub fn parse_accumulation(s: &str) -> Result<Accumulation, String> {
 /// Encodes every bag (M, D) with the default (improved: mean + var blocks,
 /// signed square root, L2; exact posteriors) Fisher vector through
 /// `encode_batch` (parallel over bags); per-bag time is the batch time divided
-/// by the number of bags. Returns the JSON record and the encoding of bag 0 (1, 2KD).
+/// by the number of bags. `screening` false turns the screened kernel off
+/// (after `path`, which turns it off for `Dense`). Returns the JSON record and
+/// the encoding of bag 0 (1, 2KD).
 pub fn fisher_vectors(
     gmm: &DiagGmm<f32>,
     bags: &[ArrayView2<'_, f32>],
     reps: usize,
     path: Accumulation,
+    screening: bool,
 ) -> Result<(Value, Array2<f32>), String> {
-    let enc = FisherVector::new(gmm, FisherVectorParams::default())
+    let mut enc = FisherVector::new(gmm, FisherVectorParams::default())
         .map_err(|e| e.to_string())?
         .with_accumulation(path);
+    if !screening {
+        enc = enc.with_screening(false);
+    }
     let fv0 = enc.encode(bags[0]).map_err(|e| e.to_string())?;
     let mut err = None;
     let ts = time_reps(reps, || {

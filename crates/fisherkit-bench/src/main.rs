@@ -90,6 +90,10 @@ enum Work {
         /// Accumulation path of Σq·z, Σq·z²: auto (the library's choice), sparse or dense.
         #[arg(long, default_value = "auto")]
         accumulation: String,
+        /// Turn the screened posterior kernel (docs/math.md §2.7) off: every
+        /// chunk through the GEMM kernel, as before the screening existed.
+        #[arg(long)]
+        no_screening: bool,
     },
     /// One MFA EM iteration (E-step statistics + M-step) on X (N, D) from the given model.
     MfaEm {
@@ -269,12 +273,13 @@ fn run(cli: Cli) -> Result<Value, String> {
             model,
             out_fv0,
             accumulation,
+            no_screening,
         } => {
             let path = gmm_work::parse_accumulation(&accumulation)?;
             let bags: Array3<f32> = load(&bags)?;
             let gmm = load_gmm(&model)?;
             let views = bag_views(&bags);
-            let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps, path)?;
+            let (v, fv0) = gmm_work::fisher_vectors(&gmm, &views, reps, path, !no_screening)?;
             save(&out_fv0, &fv0)?;
             v
         }

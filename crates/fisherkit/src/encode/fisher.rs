@@ -6,9 +6,11 @@ use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
+use crate::kernels::screen::{ScreenScratch, SparseRows};
+use crate::kernels::softmax::flush_cutoff;
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
-use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, Axis};
+use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 use std::fmt;
 
@@ -197,6 +199,8 @@ pub struct FisherVector<F: Float> {
     has_mean: bool,
     has_var: bool,
     path: Accumulation,
+    /// Whether chunks go through the screened kernel first (docs/math.md §2.7).
+    screening: bool,
 }
 
 /// How the sums $\sum_i q_{ik} z_{ikd}$, $\sum_i q_{ik} z^2_{ikd}$ are accumulated
@@ -271,13 +275,27 @@ impl<F: Float> FisherVector<F> {
             has_var: has(FvPart::Var),
             params,
             path: Accumulation::Auto,
+            screening: true,
         })
     }
 
     /// Forces an accumulation path (for tests and benchmarks).
+    /// `Accumulation::Dense` also turns the screening off (the screened
+    /// kernel always accumulates pair by pair).
     #[doc(hidden)]
     pub fn with_accumulation(mut self, path: Accumulation) -> Self {
         self.path = path;
+        if path == Accumulation::Dense {
+            self.screening = false;
+        }
+        self
+    }
+
+    /// Turns the screened kernel (docs/math.md §2.7) on (the default) or off
+    /// (every chunk through the GEMM kernel; for tests and benchmarks).
+    #[doc(hidden)]
+    pub fn with_screening(mut self, on: bool) -> Self {
+        self.screening = on;
         self
     }
 
@@ -302,249 +320,335 @@ impl<F: Float> FisherVector<F> {
     }
 }
 
-/// $u \mathrel{+}= q z$ and/or $uu \mathrel{+}= q z^2$ with $z = (x - \mu)\,s$;
-/// all slices of length D.
-#[inline]
-fn axpy_z<F: Float>(q: F, x: &[F], mu: &[F], is: &[F], u: Option<&mut [F]>, uu: Option<&mut [F]>) {
-    match (u, uu) {
-        (Some(u), Some(uu)) => {
-            for ((((u, uu), &x), &m), &s) in u.iter_mut().zip(uu).zip(x).zip(mu).zip(is) {
-                let z = (x - m) * s;
-                let qz = q * z;
-                *u += qz;
-                *uu += qz * z;
-            }
-        }
-        (Some(u), None) => {
-            for (((u, &x), &m), &s) in u.iter_mut().zip(x).zip(mu).zip(is) {
-                *u += q * ((x - m) * s);
-            }
-        }
-        (None, Some(uu)) => {
-            for (((uu, &x), &m), &s) in uu.iter_mut().zip(x).zip(mu).zip(is) {
-                let z = (x - m) * s;
-                *uu += q * z * z;
-            }
-        }
-        (None, None) => {}
-    }
-}
-
 /// Rows per chunk of the log-joint GEMM: memory O(rows·(K + 2D)).
 const FV_CHUNK: usize = 256;
 
 /// Working memory of one encoding, reused across the bags of a batch.
 #[derive(Default)]
-struct Workspace<F> {
-    /// (rows, K) log-joints, then posteriors (dense path).
+struct Workspace<F: Float> {
+    /// (rows, K) log-joints, then posteriors (GEMM path).
     lp: Array2<F>,
-    /// (rows, 2D) $[y^2, y]$, $y = x - c$.
+    /// (rows, 2D) $[y^2, y]$, $y = x - c$ (GEMM path).
     scratch: Array2<F>,
+    /// Posteriors of a GEMM-path chunk as triples.
     sparse: SparsePosteriors<F>,
-    /// $\sum_i q_{ik}$ over all rows, (K).
+    /// The posteriors of a chunk in CSR form with `f64` values (both paths).
+    rows: SparseRows,
+    /// Screening buffers (docs/math.md §2.7).
+    screen: ScreenScratch<F>,
+    /// (rows) log-likelihoods from the screened softmax (unused by the FV).
+    ll: Vec<f64>,
+    /// The bag's statistics in `f64`: $n_k = \sum_i q_{ik}$ (K),
+    /// $\sum_i q_{ik} z_{ikd}$ and $\sum_i q_{ik} z^2_{ikd}$ (K·D, component-major).
     nk: Vec<f64>,
-    /// Dense chunks: (K, 2D) $Q^\top [y^2, y]$, and their $\sum_i q_{ik}$ (K).
+    sz: Vec<f64>,
+    sz2: Vec<f64>,
+    /// Dense chunks: (K, 2D) $Q^\top [y^2, y]$ summed in `F`, their
+    /// $\sum_i q_{ik}$ (K), and whether any chunk took this path.
     raw: Array2<F>,
     nkd: Vec<f64>,
+    any_dense: bool,
     /// Sparse pairs grouped by component (see `group_by_component`).
     by_start: Vec<usize>,
-    by_pairs: Vec<(u32, F)>,
+    by_pairs: Vec<(u32, f64)>,
 }
 
 impl<F: Float> FisherVector<F> {
-    /// The un-normalised blocks of `x` (N ≥ 1, D) into `out` (`output_dim()`).
+    /// The un-normalised blocks of `x` (N ≥ 1, D) into `out` (`output_dim()`):
+    /// per chunk of rows the screened kernel (docs/math.md §2.7) or, for a
+    /// dense chunk, the GEMM kernel; then the blocks from the `f64` sums.
     fn encode_raw(&self, x: ArrayView2<'_, F>, out: &mut [F], ws: &mut Workspace<F>) {
-        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
         let n = x.nrows();
-        out.fill(F::zero());
-        let (prior_blk, rest) = out.split_at_mut(if self.has_prior { k } else { 0 });
-        let (mean_blk, var_blk) = rest.split_at_mut(if self.has_mean { k * d } else { 0 });
-        let need_z = self.has_mean || self.has_var;
-        let assign = self.assign();
-        let means = self.gmm.means();
-        let means = means.as_slice().expect("model arrays are standard layout");
-        let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
-        let center = self.center.as_slice().expect("standard layout");
-
         // Equal chunks of at most FV_CHUNK rows.
-        let n_chunks = n.div_ceil(FV_CHUNK);
-        let rows = n.div_ceil(n_chunks);
+        let rows = n.div_ceil(n.div_ceil(FV_CHUNK));
+        self.start_bag(rows, ws);
+        for xc in x.axis_chunks_iter(Axis(0), rows) {
+            if !(self.screening && self.screened_chunk(xc, ws)) {
+                self.gemm_chunk(xc, ws);
+            }
+        }
+        self.fold_dense_sums(ws);
+        self.write_blocks(n, ws, out);
+    }
+
+    /// Sizes and zeroes the workspace for a bag cut in chunks of `rows` rows.
+    fn start_bag(&self, rows: usize, ws: &mut Workspace<F>) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
         if ws.lp.nrows() < rows || ws.lp.ncols() != k {
             ws.lp = Array2::zeros((rows, k));
         }
         if ws.scratch.nrows() < rows || ws.scratch.ncols() != 2 * d {
             ws.scratch = Array2::zeros((rows, 2 * d));
         }
-        ws.nk.clear();
-        ws.nk.resize(k, 0.0);
-        let mut any_dense = false;
-        let Workspace {
-            lp: lp_buf,
-            scratch: scratch_buf,
-            sparse,
-            nk,
-            raw,
-            nkd,
-            by_start,
-            by_pairs,
-        } = ws;
+        ws.ll.resize(rows, 0.0);
+        for (v, len) in [(&mut ws.nk, k), (&mut ws.sz, k * d), (&mut ws.sz2, k * d)] {
+            v.clear();
+            v.resize(len, 0.0);
+        }
+        ws.any_dense = false;
+        ws.screen.reset();
+    }
 
-        for xc in x.axis_chunks_iter(Axis(0), rows) {
-            let nc = xc.nrows();
-            let mut lp = lp_buf.slice_mut(s![..nc, ..]);
-            let mut scratch = scratch_buf.slice_mut(s![..nc, ..]);
-            for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
-                let yr = yr.as_slice_mut().expect("standard layout");
-                let (sq, lin) = yr.split_at_mut(d);
-                let xr = xr.to_slice().expect("standard layout");
-                // Two simple loops: each vectorises.
-                for ((lin, &x), &c) in lin.iter_mut().zip(xr).zip(center) {
-                    *lin = x - c;
-                }
-                for (sq, &y) in sq.iter_mut().zip(&*lin) {
-                    *sq = y * y;
-                }
+    /// The chunk `xc` (n, D) through the screened kernel: exact posteriors of
+    /// the components that can matter, accumulated in `f64`. False (nothing
+    /// added) when the chunk is dense.
+    fn screened_chunk(&self, xc: ArrayView2<'_, F>, ws: &mut Workspace<F>) -> bool {
+        let active = self.params.vlfeat_skips.then_some(&self.active[..]);
+        let screen = self.gmm.screen();
+        if !screen.survivors(xc, active, &mut ws.screen, &mut ws.rows) {
+            return false;
+        }
+        let n = xc.nrows();
+        match self.assign() {
+            Assign::Hard => ws.rows.hard_assign(),
+            Assign::Soft => ws.rows.softmax(flush_cutoff::<F>(), &mut ws.ll[..n]),
+            Assign::SoftSkip(t) => {
+                ws.rows.softmax(flush_cutoff::<F>(), &mut ws.ll[..n]);
+                // Compared after rounding to F, as VLFeat compares its stored posteriors.
+                ws.rows.retain(|q| F::from_f64_lossy(q).as_f64() >= t);
             }
-            gemm(
-                lp.view_mut(),
-                false,
-                scratch.view(),
-                self.kernel.view(),
-                F::one(),
-                Par::Seq,
-            );
-            // Exact posteriors: computed in place in `lp` (vectorised), which
-            // the dense accumulation then uses as it is; otherwise (skips, hard
-            // assignment, or a row whose log-joints overflowed) the sparse
-            // triples directly.
-            let in_place = if assign == Assign::Soft {
-                let r = posteriors_in_place(lp.view_mut(), &self.bias);
-                if r.is_none() {
-                    sparse.fill_from_log_joint(lp.view(), assign);
-                }
-                r
-            } else {
-                sparse.fill_from_scores(lp.view_mut(), &self.bias, assign);
-                None
+        }
+        self.accumulate_pairs(xc, ws);
+        true
+    }
+
+    /// The chunk `xc` (n, D) through the GEMM kernel: log-joints
+    /// $[y^2, y]\,W + b$ (n, K), posteriors, then the sparse loop when few are
+    /// non-zero or the GEMMs $Q^\top [y^2, y]$ otherwise.
+    fn gemm_chunk(&self, xc: ArrayView2<'_, F>, ws: &mut Workspace<F>) {
+        let (k, nc) = (self.gmm.n_components(), xc.nrows());
+        let assign = self.assign();
+        self.squares_about_center(xc, ws.scratch.slice_mut(s![..nc, ..]));
+        let mut lp = ws.lp.slice_mut(s![..nc, ..]);
+        let scratch = ws.scratch.slice(s![..nc, ..]);
+        gemm(
+            lp.view_mut(),
+            false,
+            scratch,
+            self.kernel.view(),
+            F::one(),
+            Par::Seq,
+        );
+        // Exact posteriors: computed in place in `lp` (vectorised), which the
+        // dense accumulation then uses as it is; otherwise (skips, hard
+        // assignment, or a row whose log-joints overflowed) the sparse
+        // triples directly.
+        let in_place = if assign == Assign::Soft {
+            let r = posteriors_in_place(lp.view_mut(), &self.bias);
+            if r.is_none() {
+                ws.sparse.fill_from_log_joint(lp.view(), assign);
+            }
+            r
+        } else {
+            ws.sparse
+                .fill_from_scores(lp.view_mut(), &self.bias, assign);
+            None
+        };
+        let nnz = in_place.unwrap_or_else(|| ws.sparse.nnz());
+        let need_z = self.has_mean || self.has_var;
+        let use_sparse = !need_z
+            || match self.path {
+                Accumulation::Auto => nnz * DENSE_FRACTION <= nc * k,
+                Accumulation::Sparse => true,
+                Accumulation::Dense => false,
             };
-            let nnz = in_place.unwrap_or_else(|| sparse.nnz());
-            let use_sparse = !need_z
-                || match self.path {
-                    Accumulation::Auto => nnz * DENSE_FRACTION <= nc * k,
-                    Accumulation::Sparse => true,
-                    Accumulation::Dense => false,
-                };
-            if use_sparse && in_place.is_some() {
-                sparse.fill_from_dense(lp.view());
+        if use_sparse {
+            if in_place.is_some() {
+                ws.sparse.fill_from_dense(lp.view());
             }
-            let sp = &sparse;
-            if use_sparse {
-                // Component by component, so that μ_k, 1/σ_k and the output
-                // rows stay in cache while the bag rows stream past.
-                sp.group_by_component(k, by_start, by_pairs);
-                let xs = xc.to_slice().expect("standard layout");
-                for kk in 0..k {
-                    let group = &by_pairs[by_start[kk]..by_start[kk + 1]];
-                    if group.is_empty() {
-                        continue;
-                    }
-                    let r = kk * d..(kk + 1) * d;
-                    let (mu, is) = (&means[r.clone()], &inv_sigma[r.clone()]);
-                    let mut u = if self.has_mean {
-                        Some(&mut mean_blk[r.clone()])
-                    } else {
-                        None
-                    };
-                    let mut uu = if self.has_var {
-                        Some(&mut var_blk[r.clone()])
-                    } else {
-                        None
-                    };
-                    for &(i, q) in group {
-                        nk[kk] += q.as_f64();
-                        let i = i as usize;
-                        let xr = &xs[i * d..(i + 1) * d];
-                        axpy_z(q, xr, mu, is, u.as_deref_mut(), uu.as_deref_mut());
+            ws.rows.start.clone_from(&ws.sparse.start);
+            ws.rows.comp.clone_from(&ws.sparse.comp);
+            ws.rows.val.clear();
+            ws.rows.val.extend(ws.sparse.q.iter().map(|q| q.as_f64()));
+            self.accumulate_pairs(xc, ws);
+        } else {
+            if in_place.is_none() {
+                lp.fill(F::zero());
+                let sp = &ws.sparse;
+                for i in 0..nc {
+                    for j in sp.start[i]..sp.start[i + 1] {
+                        lp[[i, sp.comp[j] as usize]] = sp.q[j];
                     }
                 }
+            }
+            self.accumulate_dense(nc, ws);
+        }
+    }
+
+    /// $[y^2, y]$ with $y = x - c$ for the rows of `xc` (n, D) into
+    /// `scratch` (n, 2D).
+    fn squares_about_center(&self, xc: ArrayView2<'_, F>, mut scratch: ArrayViewMut2<'_, F>) {
+        let d = self.gmm.dim();
+        let center = self.center.as_slice().expect("standard layout");
+        for (mut yr, xr) in scratch.outer_iter_mut().zip(xc.outer_iter()) {
+            let yr = yr.as_slice_mut().expect("standard layout");
+            let (sq, lin) = yr.split_at_mut(d);
+            let xr = xr.to_slice().expect("standard layout");
+            // Two simple loops: each vectorises.
+            for ((lin, &x), &c) in lin.iter_mut().zip(xr).zip(center) {
+                *lin = x - c;
+            }
+            for (sq, &y) in sq.iter_mut().zip(&*lin) {
+                *sq = y * y;
+            }
+        }
+    }
+
+    /// Adds $Q^\top [y^2, y]$ (K, 2D) for the posteriors $Q$ in the first
+    /// `nc` rows of `ws.lp` (nc, K) and $[y^2, y]$ in those of `ws.scratch`
+    /// (nc, 2D) into the dense sums (in `F`).
+    fn accumulate_dense(&self, nc: usize, ws: &mut Workspace<F>) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        let q = ws.lp.slice(s![..nc, ..]);
+        let scratch = ws.scratch.slice(s![..nc, ..]);
+        if !ws.any_dense {
+            ws.any_dense = true;
+            if ws.raw.dim() != (k, 2 * d) {
+                ws.raw = Array2::zeros((k, 2 * d));
             } else {
-                if !any_dense {
-                    any_dense = true;
-                    if raw.dim() != (k, 2 * d) {
-                        *raw = Array2::zeros((k, 2 * d));
-                    } else {
-                        raw.fill(F::zero());
-                    }
-                    nkd.clear();
-                    nkd.resize(k, 0.0);
-                }
-                if in_place.is_none() {
-                    lp.fill(F::zero());
-                    for i in 0..nc {
-                        for j in sp.start[i]..sp.start[i + 1] {
-                            lp[[i, sp.comp[j] as usize]] = sp.q[j];
-                        }
-                    }
-                }
-                for row in lp.rows() {
-                    nkd.iter_mut().zip(row).for_each(|(a, &q)| *a += q.as_f64());
-                }
-                gemm(
-                    raw.view_mut(),
-                    true,
-                    lp.t(),
-                    scratch.view(),
-                    F::one(),
-                    Par::Seq,
-                );
+                ws.raw.fill(F::zero());
+            }
+            ws.nkd.clear();
+            ws.nkd.resize(k, 0.0);
+        }
+        for row in q.rows() {
+            ws.nkd
+                .iter_mut()
+                .zip(row)
+                .for_each(|(a, &q)| *a += q.as_f64());
+        }
+        gemm(ws.raw.view_mut(), true, q.t(), scratch, F::one(), Par::Seq);
+    }
+
+    /// Adds the pairs of `ws.rows` (posteriors of the rows of `xc` (n, D))
+    /// into the `f64` sums: $n_k \mathrel{+}= q$, $\sum q z$, $\sum q z^2$
+    /// with $z = (x - \mu_k)/\sigma_k$ in `f64` (no cancellation).
+    fn accumulate_pairs(&self, xc: ArrayView2<'_, F>, ws: &mut Workspace<F>) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        let need_z = self.has_mean || self.has_var;
+        // Component by component, so that μ_k, 1/σ_k and the sums stay in
+        // cache while the bag rows stream past.
+        ws.rows
+            .group_by_component(k, &mut ws.by_start, &mut ws.by_pairs);
+        let screen = self.gmm.screen();
+        let (means, inv_sd) = (screen.means64(), screen.inv_sd64());
+        let means = means.as_slice().expect("standard layout");
+        let inv_sd = inv_sd.as_slice().expect("standard layout");
+        let xs = xc.to_slice().expect("standard layout");
+        for kk in 0..k {
+            let group = &ws.by_pairs[ws.by_start[kk]..ws.by_start[kk + 1]];
+            ws.nk[kk] += group.iter().map(|&(_, q)| q).sum::<f64>();
+            if group.is_empty() || !need_z {
+                continue;
+            }
+            let r = kk * d..(kk + 1) * d;
+            accumulate_z(AccumulateZ {
+                x: xs,
+                group,
+                mu: &means[r.clone()],
+                is: &inv_sd[r.clone()],
+                u: &mut ws.sz[r.clone()],
+                uu: &mut ws.sz2[r],
+            });
+        }
+    }
+
+    /// Dense sums → $\sum q z$ and $\sum q z^2$ added into the `f64` sums
+    /// (in `f64`: the expansion about $c$ cancels).
+    fn fold_dense_sums(&self, ws: &mut Workspace<F>) {
+        if !ws.any_dense {
+            return;
+        }
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        let means = self.gmm.means();
+        let means = means.as_slice().expect("model arrays are standard layout");
+        let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
+        let center = self.center.as_slice().expect("standard layout");
+        for kk in 0..k {
+            let nq = ws.nkd[kk];
+            ws.nk[kk] += nq;
+            for dd in 0..d {
+                let is = inv_sigma[kk * d + dd].as_f64();
+                let mu = means[kk * d + dd].as_f64() - center[dd].as_f64();
+                let r2 = ws.raw[[kk, dd]].as_f64();
+                let r1 = ws.raw[[kk, d + dd]].as_f64();
+                ws.sz[kk * d + dd] += (r1 - nq * mu) * is;
+                ws.sz2[kk * d + dd] += (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
             }
         }
+    }
 
-        // Dense sums → Σ q z and Σ q z² (in f64: the expansion cancels).
-        if any_dense {
-            for (a, b) in nk.iter_mut().zip(nkd.iter()) {
-                *a += b;
-            }
-            for kk in 0..k {
-                let nq = nkd[kk];
-                for dd in 0..d {
-                    let is = inv_sigma[kk * d + dd].as_f64();
-                    let mu = means[kk * d + dd].as_f64() - center[dd].as_f64();
-                    let r2 = raw[[kk, dd]].as_f64();
-                    let r1 = raw[[kk, d + dd]].as_f64();
-                    if self.has_mean {
-                        let u = &mut mean_blk[kk * d + dd];
-                        *u = F::from_f64_lossy(u.as_f64() + (r1 - nq * mu) * is);
-                    }
-                    if self.has_var {
-                        let v = &mut var_blk[kk * d + dd];
-                        let s2 = (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
-                        *v = F::from_f64_lossy(v.as_f64() + s2);
-                    }
-                }
-            }
-        }
-
-        // Fisher-information scaling.
+    /// The Fisher-information scaling (docs/math.md §3.2) of the `f64` sums
+    /// of a bag of `n` rows into the selected blocks of `out`.
+    fn write_blocks(&self, n: usize, ws: &Workspace<F>, out: &mut [F]) {
+        let (k, d) = (self.gmm.n_components(), self.gmm.dim());
+        out.fill(F::zero());
+        let (prior_blk, rest) = out.split_at_mut(if self.has_prior { k } else { 0 });
+        let (mean_blk, var_blk) = rest.split_at_mut(if self.has_mean { k * d } else { 0 });
         let inv_n = 1.0 / n as f64;
         let weights = self.gmm.weights();
         for kk in 0..k {
             let wk = weights[kk].as_f64();
+            let r = kk * d..(kk + 1) * d;
             if self.has_prior && self.active[kk] {
-                prior_blk[kk] = F::from_f64_lossy((nk[kk] * inv_n - wk) / wk.sqrt());
+                prior_blk[kk] = F::from_f64_lossy((ws.nk[kk] * inv_n - wk) / wk.sqrt());
             }
             if self.has_mean {
-                let su = F::from_f64_lossy(inv_n / wk.sqrt());
-                mean_blk[kk * d..(kk + 1) * d]
-                    .iter_mut()
-                    .for_each(|u| *u *= su);
+                let su = inv_n / wk.sqrt();
+                for (u, &s) in mean_blk[r.clone()].iter_mut().zip(&ws.sz[r.clone()]) {
+                    *u = F::from_f64_lossy(s * su);
+                }
             }
             if self.has_var {
-                let sv = F::from_f64_lossy(inv_n / (2.0 * wk).sqrt());
-                let nq = F::from_f64_lossy(nk[kk]);
-                var_blk[kk * d..(kk + 1) * d]
-                    .iter_mut()
-                    .for_each(|v| *v = (*v - nq) * sv);
+                let sv = inv_n / (2.0 * wk).sqrt();
+                let nq = ws.nk[kk];
+                for (v, &s) in var_blk[r.clone()].iter_mut().zip(&ws.sz2[r.clone()]) {
+                    *v = F::from_f64_lossy((s - nq) * sv);
+                }
+            }
+        }
+    }
+}
+
+/// One component's pairs for [`accumulate_z`]: `x` the chunk's rows (n·D,
+/// row-major), `group` its (row, q) pairs, `mu` and `is` (D) its mean and
+/// $1/\sigma$, `u` and `uu` (D) its sums $\sum q z$ and $\sum q z^2$.
+struct AccumulateZ<'a, F> {
+    x: &'a [F],
+    group: &'a [(u32, f64)],
+    mu: &'a [f64],
+    is: &'a [f64],
+    u: &'a mut [f64],
+    uu: &'a mut [f64],
+}
+
+/// $u \mathrel{+}= q z$, $uu \mathrel{+}= q z^2$, $z = (x - \mu)\,s$ in `f64`
+/// for each pair, compiled for the CPU's widest vectors (pulp's dispatch).
+fn accumulate_z<F: Float>(a: AccumulateZ<'_, F>) {
+    pulp::Arch::new().dispatch(a)
+}
+
+impl<F: Float> pulp::WithSimd for AccumulateZ<'_, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let d = self.mu.len();
+        for &(i, q) in self.group {
+            let i = i as usize;
+            let xr = &self.x[i * d..(i + 1) * d];
+            for ((((u, uu), &x), &m), &s) in self
+                .u
+                .iter_mut()
+                .zip(self.uu.iter_mut())
+                .zip(xr)
+                .zip(self.mu)
+                .zip(self.is)
+            {
+                let z = (x.as_f64() - m) * s;
+                let qz = q * z;
+                *u += qz;
+                *uu += qz * z;
             }
         }
     }
@@ -858,6 +962,132 @@ mod tests {
                 .unwrap();
             let b: Vec<f64> = b.iter().map(|&v| v as f64).collect();
             assert_close(&b, a.as_slice().unwrap(), 1e-4);
+        }
+    }
+
+    /// A mixture of K components in D dims around `offset` whose means are
+    /// `spread` apart along dimensions of decaying scale (as PCA'd
+    /// descriptors), and n rows drawn from it (a fifth of them half-way
+    /// between two components, where two posteriors are alive).
+    pub(crate) fn planted_mixture(
+        seed: u64,
+        k: usize,
+        d: usize,
+        n: usize,
+        spread: f64,
+        offset: f64,
+    ) -> (DiagGmm<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut w: Vec<f64> = (0..k).map(|_| rng.random_range(0.2..1.0)).collect();
+        let s: f64 = w.iter().sum();
+        w.iter_mut().for_each(|v| *v /= s);
+        let scale: Vec<f64> = (0..d).map(|j| (-(j as f64) / 8.0).exp() + 0.1).collect();
+        let mu = Array2::from_shape_fn((k, d), |(_, j)| {
+            offset + spread * scale[j] * rng.random_range(-1.0..1.0)
+        });
+        let var = Array2::from_shape_fn((k, d), |(_, j)| {
+            scale[j] * scale[j] * rng.random_range(0.1..0.4)
+        });
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let (a, b) = (i % k, (i * 7 + 3) % k);
+            let t = if i % 5 == 0 { 0.5 } else { 0.0 };
+            let m = (1.0 - t) * mu[[a, j]] + t * mu[[b, j]];
+            m + var[[a, j]].sqrt() * rng.random_range(-1.5..1.5)
+        });
+        (DiagGmm::new(Array1::from(w), mu, var).unwrap(), x)
+    }
+
+    /// Relative L2 distance |a − b| / |b|.
+    fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+        let den: f64 = b.iter().map(|y| y * y).sum();
+        (num / den).sqrt()
+    }
+
+    /// Whether every chunk of `x` goes through the screened kernel.
+    fn all_chunks_screened<F: Float>(g: &DiagGmm<F>, x: ArrayView2<'_, F>) -> bool {
+        let mut ws = crate::kernels::screen::ScreenScratch::default();
+        let mut rows = SparseRows::default();
+        x.axis_chunks_iter(Axis(0), FV_CHUNK)
+            .all(|xc| g.screen().survivors(xc, None, &mut ws, &mut rows))
+    }
+
+    #[test]
+    fn screened_equals_unscreened_on_sparse_and_dense_posteriors() {
+        // sparse: separated components (a row has 1-2 live posteriors);
+        // dense: overlapping ones, where the screening falls back to the GEMM.
+        for (spread, sparse) in [(12.0, true), (0.3, false)] {
+            let (g, x) = planted_mixture(11, 48, 40, 700, spread, 3.0);
+            assert_eq!(all_chunks_screened(&g, x.view()), sparse, "spread {spread}");
+            for fast in [false, true] {
+                for skips in [false, true] {
+                    let mut p = raw_params(FvPart::ALL.to_vec(), fast);
+                    p.vlfeat_skips = skips;
+                    let fv = FisherVector::new(&g, p).unwrap();
+                    let on = fv.clone().encode(x.view()).unwrap();
+                    let off = fv.with_screening(false).encode(x.view()).unwrap();
+                    assert_close(on.as_slice().unwrap(), off.as_slice().unwrap(), 1e-12);
+                }
+            }
+            let want = naive_fv(&g, &x, false);
+            let fv = FisherVector::new(&g, raw_params(FvPart::ALL.to_vec(), false)).unwrap();
+            assert_close(
+                fv.encode(x.view()).unwrap().as_slice().unwrap(),
+                &want,
+                1e-12,
+            );
+        }
+    }
+
+    #[test]
+    fn f32_is_within_1e_6_of_f64_far_from_the_origin() {
+        // Means ~1000 away from the origin, in units of σ ≈ 0.3-0.6: the
+        // expanded form of the log-joint in f32 loses ~1e-7·|y|²/σ² nats.
+        let (g, x) = planted_mixture(12, 24, 64, 1000, 10.0, 1000.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        // the f64 reference encodes the same (f32-rounded) model and data
+        let g64: DiagGmm<f64> = g32.cast();
+        let x64 = x32.mapv(|v| v as f64);
+        assert!(all_chunks_screened(&g32, x32.view()));
+        for params in [
+            FisherVectorParams::default(),
+            raw_params(FvPart::ALL.to_vec(), false),
+        ] {
+            let want = FisherVector::new(&g64, params.clone())
+                .unwrap()
+                .encode(x64.view())
+                .unwrap();
+            let fv32 = FisherVector::new(&g32, params).unwrap();
+            let got: Vec<f64> = fv32
+                .encode(x32.view())
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            let err = rel_l2(&got, want.as_slice().unwrap());
+            assert!(err <= 1e-6, "screened f32 vs f64: {err:e}");
+        }
+    }
+
+    #[test]
+    fn screened_encodings_do_not_depend_on_threads_or_batching() {
+        let (g, x) = planted_mixture(13, 32, 30, 900, 8.0, -50.0);
+        let fv = FisherVector::new(&g, FisherVectorParams::default()).unwrap();
+        let bags: Vec<_> = (0..5)
+            .map(|b| x.slice(s![b * 150..b * 150 + 300, ..]))
+            .collect();
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| fv.encode_batch(&bags).unwrap())
+        };
+        let one = run(1);
+        assert_eq!(one, run(3));
+        for (b, bag) in bags.iter().enumerate() {
+            assert_eq!(fv.encode(*bag).unwrap(), one.row(b));
         }
     }
 

@@ -67,29 +67,6 @@ pub(crate) struct SparsePosteriors<F> {
 }
 
 impl<F: Float> SparsePosteriors<F> {
-    /// The pairs grouped by component, rows ascending within a component:
-    /// component k owns `pairs[start[k]..start[k+1]]`, each `(row, q)`.
-    pub fn group_by_component(&self, k: usize, start: &mut Vec<usize>, pairs: &mut Vec<(u32, F)>) {
-        start.clear();
-        start.resize(k + 1, 0);
-        for &c in &self.comp {
-            start[c as usize + 1] += 1;
-        }
-        for j in 0..k {
-            start[j + 1] += start[j];
-        }
-        pairs.clear();
-        pairs.resize(self.q.len(), (0, F::zero()));
-        let mut next = start[..k].to_vec();
-        for (i, w) in self.start.windows(2).enumerate() {
-            for j in w[0]..w[1] {
-                let c = self.comp[j] as usize;
-                pairs[next[c]] = (i as u32, self.q[j]);
-                next[c] += 1;
-            }
-        }
-    }
-
     /// Number of stored (i, k) pairs.
     pub fn nnz(&self) -> usize {
         self.q.len()

@@ -4,6 +4,7 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
+use crate::kernels::screen::DiagScreen;
 use crate::linalg::{gemm, Par};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -33,6 +34,9 @@ pub struct DiagGmm<F: Float> {
     gemm_weights: Array2<F>,
     /// (K): $b_k$ in `f64`.
     log_const: Array1<f64>,
+    /// The screening bound and exact direct-form log-joints (docs/math.md
+    /// §2.7); shared, as it is derived from the parameters and never changes.
+    screen: std::sync::Arc<DiagScreen<F>>,
 }
 
 impl<F: Float> DiagGmm<F> {
@@ -112,6 +116,12 @@ impl<F: Float> DiagGmm<F> {
             &center64,
             true,
         );
+        let screen = std::sync::Arc::new(DiagScreen::new(
+            weights.view(),
+            means.view(),
+            variances.view(),
+            center.as_slice().expect("standard layout"),
+        ));
         Self {
             weights,
             means,
@@ -119,6 +129,7 @@ impl<F: Float> DiagGmm<F> {
             center,
             gemm_weights: joint.weights,
             log_const: Array1::from(joint.bias),
+            screen,
         }
     }
 
@@ -152,6 +163,11 @@ impl<F: Float> DiagGmm<F> {
     /// its scratch (n, 2D); the EM statistics reuse it.
     pub fn center(&self) -> ArrayView1<'_, F> {
         self.center.view()
+    }
+
+    /// The screening data of the posterior kernel (docs/math.md §2.7).
+    pub(crate) fn screen(&self) -> &DiagScreen<F> {
+        &self.screen
     }
 
     /// Consumes the model, returning `(weights, means, variances)`.

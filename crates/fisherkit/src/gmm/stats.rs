@@ -14,7 +14,8 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
-use crate::kernels::softmax::log_joint_to_posteriors_flushed;
+use crate::kernels::screen::{ScreenScratch, SparseRows};
+use crate::kernels::softmax::{flush_cutoff, log_joint_to_posteriors_flushed};
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
 
@@ -493,11 +494,146 @@ fn accumulate_sparse<F: Float>(st: &mut GmmStats, q: ArrayView2<'_, F>, yy: Arra
     }
 }
 
+/// The E-step of one reduction leaf (its chunks, sequentially): the
+/// statistics so far and the buffers reused across chunks.
+struct EStepLeaf<F: Float> {
+    st: GmmStats,
+    /// Dense chunks' GEMM sums $Q^\top [y^2, y]$ (K, 2D) in `F` since the last flush.
+    acc: Array2<F>,
+    pending: usize,
+    /// (CHUNK_ROWS, K) log-joints, then posteriors, of a dense chunk.
+    q: Array2<F>,
+    /// (n, 2D) $[y^2, y]$ of a dense chunk.
+    scratch: Array2<F>,
+    /// (CHUNK_ROWS) row log-likelihoods.
+    ll: Vec<f64>,
+    screen: ScreenScratch<F>,
+    rows: SparseRows,
+    /// (D) one row's $y = x - c$ in `f64`.
+    y64: Vec<f64>,
+}
+
+impl<F: Float> EStepLeaf<F> {
+    fn new(g: &DiagGmm<F>, center: Array1<f64>) -> Self {
+        let (k, d) = (g.n_components(), g.dim());
+        Self {
+            st: GmmStats::zeros(k, center),
+            acc: Array2::zeros((k, 2 * d)),
+            pending: 0,
+            q: Array2::zeros((CHUNK_ROWS, k)),
+            scratch: Array2::zeros((0, 0)),
+            ll: vec![0.0; CHUNK_ROWS],
+            screen: ScreenScratch::default(),
+            rows: SparseRows::default(),
+            y64: vec![0.0; d],
+        }
+    }
+
+    /// The chunk `xc` (n, D) through the screened kernel (docs/math.md §2.7):
+    /// exact posteriors of the survivors, sums in `f64`. False (nothing
+    /// added) when the chunk is dense.
+    fn screened_chunk(&mut self, g: &DiagGmm<F>, xc: ArrayView2<'_, F>) -> bool {
+        let n = xc.nrows();
+        if !g
+            .screen()
+            .survivors(xc, None, &mut self.screen, &mut self.rows)
+        {
+            return false;
+        }
+        self.rows.softmax(flush_cutoff::<F>(), &mut self.ll[..n]);
+        let st = &mut self.st;
+        let c = st.center.as_slice().expect("standard layout");
+        for (i, xr) in xc.rows().into_iter().enumerate() {
+            self.y64
+                .iter_mut()
+                .zip(xr.iter())
+                .zip(c)
+                .for_each(|((y, &x), &c)| *y = x.as_f64() - c);
+            for j in self.rows.start[i]..self.rows.start[i + 1] {
+                let (k, w) = (self.rows.comp[j] as usize, self.rows.val[j]);
+                st.resp_sums[k] += w;
+                let s1 = st.sum_y.row_mut(k).into_slice().expect("standard layout");
+                let s2 = st.sum_y2.row_mut(k).into_slice().expect("standard layout");
+                for ((a1, a2), &y) in s1.iter_mut().zip(s2.iter_mut()).zip(&self.y64) {
+                    let wy = w * y;
+                    *a1 += wy;
+                    *a2 += wy * y;
+                }
+            }
+        }
+        // The kernel's log-joints leave out −D/2·log 2π.
+        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
+        let norm = -0.5 * g.dim() as f64 * ln_2pi;
+        st.log_likelihood += self.ll[..n].iter().map(|l| l + norm).sum::<f64>();
+        st.n_rows += n as f64;
+        true
+    }
+
+    /// The chunk `xc` (n, D) through the GEMM kernel: log-space posteriors
+    /// $Q$ (n, K), then the sparse sums in `f64` when at most
+    /// 1/[`SPARSE_DENSITY_INV`] of $Q$ is non-zero, else the GEMM
+    /// $Q^\top [y^2, y]$ in `F` (flushed into `f64` every [`FLUSH_CHUNKS`]).
+    fn dense_chunk(&mut self, g: &DiagGmm<F>, xc: ArrayView2<'_, F>) {
+        let (n, k, d) = (xc.nrows(), g.n_components(), g.dim());
+        let mut qc = self.q.slice_mut(s![..n, ..]);
+        g.log_joint_into(xc, qc.view_mut(), &mut self.scratch, Par::Seq);
+        let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut self.ll[..n]);
+        // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
+        debug_assert_eq!(self.scratch.dim(), (n, 2 * d));
+        if nnz * SPARSE_DENSITY_INV <= n * k {
+            accumulate_sparse(&mut self.st, qc.view(), self.scratch.view());
+        } else {
+            gemm(
+                self.acc.view_mut(),
+                self.pending > 0,
+                qc.t(),
+                self.scratch.view(),
+                F::one(),
+                Par::Seq,
+            );
+            self.pending += 1;
+            if self.pending == FLUSH_CHUNKS {
+                flush_dense(&mut self.st, &self.acc);
+                self.pending = 0;
+            }
+        }
+        for row in qc.rows() {
+            Zip::from(&mut self.st.resp_sums)
+                .and(&row)
+                .for_each(|a, &v| *a += v.as_f64());
+        }
+        self.st.log_likelihood += self.ll[..n].iter().sum::<f64>();
+        self.st.n_rows += n as f64;
+    }
+
+    fn finish(mut self) -> GmmStats {
+        if self.pending > 0 {
+            flush_dense(&mut self.st, &self.acc);
+        }
+        self.st
+    }
+}
+
+/// Adds dense GEMM sums `acc` = $Q^\top [y^2, y]$ (K, 2D) into the `f64` statistics.
+fn flush_dense<F: Float>(st: &mut GmmStats, acc: &Array2<F>) {
+    let d = st.dim();
+    Zip::from(&mut st.sum_y2)
+        .and(acc.slice(s![.., ..d]))
+        .for_each(|a, &v| *a += v.as_f64());
+    Zip::from(&mut st.sum_y)
+        .and(acc.slice(s![.., d..]))
+        .for_each(|a, &v| *a += v.as_f64());
+}
+
 impl<F: Float> DiagGmm<F> {
     /// E-step sums over the rows of `x` (N, D) about the model's mixture mean
     /// $c = \sum_k w_k \mu_k$ (see [`GmmStats`]).
     ///
-    /// Per chunk of [`CHUNK_ROWS`] rows: log-space posteriors $Q$ (n, K)
+    /// Per chunk of [`CHUNK_ROWS`] rows, first the screened kernel
+    /// (docs/math.md §2.7): when few components per row can have a posterior
+    /// above $e^{-50}$ of the row's largest, only those are evaluated, exactly
+    /// (centred direct form in `f64`), and their sums are added in `f64`.
+    /// Otherwise: log-space posteriors $Q$ (n, K)
     /// from [`DiagGmm::log_joint_into`] (terms below $10^{-19}$ of a row's
     /// largest in `f32`, $10^{-154}$ in `f64`, flushed to 0), then one GEMM
     /// $Q^\top [y^2, y]$ (K, 2D) in `F`, added into `f64` totals — or, when at
@@ -513,64 +649,24 @@ impl<F: Float> DiagGmm<F> {
     }
 
     pub(crate) fn statistics_unchecked(&self, x: ArrayView2<'_, F>) -> GmmStats {
-        let (k, d) = (self.n_components(), self.dim());
+        self.statistics_with(x, true)
+    }
+
+    /// [`DiagGmm::sufficient_statistics`] with the screening of
+    /// docs/math.md §2.7 on (the default) or off (the dense GEMM path for
+    /// every chunk; tests compare the two).
+    pub(crate) fn statistics_with(&self, x: ArrayView2<'_, F>, screening: bool) -> GmmStats {
         let center = self.center().mapv(|v| v.as_f64());
         reduce_rows(
             x.nrows(),
             &|r| {
-                {
-                    let mut st = GmmStats::zeros(k, center.clone());
-                    // dense chunks summed in `acc` (in F) since the last flush
-                    let mut pending = 0;
-                    let flush = |st: &mut GmmStats, acc: &Array2<F>| {
-                        Zip::from(&mut st.sum_y2)
-                            .and(acc.slice(s![.., ..d]))
-                            .for_each(|a, &v| *a += v.as_f64());
-                        Zip::from(&mut st.sum_y)
-                            .and(acc.slice(s![.., d..]))
-                            .for_each(|a, &v| *a += v.as_f64());
-                    };
-                    let mut q = Array2::<F>::zeros((CHUNK_ROWS, k));
-                    let mut scratch = Array2::<F>::zeros((0, 0));
-                    let mut acc = Array2::<F>::zeros((k, 2 * d));
-                    let mut ll = vec![0.0f64; CHUNK_ROWS];
-                    for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
-                        let n = xc.nrows();
-                        let mut qc = q.slice_mut(s![..n, ..]);
-                        self.log_joint_into(xc, qc.view_mut(), &mut scratch, Par::Seq);
-                        let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut ll[..n]);
-                        // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
-                        debug_assert_eq!(scratch.dim(), (n, 2 * d));
-                        if nnz * SPARSE_DENSITY_INV <= n * k {
-                            accumulate_sparse(&mut st, qc.view(), scratch.view());
-                        } else {
-                            gemm(
-                                acc.view_mut(),
-                                pending > 0,
-                                qc.t(),
-                                scratch.view(),
-                                F::one(),
-                                Par::Seq,
-                            );
-                            pending += 1;
-                            if pending == FLUSH_CHUNKS {
-                                flush(&mut st, &acc);
-                                pending = 0;
-                            }
-                        }
-                        for row in qc.rows() {
-                            Zip::from(&mut st.resp_sums)
-                                .and(&row)
-                                .for_each(|a, &v| *a += v.as_f64());
-                        }
-                        st.log_likelihood += ll[..n].iter().sum::<f64>();
-                        st.n_rows += n as f64;
+                let mut leaf = EStepLeaf::new(self, center.clone());
+                for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+                    if !(screening && leaf.screened_chunk(self, xc)) {
+                        leaf.dense_chunk(self, xc);
                     }
-                    if pending > 0 {
-                        flush(&mut st, &acc);
-                    }
-                    st
                 }
+                leaf.finish()
             },
             &|mut a, b| {
                 a.add_same_center(&b);
@@ -864,6 +960,94 @@ mod tests {
             array![[-1.0]]
         )
         .is_err());
+    }
+}
+
+/// The screened E-step (docs/math.md §2.7) against the GEMM one.
+#[cfg(test)]
+mod screen_tests {
+    use super::*;
+    use ndarray::Array1;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// Separated components (sparse posteriors) around `offset`, decaying
+    /// per-dimension scale; n rows drawn near them.
+    fn planted(
+        seed: u64,
+        k: usize,
+        d: usize,
+        n: usize,
+        spread: f64,
+        offset: f64,
+    ) -> (DiagGmm<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let w = Array1::from_elem(k, 1.0 / k as f64);
+        let scale: Vec<f64> = (0..d).map(|j| (-(j as f64) / 8.0).exp() + 0.1).collect();
+        let mu = Array2::from_shape_fn((k, d), |(_, j)| {
+            offset + spread * scale[j] * rng.random_range(-1.0..1.0)
+        });
+        let var = Array2::from_shape_fn((k, d), |(_, j)| {
+            scale[j] * scale[j] * rng.random_range(0.1..0.4)
+        });
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let (a, b) = (i % k, (i * 7 + 3) % k);
+            let t = if i % 5 == 0 { 0.5 } else { 0.0 };
+            (1.0 - t) * mu[[a, j]]
+                + t * mu[[b, j]]
+                + var[[a, j]].sqrt() * rng.random_range(-1.5..1.5)
+        });
+        (DiagGmm::new(w, mu, var).unwrap(), x)
+    }
+
+    fn rel(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+        (num / b.iter().map(|y| y * y).sum::<f64>()).sqrt()
+    }
+
+    #[test]
+    fn screened_statistics_equal_the_gemm_ones() {
+        for spread in [12.0, 0.3] {
+            let (g, x) = planted(21, 40, 36, 1500, spread, 2.0);
+            let on = g.statistics_with(x.view(), true);
+            let off = g.statistics_with(x.view(), false);
+            let r = |a: &GmmStats, b: &GmmStats| {
+                let n: f64 = a
+                    .resp_sums()
+                    .iter()
+                    .zip(b.resp_sums())
+                    .map(|(x, y)| (x - y).abs())
+                    .sum();
+                (
+                    n / b.n_rows(),
+                    rel(&a.sum_y().to_owned(), &b.sum_y().to_owned()),
+                    rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned()),
+                    (a.log_likelihood() - b.log_likelihood()).abs() / b.log_likelihood().abs(),
+                )
+            };
+            let (dn, d1, d2, dl) = r(&on, &off);
+            assert!(
+                dn < 1e-12 && d1 < 1e-12 && d2 < 1e-12 && dl < 1e-12,
+                "spread {spread}: {dn:e} {d1:e} {d2:e} {dl:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn f32_statistics_are_within_1e_6_of_f64_far_from_the_origin() {
+        let (g, x) = planted(22, 24, 64, 2000, 10.0, 1000.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        let g64: DiagGmm<f64> = g32.cast();
+        let x64 = x32.mapv(|v| v as f64);
+        let a = g32.statistics_with(x32.view(), true);
+        let mut b = g64.statistics_with(x64.view(), true);
+        // the f32 model's centre is its mixture mean rounded to f32
+        b.recenter(a.center()).unwrap();
+        let dl = (a.log_likelihood() - b.log_likelihood()).abs() / b.log_likelihood().abs();
+        let d1 = rel(&a.sum_y().to_owned(), &b.sum_y().to_owned());
+        let d2 = rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned());
+        assert!(dl < 1e-6 && d1 < 1e-6 && d2 < 1e-6, "{dl:e} {d1:e} {d2:e}");
     }
 }
 

@@ -5,6 +5,10 @@
 //!   (GMM and encoder E-steps);
 //! * [`diag_gauss`]: the diagonal-GMM log-joint in GEMM form (GMM E-step and
 //!   Fisher vector);
+//! * [`screen`]: the screened diagonal-GMM log-joints — a bound that prunes
+//!   components provably below $e^{-50}$ of a row's best, and the exact
+//!   `f64` direct form for the rest (GMM E-step and Fisher vector,
+//!   `docs/math.md` §2.7);
 //! * [`exp`]: the vectorisable $e^t$, $t \le 0$, they are built on (also the
 //!   MFA E-step's);
 //! * [`reduce`]: thread-count-independent parallel reductions over rows and
@@ -13,4 +17,5 @@
 pub(crate) mod diag_gauss;
 pub(crate) mod exp;
 pub(crate) mod reduce;
+pub(crate) mod screen;
 pub(crate) mod softmax;
