@@ -192,15 +192,20 @@ thread_local! {
 /// Most floats [`recycle`] keeps per thread (256 MB).
 const MAX_POOLED_FLOATS: usize = 64 << 20;
 
-/// A vector of `len` zeros, reusing a recycled buffer of this thread when one is large enough.
-pub(crate) fn zeroed(len: usize) -> Vec<f32> {
-    let reused = BUFFERS.with(|b| {
+/// The smallest buffer recycled on this thread whose capacity holds `len` floats, if any.
+fn take_pooled(len: usize) -> Option<Vec<f32>> {
+    BUFFERS.with(|b| {
         let mut b = b.borrow_mut();
         let best = (0..b.len())
             .filter(|&i| b[i].capacity() >= len)
             .min_by_key(|&i| b[i].capacity());
         best.map(|i| b.swap_remove(i))
-    });
+    })
+}
+
+/// A vector of `len` zeros, reusing a recycled buffer of this thread when one is large enough.
+pub(crate) fn zeroed(len: usize) -> Vec<f32> {
+    let reused = take_pooled(len);
     match reused {
         Some(mut v) => {
             v.clear();
@@ -215,13 +220,7 @@ pub(crate) fn zeroed(len: usize) -> Vec<f32> {
 /// zeros beyond them), for an output the caller overwrites in full: like [`zeroed`] without
 /// clearing what is reused.
 pub(crate) fn overwritable(len: usize) -> Vec<f32> {
-    let reused = BUFFERS.with(|b| {
-        let mut b = b.borrow_mut();
-        let best = (0..b.len())
-            .filter(|&i| b[i].capacity() >= len)
-            .min_by_key(|&i| b[i].capacity());
-        best.map(|i| b.swap_remove(i))
-    });
+    let reused = take_pooled(len);
     match reused {
         Some(mut v) => {
             if v.len() >= len {
