@@ -450,8 +450,8 @@ pub(crate) const MAX_K: usize = 7;
 /// relu6($b_c + \sum_{u,v} W_{c,u,v}$ `rows[u][(s j + v)·C + c]`), for j < w_o, the sum taken
 /// from zero in tap order (u, v) with fused multiply-adds where the CPU has FMA.
 ///
-/// On x86-64 with AVX2 + FMA and (k, s) ∈ {3, 5} × {1, 2}, runs [`x86`]'s kernel: 8
-/// channels × 8 pixels of sums in registers, the K² taps unrolled; channels
+/// On x86-64 with AVX-512F or AVX2 + FMA and (k, s) ∈ {3, 5} × {1, 2}, runs [`x86`]'s
+/// kernel: 16 or 8 channels × 8 pixels of sums in registers, the K² taps unrolled; channels
 /// beyond the last full vector, other CPUs and other (k, s) take the portable code (the same
 /// operations in the same order when FMA is used, so every build gives the same values).
 pub(crate) fn dw_row(rows: &[&[f32]], dw: &Depthwise, s: usize, wo: usize, out: &mut [f32]) {
@@ -475,8 +475,10 @@ pub(crate) fn dw_row(rows: &[&[f32]], dw: &Depthwise, s: usize, wo: usize, out: 
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! The depthwise row kernel with explicit AVX2 + FMA intrinsics (LLVM's
-    //! auto-vectoriser picked the pixel axis, with gathers, for the portable code).
+    //! The depthwise row kernels with explicit AVX-512F or AVX2 + FMA intrinsics (LLVM's
+    //! auto-vectoriser picked the pixel axis, with gathers, for the portable code): the same
+    //! code on 16- or 8-float vectors, the same operations in the same order per channel, so
+    //! both (and the portable code with FMA) give the same bits.
     use super::Depthwise;
     use std::arch::x86_64::*;
 
@@ -489,13 +491,16 @@ mod x86 {
         wo: usize,
         out: &mut [f32],
     ) -> bool {
+        let v4 = is_x86_feature_detected!("avx512f");
         let v3 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
         macro_rules! go {
             ($k:literal, $s:literal) => {{
                 let r: &[&[f32]; $k] = rows.try_into().expect("k rows");
-                if v3 {
-                    // SAFETY: the CPU has the features `v3_row` is compiled for (checked
-                    // above); the caller checked every slice bound the kernel relies on.
+                // SAFETY: the CPU has the features `v4_row` / `v3_row` is compiled for
+                // (checked above); the caller checked every slice bound the kernel relies on.
+                if v4 {
+                    unsafe { v4_row::<$k, $s>(r, &dw.wt, &dw.bias, wo, out) }
+                } else if v3 {
                     unsafe { v3_row::<$k, $s>(r, &dw.wt, &dw.bias, wo, out) }
                 } else {
                     return false;
@@ -582,6 +587,21 @@ mod x86 {
             }
         };
     }
+
+    kernel!(
+        v4_row,
+        "avx512f",
+        __m512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps,
+        _mm512_max_ps,
+        _mm512_min_ps
+    );
 
     kernel!(
         v3_row,

@@ -9,10 +9,17 @@
 //! stay packed, and each output element is written once. The sum over q runs from zero in
 //! order q = 0, 1, …, k − 1 (fused multiply-adds) whatever m, the blocking or the thread count.
 //!
-//! Only an AVX2 + FMA build exists ([`pointwise`] returns `false` elsewhere and the caller
-//! uses faer): 6 rows × 16 columns of sums in 12 registers, broadcasting A and streaming the
-//! packed panel (the classic Haswell shape; AVX-512 intrinsics would need Rust 1.89, above
-//! the workspace's MSRV, and run no faster on AMD Zen 4, which splits them in two).
+//! Two builds exist, chosen at run time ([`pointwise`] returns `false` on CPUs with neither and
+//! the caller uses faer):
+//! - AVX-512F: 12 rows × 32 columns (two panels) of sums in 24 of the 32 `zmm` registers,
+//!   broadcasting A and streaming the two packed panels: 24 FMAs per 2 panel loads and 12
+//!   broadcasts. AMD Zen 4 executes a 512-bit FMA as two 256-bit halves, so the peak is the
+//!   AVX2 one; the gain is in the larger register block (half the loads per FMA, 4× the sums
+//!   per epilogue) and half the instructions;
+//! - AVX2 + FMA: 6 rows × 16 columns of sums in 12 registers (the classic Haswell shape).
+//!
+//! Both add the same terms in the same order (fused multiply-adds from zero over q, then the
+//! bias, the activation, the residual), so they give bitwise the same output.
 
 use ndarray::ArrayView2;
 
@@ -66,9 +73,45 @@ impl Packed {
     }
 }
 
+/// The instruction sets the kernels are built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512F (x86-64-v4).
+    V4,
+    /// AVX2 + FMA (x86-64-v3).
+    V3,
+}
+
+impl Isa {
+    /// Whether this CPU runs the kernel.
+    fn available(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                Isa::V4 => std::arch::is_x86_feature_detected!("avx512f"),
+                Isa::V3 => {
+                    std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("fma")
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = self;
+            false
+        }
+    }
+
+    /// The widest kernel this CPU runs, if any.
+    fn best() -> Option<Isa> {
+        [Isa::V4, Isa::V3].into_iter().find(|i| i.available())
+    }
+}
+
 /// Rows i < m of $C = \mathrm{act}(A W + b) [+ R]$ (see the module docs), row i written to
 /// `out[dst(i) .. dst(i) + n]`; A is `a` (m, k) row-major, `resid` (m, n) row-major.
-/// Returns `false`, writing nothing, when the CPU has no AVX2 + FMA (the caller then uses faer).
+/// Returns `false`, writing nothing, when the CPU has neither AVX-512F nor AVX2 + FMA (the
+/// caller then uses faer).
 /// Panics if a slice is too short for these shapes or a destination row falls outside `out`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pointwise(
@@ -81,27 +124,298 @@ pub(crate) fn pointwise(
     out: &mut [f32],
     dst: impl Fn(usize) -> usize,
 ) -> bool {
+    match Isa::best() {
+        Some(isa) => pointwise_isa(isa, a, m, w, bias, act, resid, out, dst),
+        None => false,
+    }
+}
+
+/// [`pointwise`] with the kernel for `isa`; `false`, writing nothing, if this CPU lacks it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pointwise_isa(
+    isa: Isa,
+    a: &[f32],
+    m: usize,
+    w: &Packed,
+    bias: &[f32],
+    act: Act,
+    resid: Option<&[f32]>,
+    out: &mut [f32],
+    dst: impl Fn(usize) -> usize,
+) -> bool {
+    if !isa.available() {
+        return false;
+    }
+    assert!(
+        a.len() >= m * w.k && bias.len() == w.n && resid.is_none_or(|r| r.len() >= m * w.n),
+        "pointwise: shapes"
+    );
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        // SAFETY: the CPU has the instructions of `isa` (checked above); the slice bounds the
+        // kernels rely on are asserted above (a, bias, resid) and, per row, inside them (out).
+        unsafe {
+            match isa {
+                Isa::V4 => x86v4::pointwise_v4(a, m, w, bias, act, resid, out, &dst),
+                Isa::V3 => x86::pointwise_v3(a, m, w, bias, act, resid, out, &dst),
+            }
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, m, w, bias, act, resid, out, dst);
+        false
+    }
+}
+
+/// Weights up to this size (bytes) are swept once per block of rows.
+const ROW_OUTER_BYTES: usize = 512 * 1024;
+
+/// `dst(i)` for every row i < m, each checked to leave room for n floats in an `out_len`-float
+/// output (once per call, not once per panel).
+fn row_offsets(m: usize, n: usize, out_len: usize, dst: &impl Fn(usize) -> usize) -> Vec<usize> {
+    (0..m)
+        .map(|i| {
+            let o = dst(i);
             assert!(
-                a.len() >= m * w.k && bias.len() == w.n && resid.is_none_or(|r| r.len() >= m * w.n),
-                "pointwise: shapes"
+                o + n <= out_len,
+                "pointwise: destination row out of bounds"
             );
-            // SAFETY: the CPU has AVX2 and FMA (checked above); the slice bounds the kernel
-            // relies on are asserted above (a, bias, resid) and, per row, inside it (out).
-            unsafe { x86::pointwise_v3(a, m, w, bias, act, resid, out, &dst) };
-            return true;
+            o
+        })
+        .collect()
+}
+
+/// Rows split evenly into ⌈m/mr⌉ blocks `(first row, rows)` (e.g. 8 rows at mr = 6 → 4 + 4, not
+/// 6 + 2): a block of 1–2 rows has too few independent sums to hide the FMA latency.
+fn row_blocks(m: usize, mr: usize) -> Vec<(usize, usize)> {
+    let nb = m.div_ceil(mr);
+    (0..nb)
+        .scan(0, |i0, bi| {
+            let rows = m / nb + usize::from(bi < m % nb);
+            let b = (*i0, rows);
+            *i0 += rows;
+            Some(b)
+        })
+        .collect()
+}
+
+/// Calls `tile(panel, block)` for every (panel group, row block) of a k × n weight matrix, in
+/// the order that keeps the reused operand in cache: small weights (they stay in L2) are swept
+/// once per block of rows, which stays in L1; large ones panel by panel, each staying in cache
+/// while the row blocks stream past it.
+fn for_each_tile<P: Copy>(
+    k: usize,
+    n: usize,
+    blocks: &[(usize, usize)],
+    panels: &[P],
+    mut tile: impl FnMut(P, (usize, usize)),
+) {
+    if k * n * 4 <= ROW_OUTER_BYTES {
+        for &b in blocks {
+            for &p in panels {
+                tile(p, b);
+            }
+        }
+    } else {
+        for &p in panels {
+            for &b in blocks {
+                tile(p, b);
+            }
         }
     }
-    let _ = (a, m, w, bias, act, resid, out, dst);
-    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86v4 {
+    //! The AVX-512F kernel: 12 rows × two 16-column panels per register block.
+    use super::{for_each_tile, row_blocks, row_offsets, Act, Packed, NR};
+    use std::arch::x86_64::*;
+
+    /// Rows (pixels) per register block: 12 × 2 accumulators + 2 panel vectors + 1 broadcast
+    /// = 27 of the 32 registers.
+    const MR4: usize = 12;
+
+    /// # Safety
+    /// The CPU has AVX-512F; `a.len() ≥ m·k`, `bias.len() = n`, `resid` (if any) ≥ m·n floats.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn pointwise_v4<F: Fn(usize) -> usize>(
+        a: &[f32],
+        m: usize,
+        w: &Packed,
+        bias: &[f32],
+        act: Act,
+        resid: Option<&[f32]>,
+        out: &mut [f32],
+        dst: &F,
+    ) {
+        let (k, n) = (w.k, w.n);
+        let panels = n.div_ceil(NR);
+        let offsets = row_offsets(m, n, out.len(), dst);
+        let blocks = row_blocks(m, MR4);
+        // Panels in pairs (p, count), the last one alone when their number is odd.
+        let pairs: Vec<(usize, usize)> = (0..panels)
+            .step_by(2)
+            .map(|p| (p, (panels - p).min(2)))
+            .collect();
+        let job = Job {
+            a,
+            w,
+            bias,
+            act,
+            resid,
+            offsets: &offsets,
+        };
+        for_each_tile(k, n, &blocks, &pairs, |(p, np), (i0, rows)| {
+            // SAFETY: as for this function; p + np ≤ panels, i0 + rows ≤ m, offsets checked.
+            unsafe { run(&job, p, np, i0, rows, out) }
+        });
+    }
+
+    /// What every register block of one [`pointwise_v4`] call shares.
+    struct Job<'a> {
+        a: &'a [f32],
+        w: &'a Packed,
+        bias: &'a [f32],
+        act: Act,
+        resid: Option<&'a [f32]>,
+        offsets: &'a [usize],
+    }
+
+    /// Rows `i0 .. i0 + rows` (1 ≤ rows ≤ 12) × panels `p .. p + np` (np ∈ {1, 2}).
+    ///
+    /// # Safety
+    /// As for [`pointwise_v4`]; p + np ≤ panels, i0 + rows ≤ m, every offset checked.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run(j: &Job<'_>, p: usize, np: usize, i0: usize, rows: usize, out: &mut [f32]) {
+        macro_rules! dispatch {
+            ($h:literal) => {
+                match rows {
+                    12 => block::<12, $h>(j, p, i0, out),
+                    11 => block::<11, $h>(j, p, i0, out),
+                    10 => block::<10, $h>(j, p, i0, out),
+                    9 => block::<9, $h>(j, p, i0, out),
+                    8 => block::<8, $h>(j, p, i0, out),
+                    7 => block::<7, $h>(j, p, i0, out),
+                    6 => block::<6, $h>(j, p, i0, out),
+                    5 => block::<5, $h>(j, p, i0, out),
+                    4 => block::<4, $h>(j, p, i0, out),
+                    3 => block::<3, $h>(j, p, i0, out),
+                    2 => block::<2, $h>(j, p, i0, out),
+                    _ => block::<1, $h>(j, p, i0, out),
+                }
+            };
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if np == 2 {
+                dispatch!(2)
+            } else {
+                dispatch!(1)
+            }
+        }
+    }
+
+    /// The R × H register block of sums $\sum_{q<k} A_{r,q} W_{q, 16h + t}$ from zero in order
+    /// of q, for A rows at `ap` (R rows of k floats) and H consecutive packed panels at `pp`.
+    /// Not inlined: in a function of its own the block provably stays in registers for the
+    /// whole loop (inlined, LLVM kept a copy of every sum on the stack, storing it after each
+    /// multiply-add).
+    ///
+    /// # Safety
+    /// AVX-512F; `ap .. ap + R·k` and `pp .. pp + H·k·16` lie inside live `f32` slices.
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    #[allow(clippy::needless_range_loop)] // h also enters the address arithmetic
+    unsafe fn sums<const R: usize, const H: usize>(
+        ap: *const f32,
+        pp: *const f32,
+        k: usize,
+    ) -> [[__m512; H]; R] {
+        let zero = _mm512_setzero_ps();
+        let mut acc = [[zero; H]; R];
+        // SAFETY: q < k, r < R, h < H: A offset r·k + q < R·k; panel offset (h·k + q)·16 + 15
+        // < H·k·16 (the contract).
+        unsafe {
+            for q in 0..k {
+                let mut wv = [zero; H];
+                for h in 0..H {
+                    wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
+                }
+                for (r, acc_r) in acc.iter_mut().enumerate() {
+                    let x = _mm512_set1_ps(*ap.add(r * k + q));
+                    for h in 0..H {
+                        acc_r[h] = _mm512_fmadd_ps(x, wv[h], acc_r[h]);
+                    }
+                }
+            }
+        }
+        acc
+    }
+
+    /// R rows from `i0` × H panels from `p`: the sums over q, then bias, activation, residual
+    /// and one (masked where the panel is partial) store per row and panel.
+    ///
+    /// # Safety
+    /// AVX-512F; p + H ≤ panels, i0 + R ≤ m, `j.offsets[i0 + r] + n ≤ out.len()` for r < R,
+    /// `j.a.len() ≥ m·k`, `j.resid` (if any) ≥ m·n floats, `j.bias.len() = n`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::needless_range_loop)] // h and r also enter the address arithmetic
+    unsafe fn block<const R: usize, const H: usize>(
+        j: &Job<'_>,
+        p: usize,
+        i0: usize,
+        out: &mut [f32],
+    ) {
+        let (k, n) = (j.w.k, j.w.n);
+        let zero = _mm512_setzero_ps();
+        // SAFETY: A rows i0 .. i0 + R hold R·k floats from (i0·k); panels p .. p + H hold
+        // H·k·16 floats from p·k·16 (the caller's contract).
+        let acc = unsafe {
+            sums::<R, H>(
+                j.a.as_ptr().add(i0 * k),
+                j.w.data.as_ptr().add(p * k * NR),
+                k,
+            )
+        };
+        let six = _mm512_set1_ps(6.0);
+        let op = out.as_mut_ptr();
+        for h in 0..H {
+            let c = (p + h) * NR;
+            let lanes = (n - c).min(NR);
+            let full = lanes == NR;
+            let mask: __mmask16 = if full { !0 } else { (1u16 << lanes) - 1 };
+            // SAFETY: only lanes t < n − c are accessed (masked-off lanes are not): bias index
+            // c + t < n, residual index (i0 + r)·n + c + t < m·n, output index
+            // offsets[i0 + r] + c + t < offsets[i0 + r] + n ≤ out.len().
+            unsafe {
+                let b = _mm512_maskz_loadu_ps(mask, j.bias.as_ptr().add(c));
+                for r in 0..R {
+                    let mut v = _mm512_add_ps(acc[r][h], b);
+                    if j.act == Act::Relu6 {
+                        v = _mm512_min_ps(_mm512_max_ps(v, zero), six);
+                    }
+                    if let Some(res) = j.resid {
+                        let rp = res.as_ptr().add((i0 + r) * n + c);
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, rp));
+                    }
+                    let o = op.add(j.offsets[i0 + r] + c);
+                    if full {
+                        _mm512_storeu_ps(o, v);
+                    } else {
+                        _mm512_mask_storeu_ps(o, mask, v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Act, Packed, MR, NR};
+    use super::{for_each_tile, row_blocks, row_offsets, Act, Packed, MR, NR};
     use std::arch::x86_64::*;
 
     /// Lane mask (all ones in lanes < `lanes`) for AVX2's masked loads and stores.
@@ -128,17 +442,7 @@ mod x86 {
     ) {
         let (k, n) = (w.k, w.n);
         let panels = n.div_ceil(NR);
-        // Destination offsets once per call (not once per panel), each checked.
-        let offsets: Vec<usize> = (0..m)
-            .map(|i| {
-                let o = dst(i);
-                assert!(
-                    o + n <= out.len(),
-                    "pointwise: destination row out of bounds"
-                );
-                o
-            })
-            .collect();
+        let offsets = row_offsets(m, n, out.len(), dst);
         // Per panel: lane masks and bias vectors.
         let heads: Vec<([__m256i; 2], [__m256; 2])> = (0..panels)
             .map(|p| {
@@ -160,17 +464,7 @@ mod x86 {
                 }
             })
             .collect();
-        // Rows split evenly into ⌈m/6⌉ blocks (e.g. 8 → 4 + 4, not 6 + 2): a block of 1–2
-        // rows has too few independent sums to hide the FMA latency.
-        let nb = m.div_ceil(MR);
-        let blocks: Vec<(usize, usize)> = (0..nb)
-            .scan(0, |i0, bi| {
-                let rows = m / nb + usize::from(bi < m % nb);
-                let b = (*i0, rows);
-                *i0 += rows;
-                Some(b)
-            })
-            .collect();
+        let blocks = row_blocks(m, MR);
         let job = Job {
             a,
             w,
@@ -179,27 +473,12 @@ mod x86 {
             heads: &heads,
             offsets: &offsets,
         };
-        // SAFETY (both loops): as for this function; `run` gets in-range panels and blocks.
-        if k * n * 4 <= ROW_OUTER_BYTES {
-            // Small weights (they stay in L2): each block of A rows stays in L1 while every
-            // panel streams past it.
-            for &(i0, rows) in &blocks {
-                for p in 0..panels {
-                    unsafe { run(&job, p, i0, rows, out) };
-                }
-            }
-        } else {
-            // Large weights: each panel stays in cache while the blocks of A stream past it.
-            for p in 0..panels {
-                for &(i0, rows) in &blocks {
-                    unsafe { run(&job, p, i0, rows, out) };
-                }
-            }
-        }
+        let panel_list: Vec<usize> = (0..panels).collect();
+        for_each_tile(k, n, &blocks, &panel_list, |p, (i0, rows)| {
+            // SAFETY: as for this function; `run` gets in-range panels and blocks.
+            unsafe { run(&job, p, i0, rows, out) }
+        });
     }
-
-    /// Weights up to this size (bytes) are swept once per block of rows.
-    const ROW_OUTER_BYTES: usize = 512 * 1024;
 
     /// What every register block of one [`pointwise_v3`] call shares.
     struct Job<'a> {
@@ -371,6 +650,9 @@ mod tests {
             (17, 96, 24),
             (9, 5, 33),
             (7, 300, 500),
+            (29, 40, 80),
+            (23, 1280, 1000),
+            (12, 7, 48),
         ]
         .iter()
         .enumerate()
@@ -389,6 +671,14 @@ mod tests {
                 let dst = |i: usize| (2 * i + 1) * stride;
                 if !pointwise(&a, m, &packed, &bias, act, resid, &mut out, dst) {
                     return; // no AVX2 + FMA here: the faer path is tested by the mbconv tests
+                }
+                // Every kernel this CPU runs gives bitwise the same output.
+                for isa in [Isa::V4, Isa::V3] {
+                    let mut other = vec![-7.0f32; out.len()];
+                    if pointwise_isa(isa, &a, m, &packed, &bias, act, resid, &mut other, dst) {
+                        let same = out.iter().zip(&other).all(|(x, y)| x.to_bits() == y.to_bits());
+                        assert!(same, "{m}x{k}x{n}: {isa:?} differs from {:?}", Isa::best());
+                    }
                 }
                 for i in 0..m {
                     for j in 0..n {
