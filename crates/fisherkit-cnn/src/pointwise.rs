@@ -178,10 +178,7 @@ fn row_offsets(m: usize, n: usize, out_len: usize, dst: &impl Fn(usize) -> usize
     (0..m)
         .map(|i| {
             let o = dst(i);
-            assert!(
-                o + n <= out_len,
-                "pointwise: destination row out of bounds"
-            );
+            assert!(o + n <= out_len, "pointwise: destination row out of bounds");
             o
         })
         .collect()
@@ -676,7 +673,10 @@ mod tests {
                 for isa in [Isa::V4, Isa::V3] {
                     let mut other = vec![-7.0f32; out.len()];
                     if pointwise_isa(isa, &a, m, &packed, &bias, act, resid, &mut other, dst) {
-                        let same = out.iter().zip(&other).all(|(x, y)| x.to_bits() == y.to_bits());
+                        let same = out
+                            .iter()
+                            .zip(&other)
+                            .all(|(x, y)| x.to_bits() == y.to_bits());
                         assert!(same, "{m}x{k}x{n}: {isa:?} differs from {:?}", Isa::best());
                     }
                 }
