@@ -1,6 +1,7 @@
 //! Command-line grammar (clap derive).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use fisherkit::stream::em_defaults;
 use fisherkit_pipeline::defaults;
 use std::path::PathBuf;
 
@@ -139,16 +140,16 @@ pub struct GmmFitArgs {
     #[arg(long, short = 'k', value_name = "K")]
     pub components: usize,
     /// Seed of every random choice (same seed, same model).
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, default_value_t = em_defaults::SEED, value_name = "S")]
     pub seed: u64,
     /// Maximum EM iterations per restart.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = em_defaults::MAX_ITER, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the relative change of the mean log-likelihood falls below T.
-    #[arg(long, default_value_t = 1e-6, value_name = "T")]
+    #[arg(long, default_value_t = em_defaults::TOL, value_name = "T")]
     pub tol: f64,
     /// Number of EM restarts; the best log-likelihood wins.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,
     /// Initialisation.
     #[arg(long, value_enum, default_value_t = InitArg::Kmeans)]
@@ -228,16 +229,16 @@ pub struct MfaFitArgs {
     #[arg(long, short = 'r', value_name = "R")]
     pub factors: usize,
     /// Seed of every random choice.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, default_value_t = em_defaults::SEED, value_name = "S")]
     pub seed: u64,
     /// Maximum EM iterations per restart.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = em_defaults::MAX_ITER, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the relative change of the mean log-likelihood falls below T.
-    #[arg(long, default_value_t = 1e-6, value_name = "T")]
+    #[arg(long, default_value_t = em_defaults::TOL, value_name = "T")]
     pub tol: f64,
     /// Number of EM restarts.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,
     /// Shared or per-component noise variance Ψ.
     #[arg(long, value_enum, default_value_t = PsiArg::Shared)]

@@ -38,12 +38,10 @@ fn run_images(t: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
+/// [`common::assert_error`] (exit code, `error: `, no panic, empty stdout), and one line
+/// even for the usage errors (code 2) these options give.
 fn one_error_line(a: assert_cmd::assert::Assert, code: i32) -> String {
-    let out = a.get_output();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.starts_with("error: "), "{err}");
+    let err = common::assert_error(a.get_output(), code, &[], &[]);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     err
 }

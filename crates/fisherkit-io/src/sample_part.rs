@@ -1,7 +1,7 @@
 //! The pipeline's sample-pass checkpoint (`kind = sample-part`): what one
 //! finished chunk of sample images contributed, so that a run killed during
 //! the sample pass resumes after its last finished chunk instead of starting
-//! the pass again (`docs/formats.md` §6, `docs/pipeline.md` §2).
+//! the pass again (`docs/formats.md` §2.7, `docs/pipeline.md` §2).
 //!
 //! A safetensors file, written atomically. Per descriptor scale `s`:
 //!

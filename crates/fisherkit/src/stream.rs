@@ -19,6 +19,19 @@ use ndarray::{Array2, ArrayView2};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// The defaults of every EM fit, written once: [`crate::gmm::GmmParams::new`],
+/// [`crate::mfa::MfaParams::new`] and the CLI's `gmm fit` / `mfa fit` flags take them from here.
+pub mod em_defaults {
+    /// Most EM iterations per restart.
+    pub const MAX_ITER: usize = 100;
+    /// Relative change of the mean log-likelihood below which EM stops ([`super::em_stopping_rule`]).
+    pub const TOL: f64 = 1e-6;
+    /// EM restarts (the best log-likelihood wins).
+    pub const N_INIT: usize = 1;
+    /// Seed of every random choice.
+    pub const SEED: u64 = 0;
+}
+
 /// The visitor a pass feeds with chunks (n_c, D) of rows.
 pub type ChunkVisitor<'a, F, E> = dyn FnMut(ArrayView2<'_, F>) -> Result<(), E> + 'a;
 

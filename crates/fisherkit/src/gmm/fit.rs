@@ -87,10 +87,10 @@ impl<F: Float> GmmParams<F> {
     pub fn new(n_components: usize) -> Self {
         Self {
             n_components,
-            max_iter: 100,
-            tol: 1e-6,
-            n_init: 1,
-            seed: 0,
+            max_iter: crate::stream::em_defaults::MAX_ITER,
+            tol: crate::stream::em_defaults::TOL,
+            n_init: crate::stream::em_defaults::N_INIT,
+            seed: crate::stream::em_defaults::SEED,
             init: GmmInit::KMeans,
             variance_floor: VarianceFloor::default(),
             kmeans_max_iter: 20,

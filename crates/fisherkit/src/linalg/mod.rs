@@ -25,18 +25,53 @@ pub fn par_all() -> Par {
     }
 }
 
-/// Rows per chunk of [`gram_add_lower`]'s output.
+/// Rows per chunk of [`gram_add_lower_chunks`]'s output.
 const GRAM_CHUNK: usize = 256;
 
 /// Adds the lower triangle of $X_b X_b^\top$ to `acc` (N, N), `f64`, for a
-/// block of columns `xb` (N, B): the product is a GEMM in `F` per chunk of
-/// [`GRAM_CHUNK`] output rows (chunks in parallel, each added to its own
-/// rows of the `f64` sum, so the result does not depend on the thread
-/// count). Summing blocks of columns in a fixed order gives $X X^\top$ for
-/// an X that never has to be held whole; [`mirror_lower`] completes it.
-/// The diagonal chunks are computed in full (their upper parts are
-/// overwritten by the mirror). Extra memory: a (256, N) buffer per thread.
+/// block of columns `xb` (N, B): one triangular product in `F` (faer's
+/// lower-triangular matmul over all of this machine's threads: only the
+/// N(N+1)/2 products of the lower triangle are formed, in square tiles of full
+/// GEMM speed), then added to the `f64` sum. Summing blocks of columns in a fixed
+/// order gives $X X^\top$ for an X that never has to be held whole;
+/// [`mirror_lower`] completes it. Extra memory: one (N, N) `F` buffer.
 pub fn gram_add_lower<F: Float>(acc: &mut Array2<f64>, xb: ArrayView2<'_, F>) {
+    use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+    use rayon::prelude::*;
+    let xb = xb.as_standard_layout();
+    let (n, b) = xb.dim();
+    assert_eq!(acc.dim(), (n, n), "gram: shape mismatch");
+    let mut g = Array2::<F>::zeros((n, n));
+    let x = MatRef::from_row_major_slice(xb.as_slice().expect("standard layout"), n, b);
+    tri_matmul(
+        MatMut::from_row_major_slice_mut(g.as_slice_mut().expect("contiguous"), n, n),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        x,
+        BlockStructure::Rectangular,
+        x.transpose(),
+        BlockStructure::Rectangular,
+        F::one(),
+        par_all(),
+    );
+    acc.axis_iter_mut(ndarray::Axis(0))
+        .into_par_iter()
+        .zip(g.axis_iter(ndarray::Axis(0)).into_par_iter())
+        .enumerate()
+        .for_each(|(i, (mut a, g))| {
+            for j in 0..=i {
+                a[j] += g[j].as_f64();
+            }
+        });
+}
+
+/// [`gram_add_lower`] by one GEMM per chunk of [`GRAM_CHUNK`] output rows
+/// (chunks in parallel, each added to its own rows of the `f64` sum). The
+/// diagonal chunks are computed in full (their upper parts are overwritten by
+/// the mirror). Extra memory: a (256, N) buffer per thread. Kept for the
+/// `gram_timing` example's comparison.
+#[doc(hidden)]
+pub fn gram_add_lower_chunks<F: Float>(acc: &mut Array2<f64>, xb: ArrayView2<'_, F>) {
     use rayon::prelude::*;
     let xb = xb.as_standard_layout();
     assert_eq!(acc.dim(), (xb.nrows(), xb.nrows()), "gram: shape mismatch");
@@ -221,5 +256,46 @@ mod tests {
         let mut c = Array2::<f64>::ones((2, 2)).reversed_axes();
         gemm(c.view_mut(), true, a.view(), b.view(), 2.0, Par::Seq);
         assert_eq!(c, want.mapv(|v| 2.0 * v + 1.0));
+    }
+
+    #[test]
+    fn gram_is_the_lower_triangle_of_x_xt_for_any_thread_count() {
+        // Sizes around faer's tiles (odd, below and above a few hundred rows).
+        for &(n, b) in &[(1, 3), (7, 5), (130, 17), (301, 64), (517, 40)] {
+            let x = Array2::from_shape_fn((n, b), |(i, j)| {
+                ((i * 31 + j * 17) % 23) as f32 / 23.0 - 0.4
+            });
+            let x64 = x.mapv(|v| v as f64);
+            let want = naive(x64.view(), x64.t());
+            let run = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let mut acc = Array2::<f64>::zeros((n, n));
+                    gram_add_lower(&mut acc, x.view());
+                    gram_add_lower(&mut acc, x.view()); // accumulates
+                    acc
+                })
+            };
+            let one = run(1);
+            for i in 0..n {
+                for j in 0..=i {
+                    let w = 2.0 * want[[i, j]];
+                    assert!(
+                        (one[[i, j]] - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{n}x{b} [{i},{j}]: {} vs {w}",
+                        one[[i, j]]
+                    );
+                }
+            }
+            for threads in [2, 3] {
+                let other = run(threads);
+                let same = (0..n)
+                    .all(|i| (0..=i).all(|j| one[[i, j]].to_bits() == other[[i, j]].to_bits()));
+                assert!(same, "{n}x{b}: {threads} threads differ from 1");
+            }
+        }
     }
 }

@@ -68,10 +68,10 @@ impl MfaParams {
             n_components,
             n_factors,
             psi_mode: PsiMode::Shared,
-            max_iter: 100,
-            tol: 1e-6,
-            n_init: 1,
-            seed: 0,
+            max_iter: crate::stream::em_defaults::MAX_ITER,
+            tol: crate::stream::em_defaults::TOL,
+            n_init: crate::stream::em_defaults::N_INIT,
+            seed: crate::stream::em_defaults::SEED,
             psi_floor: 1e-3,
         }
     }
