@@ -6,7 +6,7 @@ use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
-use crate::kernels::screen::{ScreenScratch, SparseRows};
+use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::flush_cutoff;
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
@@ -22,11 +22,6 @@ pub const VLFEAT_SKIP: f64 = 1e-6;
 /// accumulated with two GEMMs instead of the sparse loop (the GEMM runs about
 /// this many times faster per multiply-add than the scattered row updates).
 const DENSE_FRACTION: usize = 12;
-
-/// Posteriors below this are dropped, and those above it recomputed exactly, when an `f32`
-/// chunk's sparse posteriors come from the GEMM ([`FisherVector::refine_posteriors`],
-/// docs/math.md §2.8): the dropped mass is below K·1e-10 per row.
-const REFINE_MIN: f64 = 1e-10;
 
 /// One block of the Fisher vector. Blocks are always laid out in the order
 /// prior, mean, var, whatever the order they are requested in.
@@ -492,14 +487,7 @@ impl<F: Float> FisherVector<F> {
     /// descriptors (1.5–2 at K = 50), so this costs about D multiply-adds per pair.
     fn refine_posteriors(&self, xc: ArrayView2<'_, F>, ws: &mut Workspace<F>) {
         ws.rows.retain(|q| q >= REFINE_MIN);
-        let screen = self.gmm.screen();
-        let mut x64 = vec![0.0f64; xc.ncols()];
-        for (i, xr) in xc.outer_iter().enumerate() {
-            x64.iter_mut().zip(xr).for_each(|(a, &v)| *a = v.as_f64());
-            for j in ws.rows.start[i]..ws.rows.start[i + 1] {
-                ws.rows.val[j] = screen.exact_log_joint(&x64, ws.rows.comp[j] as usize).0;
-            }
-        }
+        self.gmm.screen().exact_log_joints(xc, &mut ws.rows);
         let n = xc.nrows();
         ws.rows.softmax(flush_cutoff::<F>(), &mut ws.ll[..n]);
     }

@@ -14,7 +14,7 @@ use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
-use crate::kernels::screen::{ScreenScratch, SparseRows};
+use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::{flush_cutoff, log_joint_to_posteriors_flushed};
 use crate::linalg::{gemm, Par};
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
@@ -533,13 +533,20 @@ impl<F: Float> EStepLeaf<F> {
     /// exact posteriors of the survivors, sums in `f64`. False (nothing
     /// added) when the chunk is dense.
     fn screened_chunk(&mut self, g: &DiagGmm<F>, xc: ArrayView2<'_, F>) -> bool {
-        let n = xc.nrows();
         if !g
             .screen()
             .survivors(xc, None, &mut self.screen, &mut self.rows)
         {
             return false;
         }
+        self.add_rows(g, xc);
+        true
+    }
+
+    /// Adds the rows of `xc` (n, D) whose exact log-joints are in `self.rows` (per row, the
+    /// components that matter): their softmax, the sums in `f64` and the log-likelihood.
+    fn add_rows(&mut self, g: &DiagGmm<F>, xc: ArrayView2<'_, F>) {
+        let n = xc.nrows();
         self.rows.softmax(flush_cutoff::<F>(), &mut self.ll[..n]);
         let st = &mut self.st;
         let c = st.center.as_slice().expect("standard layout");
@@ -566,7 +573,17 @@ impl<F: Float> EStepLeaf<F> {
         let norm = -0.5 * g.dim() as f64 * ln_2pi;
         st.log_likelihood += self.ll[..n].iter().map(|l| l + norm).sum::<f64>();
         st.n_rows += n as f64;
-        true
+    }
+
+    /// `f32` only (docs/math.md §2.8): the posteriors of the GEMM in the first n rows of
+    /// `self.q` that carry the mass ($q \ge$ [`REFINE_MIN`]) get their log-joints again in
+    /// the centred direct form in `f64`, the others being dropped; then [`Self::add_rows`].
+    fn add_refined(&mut self, g: &DiagGmm<F>, xc: ArrayView2<'_, F>) {
+        let n = xc.nrows();
+        self.rows
+            .set_from_dense(self.q.slice(s![..n, ..]), REFINE_MIN);
+        g.screen().exact_log_joints(xc, &mut self.rows);
+        self.add_rows(g, xc);
     }
 
     /// The chunk `xc` (n, D) through the GEMM kernel: log-space posteriors
@@ -580,6 +597,10 @@ impl<F: Float> EStepLeaf<F> {
         let nnz = log_joint_to_posteriors_flushed(qc.view_mut(), &mut self.ll[..n]);
         // `log_joint_into` leaves [y², y], y = x − c, in `scratch` (n, 2D)
         debug_assert_eq!(self.scratch.dim(), (n, 2 * d));
+        if nnz * SPARSE_DENSITY_INV <= n * k && F::EPS.as_f64() > 1e-12 {
+            self.add_refined(g, xc);
+            return;
+        }
         if nnz * SPARSE_DENSITY_INV <= n * k {
             accumulate_sparse(&mut self.st, qc.view(), self.scratch.view());
         } else {
@@ -1048,6 +1069,30 @@ mod screen_tests {
         let d1 = rel(&a.sum_y().to_owned(), &b.sum_y().to_owned());
         let d2 = rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned());
         assert!(dl < 1e-6 && d1 < 1e-6 && d2 < 1e-6, "{dl:e} {d1:e} {d2:e}");
+    }
+
+    #[test]
+    fn gemm_path_f32_statistics_are_within_1e_6_of_f64_far_from_the_origin() {
+        // Every chunk through the GEMM (as on real descriptors, where the bound prunes
+        // nothing): the sparse posteriors are refined in f64 (docs/math.md §2.8).
+        for (seed, sep) in [(23, 10.0), (24, 3.0)] {
+            let (g, x) = planted(seed, 24, 64, 2000, sep, 1000.0);
+            let g32: DiagGmm<f32> = g.cast();
+            let x32 = x.mapv(|v| v as f32);
+            let g64: DiagGmm<f64> = g32.cast();
+            let x64 = x32.mapv(|v| v as f64);
+            let a = g32.statistics_with(x32.view(), false);
+            let mut b = g64.statistics_with(x64.view(), false);
+            b.recenter(a.center()).unwrap();
+            let dl = (a.log_likelihood() - b.log_likelihood()).abs() / b.log_likelihood().abs();
+            let d0 = (&a.resp_sums() - &b.resp_sums()).mapv(f64::abs).sum() / a.n_rows();
+            let d1 = rel(&a.sum_y().to_owned(), &b.sum_y().to_owned());
+            let d2 = rel(&a.sum_y2().to_owned(), &b.sum_y2().to_owned());
+            assert!(
+                dl < 1e-6 && d0 < 1e-6 && d1 < 1e-6 && d2 < 1e-6,
+                "separation {sep}: {dl:e} {d0:e} {d1:e} {d2:e}"
+            );
+        }
     }
 }
 

@@ -74,6 +74,11 @@ pub(crate) struct DiagScreen<F> {
     inv_sd: Array2<f64>,
 }
 
+/// Posteriors below this are dropped, and those above it recomputed exactly, when `f32`
+/// posteriors come from the GEMM (docs/math.md §2.8): the dropped mass is at most K·1e-10 of
+/// a row's.
+pub(crate) const REFINE_MIN: f64 = 1e-10;
+
 /// Per-row lists in CSR form: row `i` owns `comp[start[i]..start[i+1]]`
 /// (ascending) and `val[start[i]..start[i+1]]`. The screening writes exact
 /// log-joints in `val`; [`SparseRows::softmax`] turns them into posteriors.
@@ -205,6 +210,18 @@ impl<F: Float> DiagScreen<F> {
             is.as_slice().expect("standard layout"),
         );
         (self.log_norm[k] - 0.5 * maha, maha)
+    }
+
+    /// For every row i of `x` (n, D), the exact log-joint ([`Self::exact_log_joint`]) of
+    /// each component listed for it in `rows`, into `rows.val`.
+    pub fn exact_log_joints(&self, x: ArrayView2<'_, F>, rows: &mut SparseRows) {
+        let mut x64 = vec![0.0f64; x.ncols()];
+        for (i, xr) in x.outer_iter().enumerate() {
+            x64.iter_mut().zip(xr).for_each(|(a, &v)| *a = v.as_f64());
+            for j in rows.start[i]..rows.start[i + 1] {
+                rows.val[j] = self.exact_log_joint(&x64, rows.comp[j] as usize).0;
+            }
+        }
     }
 
     /// The survivors of the rows of `x` (n, D) with their exact log-joints,
@@ -414,6 +431,24 @@ impl SparseRows {
         self.start[n] = n;
         self.comp.truncate(n);
         self.val.truncate(n);
+    }
+
+    /// The entries of `q` (n, K) of at least `min`, per row (components ascending), their
+    /// values as in `q`.
+    pub fn set_from_dense<F: Float>(&mut self, q: ArrayView2<'_, F>, min: f64) {
+        self.start.clear();
+        self.comp.clear();
+        self.val.clear();
+        self.start.push(0);
+        for row in q.outer_iter() {
+            for (k, &v) in row.iter().enumerate() {
+                if v.as_f64() >= min {
+                    self.comp.push(k as u32);
+                    self.val.push(v.as_f64());
+                }
+            }
+            self.start.push(self.comp.len());
+        }
     }
 
     /// Keeps the entries whose value passes `keep`.
