@@ -165,7 +165,7 @@ fn synthetic_image(h: usize, w: usize) -> Array3<f32> {
                     + (x as f32 - 0.75 * w as f32).powi(2))
                 .sqrt()
                     / 5.0) as usize;
-                if r % 2 == 0 {
+                if r.is_multiple_of(2) {
                     40.0 + 60.0 * c as f32
                 } else {
                     220.0 - 50.0 * c as f32

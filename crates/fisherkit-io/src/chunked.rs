@@ -295,7 +295,7 @@ mod tests {
     /// An .npy file with this header dict followed by `data`.
     fn raw_npy(dict: &str, data: &[u8]) -> Vec<u8> {
         let mut h = dict.to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');
