@@ -186,13 +186,9 @@ def real_descriptors(cache: Path, fk_cli: Path):
     return bags(d / "train.npz"), bags(d / "test.npz")
 
 
-def make_real_data(path: Path, k, n, n_bags, bag_size, seed, fk_cli, cache):
-    """The same files as make_gmm_data, from real descriptors: the demo images' SqueezeNet
-    descriptors, PCA to D = 500 (learned on the training descriptors, as the pipeline
-    does), x = n seeded training rows, the model = a K-component GMM fitted to x by
-    `fisherkit gmm fit` (seeded; EM is then timed from that model, i.e. with converged
-    posteriors), bags = consecutive test descriptors cut into n_bags bags of bag_size."""
-    path.mkdir(parents=True)
+def _real_pca500(cache: Path, fk_cli: Path, n, seed):
+    """The demo images' SqueezeNet descriptors, PCA to D = 500 learned on the training
+    descriptors (as the pipeline does): (x = n seeded training rows, all test rows), f32."""
     train, test = real_descriptors(cache, fk_cli)
     xtr = np.concatenate(train).astype(np.float64)
     mean = xtr.mean(0)
@@ -202,17 +198,51 @@ def make_real_data(path: Path, k, n, n_bags, bag_size, seed, fk_cli, cache):
     proj = lambda a: ((a.astype(np.float64) - mean) @ comp).astype(np.float32)  # noqa: E731
     rng = np.random.default_rng(seed)
     x = proj(xtr[np.sort(rng.choice(len(xtr), size=min(n, len(xtr)), replace=False))])
-    np.save(path / "x.npy", x)
-    xte = proj(np.concatenate(test))
+    return x, proj(np.concatenate(test))
+
+
+def _save_real_bags(path: Path, xte, n_bags, bag_size):
     need = n_bags * bag_size
     if len(xte) < need:
         raise SystemExit(f"the demo's test images give {len(xte)} descriptors; {n_bags} bags of {bag_size} need {need}")
     np.save(path / "bags.npy", xte[:need].reshape(n_bags, bag_size, 500))
+
+
+def make_real_data(path: Path, k, n, n_bags, bag_size, seed, fk_cli, cache):
+    """The same files as make_gmm_data, from real descriptors: the demo images' SqueezeNet
+    descriptors, PCA to D = 500 (learned on the training descriptors, as the pipeline
+    does), x = n seeded training rows, the model = a K-component GMM fitted to x by
+    `fisherkit gmm fit` (seeded; EM is then timed from that model, i.e. with converged
+    posteriors), bags = consecutive test descriptors cut into n_bags bags of bag_size."""
+    path.mkdir(parents=True)
+    x, xte = _real_pca500(cache, fk_cli, n, seed)
+    np.save(path / "x.npy", x)
+    _save_real_bags(path, xte, n_bags, bag_size)
     subprocess.run([str(fk_cli), "--quiet", "gmm", "fit", "--input", str(path / "x.npy"), "--components", str(k),
                     "--seed", str(seed), "--output", str(path / "gmm.safetensors")], check=True)
     t = _read_safetensors(path / "gmm.safetensors")
     for mine, theirs in (("w", "weights"), ("mu", "means"), ("var", "variances")):
         a = np.asarray(t[theirs], np.float32)
+        np.save(path / f"{mine}.npy", a)
+        np.save(path / f"{mine}0.npy", a)
+
+
+def make_real_mfa_data(path: Path, d, k, r, n, n_bags, bag_size, seed, fk_cli, cache):
+    """The same files as make_mfa_data, from real descriptors (as make_real_data): the
+    model = an MFA of K components and R factors (shared psi) fitted to x by `fisherkit mfa
+    fit` (seeded, at most 30 iterations); EM is timed from that model."""
+    assert d == 500, "the real descriptors are PCA'd to D = 500"
+    path.mkdir(parents=True)
+    x, xte = _real_pca500(cache, fk_cli, n, seed)
+    np.save(path / "x.npy", x)
+    _save_real_bags(path, xte, n_bags, bag_size)
+    subprocess.run([str(fk_cli), "--quiet", "mfa", "fit", "--input", str(path / "x.npy"), "--components", str(k),
+                    "--factors", str(r), "--max-iter", "30", "--seed", str(seed),
+                    "--output", str(path / "mfa.safetensors")], check=True)
+    t = _read_safetensors(path / "mfa.safetensors")
+    psi = np.asarray(t["psi"], np.float32).reshape(-1, 500)
+    for mine, a in (("w", t["weights"]), ("mu", t["means"]), ("lam", t["loadings"]), ("psi", psi)):
+        a = np.asarray(a, np.float32)
         np.save(path / f"{mine}.npy", a)
         np.save(path / f"{mine}0.npy", a)
 
@@ -709,34 +739,48 @@ def main():
         selftest_mfa_ref()
         d, k, rr = mfa_dims
         tag = f"d{d}_k{k}_r{rr}"
-        path = out / "data" / f"mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_g{a.gap:g}_v{DATA_VERSION}"
-        t = time.perf_counter()
-        if ensure(path, make_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, a.gap):
-            print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
-        print(f"\nMFA D={d} K={k} R={rr}: N={n}, {mfa_bags} bags of {a.bag_size}", flush=True)
-        m0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--loadings", path / "lam0.npy",
-              "--psi", path / "psi0.npy"]
-        m1 = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--loadings", path / "lam.npy",
-              "--psi", path / "psi.npy"]
-        for thr in threads:
-            f = lambda name: work / f"{name}_{tag}_t{thr}.npy"  # noqa: E731
-            row = dict(d=d, k=k, r=rr, threads=thr)
-            row["fk_em"] = r.run("fisherkit MFA EM iteration", [fk, "mfa-em", "--reps", reps, "--x", path / "x.npy",
-                                 *m0, "--out-means", f("fk_mfa_means"), "--out-psi", f("fk_mfa_psi")], thr, peer=False)
-            row["np_em"] = py("numpy-mfa-em", thr, data=path, out_means=f("np_mfa_means"), out_psi=f("np_mfa_psi"))
-            row["fk_fs"] = r.run("fisherkit MFA-FS", [fk, "mfa-fs", "--reps", reps, "--bags", path / "bags.npy", *m1,
-                                 "--out-fs0", f("fk_fs0")], thr, peer=False)
-            row["np_fs"] = py("numpy-mfa-fs", thr, data=path, out_fs0=f("np_fs0"))
-            row["checks"] = {
-                "MFA means after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_means"),
-                                                                                    f("np_mfa_means")),
-                "MFA psi after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_psi"), f("np_mfa_psi")),
-                "MFA-FS bag 0, fisherkit vs numpy": rel_diff_files(f("fk_fs0"), f("np_fs0")),
-            }
-            for name, v in row["checks"].items():
-                if v is not None:
-                    print(f"  check {name}: relative difference {v:.2e}")
-            results["mfa"].append(row)
+        mfa_sets = []
+        if a.data in ("synthetic", "both"):
+            path = out / "data" / f"mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_g{a.gap:g}_v{DATA_VERSION}"
+            mfa_sets.append(("synthetic", path, (make_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, a.gap)))
+        if a.data in ("real", "both"):
+            path = out / "data" / f"real_mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_v{REAL_VERSION}"
+            mfa_sets.append(("real", path, (make_real_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, fk_cli,
+                                            out / "data")))
+        for (kind, path, maker) in mfa_sets:
+            t = time.perf_counter()
+            if ensure(path, *maker):
+                print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
+            print(f"\nMFA ({kind} descriptors) D={d} K={k} R={rr}: N={n}, {mfa_bags} bags of {a.bag_size}",
+                  flush=True)
+            m0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--loadings", path / "lam0.npy",
+                  "--psi", path / "psi0.npy"]
+            m1 = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--loadings", path / "lam.npy",
+                  "--psi", path / "psi.npy"]
+            for thr in threads:
+                f = lambda name: work / f"{name}_{kind}_{tag}_t{thr}.npy"  # noqa: E731
+                row = dict(data=kind, d=d, k=k, r=rr, threads=thr)
+                row["fk_em"] = r.run("fisherkit MFA EM iteration", [fk, "mfa-em", "--reps", reps, "--x",
+                                     path / "x.npy", *m0, "--out-means", f("fk_mfa_means"), "--out-psi",
+                                     f("fk_mfa_psi")], thr, peer=False)
+                row["np_em"] = py("numpy-mfa-em", thr, data=path, out_means=f("np_mfa_means"),
+                                  out_psi=f("np_mfa_psi"))
+                row["fk_fs"] = r.run("fisherkit MFA-FS", [fk, "mfa-fs", "--reps", reps, "--bags", path / "bags.npy",
+                                     *m1, "--out-fs0", f("fk_fs0")], thr, peer=False)
+                row["np_fs"] = py("numpy-mfa-fs", thr, data=path, out_fs0=f("np_fs0"))
+                row["checks"] = {
+                    "MFA means after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_means"),
+                                                                                        f("np_mfa_means")),
+                    "MFA psi after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_psi"),
+                                                                                      f("np_mfa_psi")),
+                    "MFA-FS bag 0, fisherkit vs numpy": rel_diff_files(f("fk_fs0"), f("np_fs0")),
+                    "MFA-FS raw scores, fisherkit f32 vs f64 (worst of 4 bags)":
+                        _get(row.get("fk_fs"), "f32_vs_f64_raw_rel"),
+                }
+                for name, v in row["checks"].items():
+                    if v is not None:
+                        print(f"  check {name}: relative difference {v:.2e}")
+                results["mfa"].append(row)
 
     load1 = os.getloadavg()
     results["machine"]["load_after"] = load1
@@ -824,17 +868,18 @@ def report(res):
         tgt[(data, d, k, t)] = dict(em=(fk_it, vl_it, sk_it), fv=(fk_fv, vl_fv, sk_fv))
     for row in res["mfa"]:
         d, k, rr, t = row["d"], row["k"], row["r"], row["threads"]
+        data = row.get("data", "synthetic")
         fk_it = _get(row.get("fk_em"), "iteration_s")
         np_it = _get(row.get("np_em"), "iteration_s")
         fk_fs = _get(row.get("fk_fs"), "per_bag_s")
         np_fs = _get(row.get("np_fs"), "per_bag_s")
         gfe = 4.0 * c["n"] * d * k * rr / fk_it / 1e9 if fk_it else None
         gff = 4.0 * c["bag_size"] * d * k * rr / fk_fs / 1e9 if fk_fs else None
-        lines.append(f"| MFA EM iteration | synthetic | {d}/{k}/R{rr} | {t} | {fmt_time(fk_it)} | – | {fmt_time(np_it)} (numpy f64) "
+        lines.append(f"| MFA EM iteration | {data} | {d}/{k}/R{rr} | {t} | {fmt_time(fk_it)} | – | {fmt_time(np_it)} (numpy f64) "
                      f"| – | {fmt_ratio(ratio(np_it, fk_it))} | {fmt_num(gfe)} | {fmt_num(gemm.get(t))} |")
-        lines.append(f"| MFA-FS per bag | synthetic | {d}/{k}/R{rr} | {t} | {fmt_time(fk_fs)} | – | {fmt_time(np_fs)} (numpy f64) "
+        lines.append(f"| MFA-FS per bag | {data} | {d}/{k}/R{rr} | {t} | {fmt_time(fk_fs)} | – | {fmt_time(np_fs)} (numpy f64) "
                      f"| – | {fmt_ratio(ratio(np_fs, fk_fs))} | {fmt_num(gff)} | {fmt_num(gemm.get(t))} |")
-        tgt[("mfa", t)] = dict(em=(fk_it, np_it), fs=(fk_fs, np_fs))
+        tgt[("mfa", data, t)] = dict(em=(fk_it, np_it), fs=(fk_fs, np_fs))
     lines.append("")
     lines.append("GFLOP/s: GMM EM = 8·N·D·K / time of the E-step statistics (two (N×2D)·(2D×K)-sized products); "
                  "FV = 8·n·D·K per bag; MFA = 4·N·D·K·R per iteration or bag. GEMM = best of a 2048³ and a "
@@ -860,7 +905,7 @@ def report(res):
             parts = []
             for w, v in vals.items():
                 parts.append(f"{w} {fmt_ratio(ratio(v[0], two[w][0]))}")
-            name = "MFA" if key[0] == "mfa" else f"{key[0]} D/K {key[1]}/{key[2]}"
+            name = f"MFA {key[1]}" if key[0] == "mfa" else f"{key[0]} D/K {key[1]}/{key[2]}"
             lines.append(f"- {name}: " + ", ".join(parts))
         lines.append("")
 
@@ -898,7 +943,7 @@ def report(res):
             checks[f"{name} [{row.get('data', 'synthetic')} D/K {row['d']}/{row['k']}, {row['threads']} thr]"] = v
     for row in res["mfa"]:
         for name, v in row.get("checks", {}).items():
-            checks[f"{name} [{row['threads']} thr]"] = v
+            checks[f"{name} [{row.get('data', 'synthetic')}, {row['threads']} thr]"] = v
     res["checks"] = checks
     if checks:
         lines.append("**Correctness checks** (relative L2 differences):\n")

@@ -86,8 +86,10 @@ pub fn fisher_scores(
     let (m, d) = bags[0].dim();
     let (k, r) = (mfa.n_components(), mfa.n_factors());
     let per = median(&per_bag);
+    let f32_err = f32_vs_f64(mfa, &bags[..bags.len().min(4)])?;
     let v = json!({
         "work": "mfa-fs",
+        "f32_vs_f64_raw_rel": f32_err,
         "bags": bags.len(), "bag_size": m, "d": d, "k": k, "r": r,
         "output_dim": enc.output_dim(),
         "per_bag_s_all": per_bag,
@@ -100,4 +102,34 @@ pub fn fisher_scores(
         fs0.into_shape_with_order((1, len))
             .map_err(|e| e.to_string())?,
     ))
+}
+
+/// Worst relative distance ‖s₃₂ − s₆₄‖ / ‖s₆₄‖ over `bags` between the raw
+/// (un-normalised) mean + loading scores of the f32 bags under `mfa` and of the
+/// same bags in f64 under the same model cast to f64.
+fn f32_vs_f64(mfa: &Mfa<f32>, bags: &[ArrayView2<'_, f32>]) -> Result<f64, String> {
+    fn raw<F: fisherkit::Float>() -> MfaFisherScoreParams<F> {
+        MfaFisherScoreParams {
+            parts: vec![MfaPart::Mean, MfaPart::Loading],
+            normalization: fisherkit::Normalization::NONE,
+            ..MfaFisherScoreParams::default()
+        }
+    }
+    let e32 = MfaFisherScore::new(mfa.clone(), raw()).map_err(|e| e.to_string())?;
+    let m64 = mfa.cast::<f64>().map_err(|e| e.to_string())?;
+    let e64 = MfaFisherScore::new(m64, raw()).map_err(|e| e.to_string())?;
+    let mut worst = 0.0f64;
+    for b in bags {
+        let v32 = e32.encode(*b).map_err(|e| e.to_string())?;
+        let v64 = e64
+            .encode(b.mapv(f64::from).view())
+            .map_err(|e| e.to_string())?;
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for (a, r) in v32.iter().zip(v64.iter()) {
+            num += (f64::from(*a) - r).powi(2);
+            den += r * r;
+        }
+        worst = worst.max((num / den.max(f64::MIN_POSITIVE)).sqrt());
+    }
+    Ok(worst)
 }
