@@ -504,6 +504,19 @@ impl SparseRows {
     /// the terms below $e^{\text{cutoff}}$ of the largest removed (the
     /// flush of `docs/math.md` §2.2); `loglik[i]` (n) $= M + \ln\sum_i e^{\ell_i - M}$.
     pub fn softmax(&mut self, cutoff: f64, loglik: &mut [f64]) {
+        self.softmax_carrying(cutoff, loglik, &mut [], 0);
+    }
+
+    /// [`SparseRows::softmax`], with `width` values per entry in `payload`
+    /// (entry j owns `payload[j·width..(j+1)·width]`) moved along with the
+    /// entries that are kept.
+    pub fn softmax_carrying(
+        &mut self,
+        cutoff: f64,
+        loglik: &mut [f64],
+        payload: &mut [f64],
+        width: usize,
+    ) {
         let mut w = 0;
         let n = self.n_rows();
         for (i, ll) in loglik[..n].iter_mut().enumerate() {
@@ -520,6 +533,9 @@ impl SparseRows {
                     sum += e;
                     self.comp[w] = self.comp[j];
                     self.val[w] = e;
+                    if width > 0 && w != j {
+                        payload.copy_within(j * width..(j + 1) * width, w * width);
+                    }
                     w += 1;
                 }
             }

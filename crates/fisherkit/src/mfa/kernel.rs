@@ -15,6 +15,7 @@
 //! and are added in block order, so the result does not depend on the number
 //! of threads.
 
+use super::sparse::{self, Direct, SparseScratch};
 use super::MfaError;
 use crate::float::Float;
 use crate::kernels::exp::exp_nonpositive;
@@ -47,6 +48,8 @@ pub(crate) struct KernelParams<F: Float> {
     pub m_inv: Array3<f64>,
     /// (K, R, R): $C_k^{-1}$.
     pub c_inv: Array3<f64>,
+    /// The same model in `f64`, unrounded, for the direct form of the sparse path.
+    pub direct: Direct,
 }
 
 impl<F: Float> KernelParams<F> {
@@ -75,6 +78,7 @@ impl<F: Float> KernelParams<F> {
         let mut log_const = Array1::<f64>::zeros(k);
         let mut m_inv = Array3::<f64>::zeros((k, r, r));
         let mut c_inv = Array3::<f64>::zeros((k, r, r));
+        let mut direct = Direct::zeros(k, d, r, p);
         let ln_2pi = (2.0 * std::f64::consts::PI).ln();
         let mut wrow = vec![0.0f64; r];
         for kk in 0..k {
@@ -114,6 +118,7 @@ impl<F: Float> KernelParams<F> {
                 c.solve_lower_in_place(&mut wrow);
                 let mu = means[[kk, dd]].as_f64() - center[dd].as_f64();
                 for a in 0..r {
+                    direct.w[[kk * r + a, dd]] = wrow[a];
                     let wf = F::from_f64_lossy(wrow[a]);
                     stacked_t[[kk * r + a, dd]] = wf;
                     offset[a] += wf.as_f64() * mu;
@@ -126,13 +131,25 @@ impl<F: Float> KernelParams<F> {
                 g_offset[kk * r + a] = F::from_f64_lossy(offset[a]);
             }
             let log_det_s = sum_log_psi + c.log_det();
-            log_const[kk] =
-                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s + quad);
+            direct.log_const[kk] =
+                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s);
+            log_const[kk] = direct.log_const[kk] - 0.5 * quad;
             m_inv.index_axis_mut(Axis(0), kk).assign(&c.inverse());
             c_inv
                 .index_axis_mut(Axis(0), kk)
                 .assign(&c.inverse_factor());
         }
+        direct.means.assign(&means.mapv(|v| v.as_f64()));
+        direct.inv_psi.assign(&psi.mapv(|v| 1.0 / v.as_f64()));
+        direct.center.assign(&center.mapv(|v| v.as_f64()));
+        ndarray::Zip::from(direct.mu_p.rows_mut())
+            .and(direct.means.rows())
+            .for_each(|mut mp, m| {
+                ndarray::Zip::from(&mut mp)
+                    .and(&m)
+                    .and(&direct.center)
+                    .for_each(|mp, &m, &c| *mp = m - c);
+            });
         Ok(Self {
             center,
             stacked_t,
@@ -141,6 +158,7 @@ impl<F: Float> KernelParams<F> {
             log_const,
             m_inv,
             c_inv,
+            direct,
         })
     }
 
@@ -167,6 +185,12 @@ impl<F: Float> KernelParams<F> {
         } else {
             k
         }
+    }
+}
+
+impl<F: Float> AsRef<KernelParams<F>> for KernelParams<F> {
+    fn as_ref(&self) -> &KernelParams<F> {
+        self
     }
 }
 
@@ -230,6 +254,8 @@ pub(crate) struct Workspace<F: Float> {
     pending_yg: bool,
     m: Vec<f64>,
     s: Vec<f64>,
+    /// Scratch of the sparse path ([`sparse::chunk`]).
+    sp: SparseScratch,
 }
 
 impl<F: Float> Default for Workspace<F> {
@@ -249,12 +275,13 @@ impl<F: Float> Default for Workspace<F> {
             pending_yg: false,
             m: Vec::new(),
             s: Vec::new(),
+            sp: SparseScratch::default(),
         }
     }
 }
 
 /// A (rows, cols) row-major view of the first rows·cols elements of `v`, grown as needed.
-fn view2<T: Clone + num_traits::Zero>(
+pub(super) fn view2<T: Clone + num_traits::Zero>(
     v: &mut Vec<T>,
     shape: (usize, usize),
 ) -> ArrayViewMut2<'_, T> {
@@ -379,6 +406,14 @@ pub(crate) fn process_chunk<F: Float>(
     project(kp, n, ws, par);
     log_joints(kp, n, ws);
     posteriors::<F>(n, k, ws, ll);
+    if sparse::wanted::<F>(view2(&mut ws.lj, (k, n)).view(), want) {
+        let w = k * (kp.n_factors() + 1);
+        let lj = view2(&mut ws.lj, (k, n));
+        let pt = view2(&mut ws.pt, (w, n));
+        let io = sparse::ChunkIo { x, ll, proba };
+        sparse::chunk(kp, lj.view(), pt.view(), &mut ws.sp, want, acc, io);
+        return;
+    }
     if let Some(mut q) = proba {
         let lj = view2(&mut ws.lj, (k, n));
         for kk in 0..k {
@@ -700,10 +735,8 @@ fn mul_sum<F: Float>(h: &[F], g: &[F], e: Option<&mut [F]>) -> f64 {
         + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 }
 
-/// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
-const FLUSH_ROWS: usize = 4 * MFA_CHUNK_ROWS;
-
-/// Accumulates the rows of `xb` sequentially into `acc` using `ws`.
+/// Accumulates the rows of `xb` sequentially into `acc` using `ws`. The
+/// `F` sums of a dense chunk reach `f64` after that chunk (docs/math.md §4.6).
 pub(crate) fn accumulate_seq<F: Float>(
     kp: &KernelParams<F>,
     xb: ArrayView2<'_, F>,
@@ -716,17 +749,11 @@ pub(crate) fn accumulate_seq<F: Float>(
     // equal-sized chunks (a 1000-row bag is two chunks of 500)
     let n_chunks = n.div_ceil(MFA_CHUNK_ROWS);
     let size = n.div_ceil(n_chunks);
-    let mut since_flush = 0;
     for xc in xb.axis_chunks_iter(Axis(0), size) {
         let m = xc.nrows();
         process_chunk(kp, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
-        since_flush += m;
-        if since_flush >= FLUSH_ROWS {
-            flush(kp, ws, acc);
-            since_flush = 0;
-        }
+        flush(kp, ws, acc);
     }
-    flush(kp, ws, acc);
 }
 
 /// Accumulates over all rows of `x` (N, D), sequentially (for encoders called

@@ -24,6 +24,7 @@ mod fit;
 mod init;
 pub(crate) mod kernel;
 mod model;
+mod sparse;
 mod stats;
 mod stream;
 
