@@ -8,6 +8,10 @@ use std::fmt::{Debug, Display};
 use std::iter::Sum;
 use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 
+/// $\ln 2\pi$, the constant of every Gaussian log-density (equals
+/// `(2.0 * std::f64::consts::PI).ln()` to the bit; tested).
+pub(crate) const LN_2PI: f64 = 1.837_877_066_409_345_3;
+
 /// `f32` or `f64`: what the GEMM kernels, ndarray and the numerics need.
 pub trait Float:
     num_traits::Float
@@ -62,5 +66,13 @@ impl Float for f64 {
     #[inline(always)]
     fn as_f64(self) -> f64 {
         self
+    }
+}
+
+#[cfg(test)]
+mod ln_2pi_tests {
+    #[test]
+    fn ln_2pi_is_the_computed_value_to_the_bit() {
+        assert_eq!(super::LN_2PI, (2.0 * std::f64::consts::PI).ln());
     }
 }

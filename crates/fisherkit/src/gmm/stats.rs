@@ -12,7 +12,7 @@
 use super::model::DiagGmm;
 use super::GmmError;
 use crate::data::check_matrix;
-use crate::float::Float;
+use crate::float::{Float, LN_2PI};
 use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
 use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::{flush_cutoff, log_joint_to_posteriors_flushed};
@@ -569,8 +569,7 @@ impl<F: Float> EStepLeaf<F> {
             }
         }
         // The kernel's log-joints leave out −D/2·log 2π.
-        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
-        let norm = -0.5 * g.dim() as f64 * ln_2pi;
+        let norm = -0.5 * g.dim() as f64 * LN_2PI;
         st.log_likelihood += self.ll[..n].iter().map(|l| l + norm).sum::<f64>();
         st.n_rows += n as f64;
     }

@@ -8,7 +8,7 @@
 //! $b_k = \log w_k - \tfrac12 (D\log 2\pi + \sum_d \log\sigma^2_{kd} + \sum_d (\mu_{kd}-c_d)^2/\sigma^2_{kd})$:
 //! one product of the (n, 2D) matrix $[y^2, y]$ with a (2D, K) matrix.
 
-use crate::float::Float;
+use crate::float::{Float, LN_2PI};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Zip};
 
 /// The mixture mean $c = \sum_k w_k \mu_k$ accumulated in `f64`, (D), from
@@ -48,12 +48,11 @@ pub(crate) fn log_joint_gemm<F: Float>(
     with_normaliser: bool,
 ) -> LogJointGemm<F> {
     let (k, d) = means.dim();
-    let ln_2pi = (2.0 * std::f64::consts::PI).ln();
     let mut gemm_weights = Array2::<F>::zeros((2 * d, k));
     let mut bias = vec![0.0f64; k];
     for kk in 0..k {
         let mut acc = if with_normaliser {
-            d as f64 * ln_2pi
+            d as f64 * LN_2PI
         } else {
             0.0
         };

@@ -1,7 +1,8 @@
 //! Row softmax of log-joint matrices with posterior flushing, shared by the
-//! GMM E-step, the MFA E-step's cutoff and the encoders' sparse posteriors
-//! (`docs/math.md` §2.2). Knows nothing of models: it maps an (n, K) matrix of
-//! log-joints to posteriors and row log-likelihoods.
+//! GMM E-step and the encoders' sparse posteriors, and its column form for the
+//! MFA E-step's component-major log-joints (`docs/math.md` §2.2). Knows nothing
+//! of models: it maps an (n, K) (or (K, n)) matrix of log-joints to posteriors
+//! and row log-likelihoods.
 
 use super::exp::exp_nonpositive;
 use crate::float::Float;
@@ -138,5 +139,55 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
             *ll = m + sum.ln();
         }
         nnz
+    }
+}
+
+/// The column softmax of `lj` (K, n) in place, `f64` log-joints of n rows
+/// stored component-major (the MFA E-step's layout): each column becomes its
+/// posteriors $h_k = e^{\ell_k - m}/\sum_j e^{\ell_j - m}$, $m = \max_j \ell_j$,
+/// with the terms more than `cutoff` (< 0, [`flush_cutoff`]) below the column's
+/// maximum flushed to exactly 0, and `loglik[i]` (n) $= m + \ln\sum_j e^{\ell_j - m}$.
+/// `mx`, `sx` are scratch (resized to n). The loops run along rows, so they
+/// vectorise over the n columns.
+pub(crate) fn softmax_columns_flushed(
+    mut lj: ArrayViewMut2<'_, f64>,
+    cutoff: f64,
+    loglik: &mut [f64],
+    mx: &mut Vec<f64>,
+    sx: &mut Vec<f64>,
+) {
+    let n = lj.ncols();
+    mx.clear();
+    mx.resize(n, f64::NEG_INFINITY);
+    sx.clear();
+    sx.resize(n, 0.0);
+    for row in lj.rows() {
+        for (m, &v) in mx.iter_mut().zip(row.iter()) {
+            if v > *m {
+                *m = v;
+            }
+        }
+    }
+    for mut row in lj.rows_mut() {
+        let row = row.as_slice_mut().expect("contiguous");
+        for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
+            let t = *v - m;
+            let e = if t >= cutoff {
+                exp_nonpositive(t.max(cutoff))
+            } else {
+                0.0
+            };
+            *v = e;
+            *s += e;
+        }
+    }
+    for ((l, m), s) in loglik.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
+        *l = m + s.ln();
+        *s = 1.0 / *s;
+    }
+    for mut row in lj.rows_mut() {
+        for (v, &inv) in row.iter_mut().zip(sx.iter()) {
+            *v *= inv;
+        }
     }
 }

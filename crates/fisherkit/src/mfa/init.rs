@@ -45,15 +45,7 @@ pub(crate) fn init_mfa<F: Float>(
         v / n as f64
     };
     let mean_var = var.mean().unwrap_or(0.0);
-    // Absolute backstop: 1e-30 when every dimension is constant; otherwise
-    // only what keeps 1/psi finite in F (f64: 1.5e-154), so that data of
-    // scale 1e-15 (variances ~1e-30) are fitted like any other scale.
-    let tiny = if mean_var > 0.0 {
-        F::min_positive_value().as_f64().sqrt().min(1e-30)
-    } else {
-        1e-30
-    };
-    let floor = var.mapv(|v| (psi_floor * v).max(1e-9 * mean_var).max(tiny));
+    let floor = super::stats::floors_of_variances::<F>(&var, psi_floor);
     let labels = if k == 1 {
         vec![0; n]
     } else {

@@ -15,10 +15,12 @@
 //! and are added in block order, so the result does not depend on the number
 //! of threads.
 
+pub(crate) use super::acc::{view2, GAcc, Want};
 use super::sparse::{self, Direct, SparseScratch};
 use super::MfaError;
-use crate::float::Float;
-use crate::kernels::exp::exp_nonpositive;
+use crate::float::{Float, LN_2PI};
+use crate::kernels::diag_gauss::mixture_mean;
+use crate::kernels::softmax::{flush_cutoff, softmax_columns_flushed};
 use crate::linalg::{gemm, Cholesky, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -64,14 +66,7 @@ impl<F: Float> KernelParams<F> {
     ) -> Result<Self, MfaError> {
         let (k, d, r) = loadings.dim();
         let p = psi.nrows();
-        let center: Array1<F> = {
-            let mut c = Array1::<f64>::zeros(d);
-            for (w, m) in weights.iter().zip(means.outer_iter()) {
-                let w = w.as_f64();
-                c.zip_mut_with(&m, |c, m| *c += w * m.as_f64());
-            }
-            c.mapv(F::from_f64_lossy)
-        };
+        let center: Array1<F> = mixture_mean(weights, means).mapv(F::from_f64_lossy);
         let inv_psi = psi.mapv(|v| F::from_f64_lossy(1.0 / v.as_f64()));
         let mut stacked_t = Array2::<F>::zeros((k * r + k, d));
         let mut g_offset = Array1::<F>::zeros(k * r);
@@ -79,7 +74,6 @@ impl<F: Float> KernelParams<F> {
         let mut m_inv = Array3::<f64>::zeros((k, r, r));
         let mut c_inv = Array3::<f64>::zeros((k, r, r));
         let mut direct = Direct::zeros(k, d, r, p);
-        let ln_2pi = (2.0 * std::f64::consts::PI).ln();
         let mut wrow = vec![0.0f64; r];
         for kk in 0..k {
             let pk = if p == 1 { 0 } else { kk };
@@ -132,7 +126,7 @@ impl<F: Float> KernelParams<F> {
             }
             let log_det_s = sum_log_psi + c.log_det();
             direct.log_const[kk] =
-                weights[kk].as_f64().ln() - 0.5 * (d as f64 * ln_2pi + log_det_s);
+                weights[kk].as_f64().ln() - 0.5 * (d as f64 * LN_2PI + log_det_s);
             log_const[kk] = direct.log_const[kk] - 0.5 * quad;
             m_inv.index_axis_mut(Axis(0), kk).assign(&c.inverse());
             c_inv
@@ -197,42 +191,6 @@ impl<F: Float> AsRef<KernelParams<F>> for KernelParams<F> {
 /// Rows per block processed sequentially by one task of the parallel E-step.
 pub(crate) const BLOCK_ROWS: usize = 8 * MFA_CHUNK_ROWS;
 
-/// What the kernel must accumulate besides log-likelihoods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Want {
-    /// $n_k$, $\sum h g$, $\sum h g g^\top$, $\sum h y g^\top$, $\sum h y$.
-    pub stats: bool,
-    /// $\sum h y^2$ (per component) or $\sum y^2$ (shared $\Psi$).
-    pub syy: bool,
-    /// With `stats`: also $\sum h y g^\top$ and $\sum h g g^\top$ (otherwise
-    /// only $n_k$, $\sum h g$ and $\sum h y$, a GEMM R+1 times narrower).
-    pub yg: bool,
-}
-
-impl Want {
-    pub const NONE: Self = Self {
-        stats: false,
-        syy: false,
-        yg: false,
-    };
-    /// What the Fisher score with respect to the means needs.
-    pub const SCORES_MEAN: Self = Self {
-        stats: true,
-        syy: false,
-        yg: false,
-    };
-    pub const SCORES: Self = Self {
-        stats: true,
-        syy: false,
-        yg: true,
-    };
-    pub const EM: Self = Self {
-        stats: true,
-        syy: true,
-        yg: true,
-    };
-}
-
 /// Scratch buffers of one worker, reused across chunks (flat storage, viewed
 /// with the shape of the current chunk so a short last chunk reallocates nothing).
 pub(crate) struct Workspace<F: Float> {
@@ -280,18 +238,6 @@ impl<F: Float> Default for Workspace<F> {
     }
 }
 
-/// A (rows, cols) row-major view of the first rows·cols elements of `v`, grown as needed.
-pub(super) fn view2<T: Clone + num_traits::Zero>(
-    v: &mut Vec<T>,
-    shape: (usize, usize),
-) -> ArrayViewMut2<'_, T> {
-    let len = shape.0 * shape.1;
-    if v.len() < len {
-        v.resize(len, T::zero());
-    }
-    ArrayViewMut2::from_shape(shape, &mut v[..len]).expect("length matches shape")
-}
-
 thread_local! {
     static CACHED: std::cell::RefCell<Option<Box<dyn std::any::Any>>> =
         const { std::cell::RefCell::new(None) };
@@ -308,52 +254,6 @@ pub(crate) fn with_cached_workspace<F: Float, T>(f: impl FnOnce(&mut Workspace<F
     let out = f(&mut ws);
     CACHED.with(|c| *c.borrow_mut() = Some(Box::new(ws)));
     out
-}
-
-/// Sufficient statistics in whitened-factor space ($g$, not $e = C^{-\top} g$), `f64`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct GAcc {
-    pub n_rows: usize,
-    pub ll: f64,
-    /// (K): $\sum_i h_{ik}$.
-    pub nk: Array1<f64>,
-    /// (K, R): $\sum_i h_{ik} g_{ik}$.
-    pub sg: Array2<f64>,
-    /// (K, R, R): $\sum_i h_{ik} g_{ik} g_{ik}^\top$.
-    pub sgg: Array3<f64>,
-    /// (D, K·R + K): columns $kR..kR+R$ hold $\sum_i h_{ik} y_i g_{ik}^\top$, column $KR+k$ holds $\sum_i h_{ik} y_i$.
-    pub syg: Array2<f64>,
-    /// (P, D): $\sum_i y_i^2$ (P = 1) or $\sum_i h_{ik} y_i^2$ (P = K); empty when not wanted.
-    pub syy: Array2<f64>,
-}
-
-impl GAcc {
-    pub fn zeros(k: usize, d: usize, r: usize, p: usize, want: Want) -> Self {
-        let (sk, sd, sr) = if want.stats { (k, d, r) } else { (0, 0, 0) };
-        Self {
-            n_rows: 0,
-            ll: 0.0,
-            nk: Array1::zeros(sk),
-            sg: Array2::zeros((sk, sr)),
-            sgg: Array3::zeros((sk, sr, sr)),
-            syg: Array2::zeros((sd, sk * sr + sk)),
-            syy: if want.syy {
-                Array2::zeros((p, d))
-            } else {
-                Array2::zeros((0, 0))
-            },
-        }
-    }
-
-    pub fn add(&mut self, o: &GAcc) {
-        self.n_rows += o.n_rows;
-        self.ll += o.ll;
-        self.nk += &o.nk;
-        self.sg += &o.sg;
-        self.sgg += &o.sgg;
-        self.syg += &o.syg;
-        self.syy += &o.syy;
-    }
 }
 
 fn add_into<F: Float>(acc: &mut ArrayViewMut2<'_, f64>, v: ArrayView2<'_, F>) {
@@ -411,7 +311,7 @@ pub(crate) fn process_chunk<F: Float>(
         let lj = view2(&mut ws.lj, (k, n));
         let pt = view2(&mut ws.pt, (w, n));
         let io = sparse::ChunkIo { x, ll, proba };
-        sparse::chunk(kp, lj.view(), pt.view(), &mut ws.sp, want, acc, io);
+        sparse::chunk(&kp.direct, lj.view(), pt.view(), &mut ws.sp, want, acc, io);
         return;
     }
     if let Some(mut q) = proba {
@@ -516,50 +416,11 @@ fn log_joints<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>) {
     }
 }
 
-/// Log-sum-exp over the components, column by column of `ws.lj` (K, n):
-/// `ll` (n) gets $\log p(x_i)$ and `ws.lj` the posteriors $h$.
-///
-/// Terms more than ½·ln(smallest normal of F) below the row maximum
-/// (posteriors < 1e-19 in f32) are flushed to exactly 0: invisible at F's
-/// precision, and it keeps `exp` in its fast range and h, h·g out of the
-/// denormals (whose arithmetic is ~100× slower).
+/// Posteriors $h$ and $\log p(x_i)$ from the log-joints in `ws.lj` (K, n):
+/// the column softmax of [`softmax_columns_flushed`] (`f32` cutoff for `f32`).
 fn posteriors<F: Float>(n: usize, k: usize, ws: &mut Workspace<F>, ll: &mut [f64]) {
-    let mut lj = view2(&mut ws.lj, (k, n));
-    let (mx, sx) = (&mut ws.m, &mut ws.s);
-    mx.clear();
-    mx.resize(n, f64::NEG_INFINITY);
-    sx.clear();
-    sx.resize(n, 0.0);
-    for row in lj.rows() {
-        for (m, &v) in mx.iter_mut().zip(row.iter()) {
-            if v > *m {
-                *m = v;
-            }
-        }
-    }
-    let cutoff = crate::kernels::softmax::flush_cutoff::<F>();
-    for mut row in lj.rows_mut() {
-        let row = row.as_slice_mut().expect("contiguous");
-        for ((v, &m), s) in row.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
-            let t = *v - m;
-            let e = if t >= cutoff {
-                exp_nonpositive(t.max(cutoff))
-            } else {
-                0.0
-            };
-            *v = e;
-            *s += e;
-        }
-    }
-    for ((l, m), s) in ll.iter_mut().zip(mx.iter()).zip(sx.iter_mut()) {
-        *l = m + s.ln();
-        *s = 1.0 / *s;
-    }
-    for mut row in lj.rows_mut() {
-        for (v, &inv) in row.iter_mut().zip(sx.iter()) {
-            *v *= inv;
-        }
-    }
+    let lj = view2(&mut ws.lj, (k, n));
+    softmax_columns_flushed(lj, flush_cutoff::<F>(), &mut ll[..n], &mut ws.m, &mut ws.s);
 }
 
 /// $n_k$ and $\sum h g$ into `acc`; $E = [h\circ g \,|\, h]$ (K·R + K, n)
@@ -800,4 +661,93 @@ pub(crate) fn accumulate<F: Float>(
         }
     }
     total.expect("x has at least one row")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mfa::sparse::FORCE_DENSE;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use rand_distr::{Distribution, Normal, Uniform};
+
+    /// A mixture whose components are so far apart (means 40 σ-units apart
+    /// per dimension) that even `f64` posteriors are mostly exactly zero, and
+    /// n rows drawn from it, component i mod K for row i.
+    fn separated(
+        k: usize,
+        d: usize,
+        r: usize,
+        p: usize,
+        n: usize,
+    ) -> (KernelParams<f64>, Array2<f64>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let nrm = Normal::new(0.0, 1.0).unwrap();
+        let uni = Uniform::new(0.5, 1.5).unwrap();
+        let w = Array1::from_elem(k, 1.0 / k as f64);
+        let means: Array2<f64> =
+            Array2::from_shape_fn((k, d), |_| 40.0 * nrm.sample(&mut rng) + 3.0);
+        let lam: ndarray::Array3<f64> =
+            ndarray::Array3::from_shape_fn((k, d, r), |_| nrm.sample(&mut rng));
+        let psi: Array2<f64> = Array2::from_shape_fn((p, d), |_| uni.sample(&mut rng));
+        let x = Array2::from_shape_fn((n, d), |(i, j)| {
+            let c = i % k;
+            let z: f64 = (0..r).map(|a| lam[[c, j, a]] * nrm.sample(&mut rng)).sum();
+            means[[c, j]] + z + psi[[if p == 1 { 0 } else { c }, j]].sqrt() * nrm.sample(&mut rng)
+        });
+        let kp = KernelParams::new(w.view(), means.view(), lam.view(), psi.view()).unwrap();
+        (kp, x)
+    }
+
+    fn rel(a: impl IntoIterator<Item = f64>, b: impl IntoIterator<Item = f64>) -> f64 {
+        let (mut num, mut den) = (0.0, 0.0);
+        for (x, y) in a.into_iter().zip(b) {
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+        (num / den.max(f64::MIN_POSITIVE)).sqrt()
+    }
+
+    #[test]
+    fn sparse_sums_equal_the_dense_gemm_sums_in_f64() {
+        let (k, d, r, n) = (16, 24, 3, 1100);
+        for p in [1, k] {
+            let (kp, x) = separated(k, d, r, p, n);
+            for want in [Want::EM, Want::SCORES, Want::SCORES_MEAN] {
+                let sparse = accumulate(&kp, x.view(), want, false);
+                FORCE_DENSE.with(|f| f.set(true));
+                let dense = accumulate(&kp, x.view(), want, false);
+                FORCE_DENSE.with(|f| f.set(false));
+                // Different bits: the sparse path did run.
+                assert_ne!(sparse, dense, "p {p} {want:?}");
+                assert_eq!(sparse.n_rows, dense.n_rows);
+                assert!((sparse.ll - dense.ll).abs() <= 1e-12 * dense.ll.abs());
+                let fields = [
+                    (
+                        "nk",
+                        rel(sparse.nk.iter().copied(), dense.nk.iter().copied()),
+                    ),
+                    (
+                        "sg",
+                        rel(sparse.sg.iter().copied(), dense.sg.iter().copied()),
+                    ),
+                    (
+                        "sgg",
+                        rel(sparse.sgg.iter().copied(), dense.sgg.iter().copied()),
+                    ),
+                    (
+                        "syg",
+                        rel(sparse.syg.iter().copied(), dense.syg.iter().copied()),
+                    ),
+                    (
+                        "syy",
+                        rel(sparse.syy.iter().copied(), dense.syy.iter().copied()),
+                    ),
+                ];
+                for (name, e) in fields {
+                    assert!(e < 1e-10, "p {p} {want:?}: {name} differs by {e:.2e}");
+                }
+            }
+        }
+    }
 }

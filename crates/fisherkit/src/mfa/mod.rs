@@ -19,6 +19,7 @@
 // Index loops mirror the formulas of small dense algebra.
 #![allow(clippy::needless_range_loop)]
 
+mod acc;
 mod error;
 mod fit;
 mod init;

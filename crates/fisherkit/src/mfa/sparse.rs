@@ -22,7 +22,7 @@
 //! about 3·D·R multiply-adds per pair against the dense statistics GEMM's
 //! D·K·(R + 1) per row.
 
-use super::kernel::{view2, GAcc, KernelParams, Want};
+use super::acc::{view2, GAcc, Want};
 use crate::float::Float;
 use crate::kernels::screen::{SparseRows, REFINE_MIN};
 use crate::kernels::softmax::flush_cutoff;
@@ -57,6 +57,30 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
+    /// Number of components K.
+    pub(crate) fn n_components(&self) -> usize {
+        self.log_const.len()
+    }
+
+    /// Dimension D.
+    pub(crate) fn dim(&self) -> usize {
+        self.center.len()
+    }
+
+    /// Number of factors R.
+    pub(crate) fn n_factors(&self) -> usize {
+        self.w.nrows() / self.n_components().max(1)
+    }
+
+    /// Row of $\Psi_k$ in `inv_psi`.
+    pub(crate) fn psi_row(&self, k: usize) -> usize {
+        if self.inv_psi.nrows() == 1 {
+            0
+        } else {
+            k
+        }
+    }
+
     pub(crate) fn zeros(k: usize, d: usize, r: usize, p: usize) -> Self {
         Self {
             means: Array2::zeros((k, d)),
@@ -102,8 +126,7 @@ pub(crate) fn wanted<F: Float>(h: ArrayView2<'_, f64>, want: Want) -> bool {
     if !(want.stats || refines::<F>()) {
         return false;
     }
-    #[cfg(test)]
-    if tests::FORCE_DENSE.with(|f| f.get()) {
+    if forced_dense() {
         return false;
     }
     let nnz = h.iter().filter(|&&v| v > 0.0).count();
@@ -130,7 +153,7 @@ pub(crate) struct ChunkIo<'a, 'b, F> {
 /// (refined) log-likelihoods and posteriors into `io`, and adds the wanted
 /// statistics to `acc` in `f64`.
 pub(crate) fn chunk<F: Float>(
-    kp: &KernelParams<F>,
+    dir: &Direct,
     h: ArrayView2<'_, f64>,
     pt: ArrayView2<'_, F>,
     sp: &mut SparseScratch,
@@ -138,16 +161,16 @@ pub(crate) fn chunk<F: Float>(
     acc: Option<&mut GAcc>,
     io: ChunkIo<'_, '_, F>,
 ) {
-    let r = kp.n_factors();
+    let r = dir.n_factors();
     let n = io.x.nrows();
     if refines::<F>() {
         sp.rows.set_from_dense(h.t(), REFINE_MIN);
-        direct_log_joints(kp, io.x, sp);
+        direct_log_joints(dir, io.x, sp);
         sp.rows
             .softmax_carrying(flush_cutoff::<F>(), io.ll, &mut sp.g, r);
     } else {
         sp.rows.set_from_dense(h.t(), f64::MIN_POSITIVE);
-        gather_g(kp, pt, sp);
+        gather_g(dir, pt, sp);
     }
     if let Some(mut q) = io.proba {
         q.fill(F::zero());
@@ -162,26 +185,25 @@ pub(crate) fn chunk<F: Float>(
     };
     acc.n_rows += n;
     acc.ll += io.ll[..n].iter().sum::<f64>();
-    if want.syy && kp.inv_psi.nrows() == 1 {
-        shared_syy(kp, io.x, acc);
+    if want.syy && dir.inv_psi.nrows() == 1 {
+        shared_syy(dir, io.x, acc);
     }
     if want.stats {
-        group_by_component(kp.n_components(), sp);
-        pair_sums(kp, io.x, sp, want, acc);
+        group_by_component(dir.n_components(), sp);
+        pair_sums(dir, io.x, sp, want, acc);
     }
 }
 
 /// Log-joints $\ell = b_k - \frac12 d^\top\Psi_k^{-1}d + \frac12\lVert g\rVert^2$
 /// and $g = W_k^\top d$ of every pair of `sp.rows` (values replaced), in `f64`
 /// from the rows of `x` (n, D), component by component.
-fn direct_log_joints<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, sp: &mut SparseScratch) {
-    let (k, d, r) = (kp.n_components(), kp.dim(), kp.n_factors());
-    let dir = &kp.direct;
+fn direct_log_joints<F: Float>(dir: &Direct, x: ArrayView2<'_, F>, sp: &mut SparseScratch) {
+    let (k, d, r) = (dir.n_components(), dir.dim(), dir.n_factors());
     sp.g.clear();
     sp.g.resize(sp.rows.val.len() * r, 0.0);
     group_by_component(k, sp);
     for kk in 0..k {
-        let ip = dir.inv_psi.row(kp.psi_row(kk));
+        let ip = dir.inv_psi.row(dir.psi_row(kk));
         let wk = dir.w.slice(s![kk * r..(kk + 1) * r, ..]);
         let pairs = &sp.order[sp.start[kk]..sp.start[kk + 1]];
         for batch in pairs.chunks(PAIR_BATCH) {
@@ -204,8 +226,8 @@ fn direct_log_joints<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, sp: &
 }
 
 /// $g$ of every pair of `sp.rows` from the GEMM's rows `pt` (K·R + K, n).
-fn gather_g<F: Float>(kp: &KernelParams<F>, pt: ArrayView2<'_, F>, sp: &mut SparseScratch) {
-    let r = kp.n_factors();
+fn gather_g<F: Float>(dir: &Direct, pt: ArrayView2<'_, F>, sp: &mut SparseScratch) {
+    let r = dir.n_factors();
     sp.g.clear();
     for i in 0..sp.rows.n_rows() {
         for j in sp.rows.start[i]..sp.rows.start[i + 1] {
@@ -288,8 +310,8 @@ fn weighted_sq(v: &[f64], w: &ndarray::ArrayView1<'_, f64>) -> f64 {
 }
 
 /// $\sum_i (x_i - c)^2$ (shared $\Psi$: no posteriors) into `acc.syy` (1, D), `f64`.
-fn shared_syy<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, acc: &mut GAcc) {
-    let c = &kp.direct.center;
+fn shared_syy<F: Float>(dir: &Direct, x: ArrayView2<'_, F>, acc: &mut GAcc) {
+    let c = &dir.center;
     let mut tot = acc.syy.row_mut(0);
     for row in x.rows() {
         ndarray::Zip::from(&mut tot)
@@ -305,13 +327,13 @@ fn shared_syy<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, acc: &mut GA
 /// The statistics of the pairs (grouped by [`group_by_component`]) into `acc`,
 /// component by component in batches of [`PAIR_BATCH`] pairs.
 fn pair_sums<F: Float>(
-    kp: &KernelParams<F>,
+    dir: &Direct,
     x: ArrayView2<'_, F>,
     sp: &mut SparseScratch,
     want: Want,
     acc: &mut GAcc,
 ) {
-    let (k, d, r) = (kp.n_components(), kp.dim(), kp.n_factors());
+    let (k, d, r) = (dir.n_components(), dir.dim(), dir.n_factors());
     let kr = k * r;
     // Columns of [h g, h] summed against d: all R + 1, or only h's.
     let (c0, wid) = if want.yg { (0, r + 1) } else { (r, 1) };
@@ -326,7 +348,7 @@ fn pair_sums<F: Float>(
         for batch in sp.order[a..b].chunks(PAIR_BATCH) {
             let m = batch.len();
             let mut dm = view2(&mut sp.dm, (m, d));
-            differences(x, &sp.row_of, batch, kp.direct.means.row(kk), &mut dm);
+            differences(x, &sp.row_of, batch, dir.means.row(kk), &mut dm);
             let mut hg = view2(&mut sp.hg, (m, r + 1));
             let mut gb = view2(&mut sp.gb, (m, r));
             for (bi, &j) in batch.iter().enumerate() {
@@ -363,8 +385,8 @@ fn pair_sums<F: Float>(
                     .index_axis_mut(Axis(0), kk)
                     .zip_mut_with(&sgg, |a, v| *a += v);
             }
-            if want.syy && kp.inv_psi.nrows() > 1 {
-                let mp = kp.direct.mu_p.row(kk);
+            if want.syy && dir.inv_psi.nrows() > 1 {
+                let mp = dir.mu_p.row(kk);
                 let mut syy = acc.syy.row_mut(kk);
                 for (bi, dr) in dm.outer_iter().enumerate() {
                     let h = hg[[bi, r]];
@@ -383,7 +405,7 @@ fn pair_sums<F: Float>(
             acc.sg[[kk, q]] += sg[q];
         }
         // Shift from d = x − μ_k to y = x − c: Σ h y gᵀ = Σ h d gᵀ + μ' (Σ h g)ᵀ, Σ h y = Σ h d + n_k μ'.
-        let mp = kp.direct.mu_p.row(kk);
+        let mp = dir.mu_p.row(kk);
         for dd in 0..d {
             let m = mp[dd];
             if want.yg {
@@ -396,99 +418,26 @@ fn pair_sums<F: Float>(
     }
 }
 
+/// Test hook: whether this thread's chunks must take the dense GEMMs.
+#[cfg(not(test))]
+fn forced_dense() -> bool {
+    false
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+thread_local! {
+    /// Sends every chunk of this thread through the dense GEMMs (tests only).
+    pub(crate) static FORCE_DENSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn forced_dense() -> bool {
+    FORCE_DENSE.with(|f| f.get())
+}
+
+#[cfg(test)]
+mod tests {
     use super::*;
-    use crate::mfa::kernel::accumulate;
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
-    use rand_distr::{Distribution, Normal, Uniform};
-    use std::cell::Cell;
-
-    thread_local! {
-        /// Sends every chunk of this thread through the dense GEMMs.
-        pub(crate) static FORCE_DENSE: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// A mixture whose components are so far apart (means 40 σ-units apart
-    /// per dimension) that even `f64` posteriors are mostly exactly zero, and
-    /// n rows drawn from it, component i mod K for row i.
-    fn separated(
-        k: usize,
-        d: usize,
-        r: usize,
-        p: usize,
-        n: usize,
-    ) -> (KernelParams<f64>, Array2<f64>) {
-        let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let nrm = Normal::new(0.0, 1.0).unwrap();
-        let uni = Uniform::new(0.5, 1.5).unwrap();
-        let w = Array1::from_elem(k, 1.0 / k as f64);
-        let means: Array2<f64> =
-            Array2::from_shape_fn((k, d), |_| 40.0 * nrm.sample(&mut rng) + 3.0);
-        let lam: ndarray::Array3<f64> =
-            ndarray::Array3::from_shape_fn((k, d, r), |_| nrm.sample(&mut rng));
-        let psi: Array2<f64> = Array2::from_shape_fn((p, d), |_| uni.sample(&mut rng));
-        let x = Array2::from_shape_fn((n, d), |(i, j)| {
-            let c = i % k;
-            let z: f64 = (0..r).map(|a| lam[[c, j, a]] * nrm.sample(&mut rng)).sum();
-            means[[c, j]] + z + psi[[if p == 1 { 0 } else { c }, j]].sqrt() * nrm.sample(&mut rng)
-        });
-        let kp = KernelParams::new(w.view(), means.view(), lam.view(), psi.view()).unwrap();
-        (kp, x)
-    }
-
-    fn rel(a: impl IntoIterator<Item = f64>, b: impl IntoIterator<Item = f64>) -> f64 {
-        let (mut num, mut den) = (0.0, 0.0);
-        for (x, y) in a.into_iter().zip(b) {
-            num += (x - y) * (x - y);
-            den += y * y;
-        }
-        (num / den.max(f64::MIN_POSITIVE)).sqrt()
-    }
-
-    #[test]
-    fn sparse_sums_equal_the_dense_gemm_sums_in_f64() {
-        let (k, d, r, n) = (16, 24, 3, 1100);
-        for p in [1, k] {
-            let (kp, x) = separated(k, d, r, p, n);
-            for want in [Want::EM, Want::SCORES, Want::SCORES_MEAN] {
-                let sparse = accumulate(&kp, x.view(), want, false);
-                FORCE_DENSE.with(|f| f.set(true));
-                let dense = accumulate(&kp, x.view(), want, false);
-                FORCE_DENSE.with(|f| f.set(false));
-                // Different bits: the sparse path did run.
-                assert_ne!(sparse, dense, "p {p} {want:?}");
-                assert_eq!(sparse.n_rows, dense.n_rows);
-                assert!((sparse.ll - dense.ll).abs() <= 1e-12 * dense.ll.abs());
-                let fields = [
-                    (
-                        "nk",
-                        rel(sparse.nk.iter().copied(), dense.nk.iter().copied()),
-                    ),
-                    (
-                        "sg",
-                        rel(sparse.sg.iter().copied(), dense.sg.iter().copied()),
-                    ),
-                    (
-                        "sgg",
-                        rel(sparse.sgg.iter().copied(), dense.sgg.iter().copied()),
-                    ),
-                    (
-                        "syg",
-                        rel(sparse.syg.iter().copied(), dense.syg.iter().copied()),
-                    ),
-                    (
-                        "syy",
-                        rel(sparse.syy.iter().copied(), dense.syy.iter().copied()),
-                    ),
-                ];
-                for (name, e) in fields {
-                    assert!(e < 1e-10, "p {p} {want:?}: {name} differs by {e:.2e}");
-                }
-            }
-        }
-    }
 
     #[test]
     fn payload_moves_with_the_entries_softmax_keeps() {

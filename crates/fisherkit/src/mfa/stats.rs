@@ -496,6 +496,14 @@ fn psi_floors<F: Float>(st: &MfaStats, psi_floor: f64) -> Array1<f64> {
             .zip(tot_y.iter())
             .map(|(yy, y)| (yy / n - (y / n) * (y / n)).max(0.0)),
     );
+    floors_of_variances::<F>(&var, psi_floor)
+}
+
+/// ψ_d's floor (D) from the per-dimension variances `var` (D):
+/// $\max(f v_d,\ 10^{-9}\bar v,\ t)$ (docs/math.md §4.5), the backstop t
+/// 1e-30 when every dimension is constant, otherwise only what keeps 1/ψ
+/// finite in F (f64: 1.5e-154). Shared by the M-step and the initialisation.
+pub(super) fn floors_of_variances<F: Float>(var: &Array1<f64>, psi_floor: f64) -> Array1<f64> {
     let mean_var = var.mean().unwrap_or(0.0);
     let tiny = if mean_var > 0.0 {
         F::min_positive_value().as_f64().sqrt().min(1e-30)
