@@ -1,6 +1,7 @@
 //! Command-line grammar (clap derive).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use fisherkit::kmeans::kmeans_defaults;
 use fisherkit::stream::em_defaults;
 use fisherkit_pipeline::defaults;
 use std::path::PathBuf;
@@ -194,13 +195,13 @@ pub struct KmeansFitArgs {
     #[arg(long, short = 'k', value_name = "K")]
     pub clusters: usize,
     /// Seed of the k-means++ seeding.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, default_value_t = kmeans_defaults::SEED, value_name = "S")]
     pub seed: u64,
     /// Maximum Lloyd iterations per restart.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = kmeans_defaults::MAX_ITER, value_name = "N")]
     pub max_iter: usize,
     /// Number of restarts; the lowest inertia wins.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = kmeans_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,
     /// Where to write the centroids, a (K, D) .npy file in the dtype of the input.
     #[arg(long, short, value_name = "centroids.npy")]

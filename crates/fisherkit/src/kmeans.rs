@@ -43,17 +43,30 @@ pub struct KMeansParams {
     n_local_trials: Option<usize>,
 }
 
+/// The defaults of [`KMeansParams`], written once (the CLI's `kmeans fit`
+/// flags use them too).
+pub mod kmeans_defaults {
+    /// Most Lloyd updates per run.
+    pub const MAX_ITER: usize = 100;
+    /// Relative decrease of the inertia below which Lloyd stops.
+    pub const TOL: f64 = 1e-4;
+    /// Runs (the lowest inertia wins).
+    pub const N_INIT: usize = 1;
+    /// Seed of the k-means++ seeding.
+    pub const SEED: u64 = 0;
+}
+
 impl KMeansParams {
-    /// `n_clusters` clusters; `max_iter` 100, `tol` 1e-4, `n_init` 1, `seed` 0,
-    /// `n_local_trials` `None` (greedy k-means++ with
-    /// [`default_local_trials`] candidates per centroid).
+    /// `n_clusters` clusters with the [`kmeans_defaults`] (`max_iter` 100,
+    /// `tol` 1e-4, `n_init` 1, `seed` 0) and `n_local_trials` `None` (greedy
+    /// k-means++ with [`default_local_trials`] candidates per centroid).
     pub fn new(n_clusters: usize) -> Self {
         Self {
             n_clusters,
-            max_iter: 100,
-            tol: 1e-4,
-            n_init: 1,
-            seed: 0,
+            max_iter: kmeans_defaults::MAX_ITER,
+            tol: kmeans_defaults::TOL,
+            n_init: kmeans_defaults::N_INIT,
+            seed: kmeans_defaults::SEED,
             n_local_trials: None,
         }
     }

@@ -596,8 +596,10 @@ fn mul_sum<F: Float>(h: &[F], g: &[F], e: Option<&mut [F]>) -> f64 {
         + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 }
 
-/// Accumulates the rows of `xb` sequentially into `acc` using `ws`. The
-/// `F` sums of a dense chunk reach `f64` after that chunk (docs/math.md §4.6).
+/// Rows of a block summed in `F` by the GEMM before being flushed to `f64`.
+const FLUSH_ROWS: usize = 4 * MFA_CHUNK_ROWS;
+
+/// Accumulates the rows of `xb` sequentially into `acc` using `ws`.
 pub(crate) fn accumulate_seq<F: Float>(
     kp: &KernelParams<F>,
     xb: ArrayView2<'_, F>,
@@ -610,11 +612,17 @@ pub(crate) fn accumulate_seq<F: Float>(
     // equal-sized chunks (a 1000-row bag is two chunks of 500)
     let n_chunks = n.div_ceil(MFA_CHUNK_ROWS);
     let size = n.div_ceil(n_chunks);
+    let mut since_flush = 0;
     for xc in xb.axis_chunks_iter(Axis(0), size) {
         let m = xc.nrows();
         process_chunk(kp, xc, ws, want, Some(acc), &mut ll[..m], None, Par::Seq);
-        flush(kp, ws, acc);
+        since_flush += m;
+        if since_flush >= FLUSH_ROWS {
+            flush(kp, ws, acc);
+            since_flush = 0;
+        }
     }
+    flush(kp, ws, acc);
 }
 
 /// Accumulates over all rows of `x` (N, D), sequentially (for encoders called
