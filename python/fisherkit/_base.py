@@ -265,7 +265,7 @@ class StatisticsEMMixin:
     (E-step sums of a shard), ``update_from_statistics`` (M-step from merged
     sums) and ``partial_fit``. A subclass defines ``_statistics_type`` (the
     native statistics class), ``_statistics_of(X)``, ``_m_step(stats)``
-    (replaces the model) and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
+    (replaces the model, returns how many components it re-seeded) and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
 
     def _record_fit(self, lls, n_iter, converged):
         """Stores a fit's log-likelihood history and convergence; returns self."""
@@ -302,11 +302,12 @@ class StatisticsEMMixin:
                     f"statistics of {stats.n_components} components in dimension {stats.n_features} "
                     f"do not fit a model of {k} components in dimension {d}"
                 )
-        self._m_step(stats)
+        reseeded = self._m_step(stats)
         ll = float(stats.mean_log_likelihood)
         hist = list(getattr(self, "log_likelihood_history_", []))
-        # the library's one stopping rule, the one ``fit`` runs
-        _, converged = _native.em_stopping_rule(hist, ll, float(self.tol))
+        # the library's one stopping rule, the one ``fit`` runs: not converged
+        # while the M-step re-seeds starved components
+        _, converged = _native.em_stopping_rule(hist, ll, float(self.tol), reseeded)
         hist.append(ll)
         self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
         self.lower_bound_ = ll

@@ -467,10 +467,12 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         check_n_features(self, X)
         return _native.gmm_sufficient_statistics(*self._params(), X)
 
-    def _m_step(self, stats: GmmStatistics) -> None:
+    def _m_step(self, stats: GmmStatistics) -> int:
         # works on an unfitted estimator too (the model is then float64)
         dtype = np.dtype(self.means_.dtype).name if hasattr(self, "means_") else "float64"
-        self._set_model(*_native.gmm_from_statistics(stats, *self._floor(), dtype))
+        params, reseeded = _native.gmm_from_statistics(stats, *self._floor(), dtype)
+        self._set_model(*params)
+        return reseeded
 
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:

@@ -212,8 +212,10 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         check_n_features(self, X)
         return _native.mfa_sufficient_statistics(self._params(), X)
 
-    def _m_step(self, stats: MfaStatistics) -> None:
-        self._set_model(*_native.mfa_update_from_statistics(self._params(), stats, float(self.psi_floor)))
+    def _m_step(self, stats: MfaStatistics) -> int:
+        params, reseeded = _native.mfa_update_from_statistics(self._params(), stats, float(self.psi_floor))
+        self._set_model(*params)
+        return reseeded
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes a safetensors model file with the command line's Rust writer

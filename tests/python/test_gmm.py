@@ -146,6 +146,25 @@ def test_partial_fit_is_em_step_by_step(mixture):
     np.testing.assert_allclose(batches.means_[order], ref.means_[ref_order], atol=0.5)
 
 
+def test_update_from_statistics_is_not_converged_while_it_reseeds(mixture):
+    # A component no row reaches starves, and the M-step re-seeds it: the
+    # library's stopping rule (the one fit runs) never calls that converged,
+    # whatever the tolerance; the next, ordinary step with the same huge
+    # tolerance is converged.
+    X, *_ = mixture
+    g = fisherkit.GaussianMixture(4, max_iter=30, random_state=0).fit(X)
+    g.tol = 1e9
+    g.means_ = g.means_.copy()
+    g.means_[3] += 1e4
+    st = g.sufficient_statistics(X)
+    assert st.resp_sums[3] == 0.0
+    g.update_from_statistics(st)
+    assert not g.converged_
+    assert np.all(np.abs(g.means_) < 1e3)  # re-seeded among the data
+    g.update_from_statistics(g.sufficient_statistics(X))
+    assert g.converged_
+
+
 # ----------------------------------------------------------- dtypes, errors
 def test_float32_model_stays_float32_and_agrees_with_float64(mixture):
     X, *_ = mixture

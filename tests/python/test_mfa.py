@@ -100,6 +100,24 @@ def test_sharded_statistics_equal_batch_step_and_partial_fit(data):
     np.testing.assert_allclose(inc.log_likelihood_history_, full.log_likelihood_history_, rtol=1e-12)
 
 
+def test_update_from_statistics_is_not_converged_while_it_reseeds(data):
+    # As for the GMM: a starved component is re-seeded, and that step is not
+    # converged whatever the tolerance; the next ordinary step is.
+    m = fisherkit.MixtureOfFactorAnalyzers(3, 2, max_iter=10, random_state=0).fit(data)
+    m.tol = 1e9
+    w, means, lam, psi = m._params()
+    means = means.copy()
+    means[2] += 1e4
+    m._set_model(w, means, lam, psi)
+    st = m.sufficient_statistics(data)
+    assert st.resp_sums[2] == 0.0
+    m.update_from_statistics(st)
+    assert not m.converged_
+    assert np.all(np.abs(m.means_) < 1e3)
+    m.update_from_statistics(m.sufficient_statistics(data))
+    assert m.converged_
+
+
 @pytest.mark.parametrize("psi_mode", ["shared", "per_component"])
 def test_statistics_parts_pickle_and_validation(data, psi_mode):
     m = fisherkit.MixtureOfFactorAnalyzers(3, 2, psi_mode=psi_mode, max_iter=5, random_state=0).fit(data)

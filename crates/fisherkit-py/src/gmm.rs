@@ -167,7 +167,8 @@ fn gmm_sufficient_statistics<'py>(
 }
 
 /// The M-step: a model `(weights, means, variances)` in `dtype` ("float32" or
-/// "float64") from (merged) statistics.
+/// "float64") from (merged) statistics, and how many starved components it
+/// re-seeded (for the stopping rule).
 #[pyfunction]
 fn gmm_from_statistics<'py>(
     py: Python<'py>,
@@ -175,17 +176,17 @@ fn gmm_from_statistics<'py>(
     variance_floor: f64,
     variance_floor_mode: &str,
     dtype: &str,
-) -> PyResult<Params<'py>> {
+) -> PyResult<(Params<'py>, usize)> {
     let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
     fn run<'py, F: PyFloat>(
         py: Python<'py>,
         st: &GmmStats,
         floor: VarianceFloor,
-    ) -> PyResult<Params<'py>> {
-        let g = py
-            .detach(|| DiagGmm::<F>::from_statistics(st, floor))
+    ) -> PyResult<(Params<'py>, usize)> {
+        let (g, reseeded) = py
+            .detach(|| DiagGmm::<F>::from_statistics_reseeded(st, floor))
             .map_err(value_error)?;
-        Ok(params_to_py(py, g))
+        Ok((params_to_py(py, g), reseeded))
     }
     match dtype {
         "float32" => run::<f32>(py, &stats.inner, floor),

@@ -177,25 +177,26 @@ fn mfa_sufficient_statistics<'py>(
 }
 
 /// The M-step of the model `params` (in its means' dtype) from statistics it
-/// computed (merged over shards or not): the new `(weights, means, loadings, psi)`.
+/// computed (merged over shards or not): the new `(weights, means, loadings, psi)`
+/// and how many starved components it re-seeded (for the stopping rule).
 #[pyfunction]
 fn mfa_update_from_statistics<'py>(
     py: Python<'py>,
     params: MfaArgs<'py>,
     stats: PyRef<'py, MfaStatistics>,
     psi_floor: f64,
-) -> PyResult<MfaOut<'py>> {
+) -> PyResult<(MfaOut<'py>, usize)> {
     fn run<'py, F: PyFloat>(
         py: Python<'py>,
         params: &MfaArgs<'py>,
         st: &MfaStats,
         psi_floor: f64,
-    ) -> PyResult<MfaOut<'py>> {
+    ) -> PyResult<(MfaOut<'py>, usize)> {
         let m = model::<F>(params)?;
-        let new = py
-            .detach(|| m.update_from_statistics(st, psi_floor))
+        let (new, reseeded) = py
+            .detach(|| m.update_from_statistics_reseeded(st, psi_floor))
             .map_err(value_error)?;
-        Ok(params_to_py(py, new))
+        Ok((params_to_py(py, new), reseeded))
     }
     if params.1.is_f32() {
         run::<f32>(py, &params, &stats.inner, psi_floor)

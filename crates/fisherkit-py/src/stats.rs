@@ -144,10 +144,17 @@ pub(crate) use statistics_class;
 
 /// The library's one EM stopping rule (`fisherkit::stream::em_stopping_rule`)
 /// for `update_from_statistics`: the relative change of the mean
-/// log-likelihood `ll` after the `history`, and whether it is below `tol`.
+/// log-likelihood `ll` after the `history`, and whether it is below `tol`
+/// (never while the M-step re-seeded components: `reseeded` > 0).
 #[pyo3::pyfunction]
-pub(crate) fn em_stopping_rule(history: Vec<f64>, ll: f64, tol: f64) -> (f64, bool) {
-    fisherkit::stream::em_stopping_rule(&history, ll, tol, 0)
+#[pyo3(signature = (history, ll, tol, reseeded = 0))]
+pub(crate) fn em_stopping_rule(
+    history: Vec<f64>,
+    ll: f64,
+    tol: f64,
+    reseeded: usize,
+) -> (f64, bool) {
+    fisherkit::stream::em_stopping_rule(&history, ll, tol, reseeded)
 }
 
 pub(crate) fn register(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

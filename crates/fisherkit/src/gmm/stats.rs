@@ -722,6 +722,18 @@ impl<F: Float> DiagGmm<F> {
     pub fn from_statistics(st: &GmmStats, floor: VarianceFloor) -> Result<DiagGmm<F>, GmmError> {
         Ok(m_step(st, floor)?.model)
     }
+
+    /// [`DiagGmm::from_statistics`], also returning how many starved
+    /// components were re-seeded: EM has not converged while it re-seeds
+    /// ([`crate::stream::em_stopping_rule`]), so a driver outside the library
+    /// (the Python bindings) needs the count.
+    pub fn from_statistics_reseeded(
+        st: &GmmStats,
+        floor: VarianceFloor,
+    ) -> Result<(DiagGmm<F>, usize), GmmError> {
+        let m = m_step(st, floor)?;
+        Ok((m.model, m.reseeded))
+    }
 }
 
 #[cfg(test)]

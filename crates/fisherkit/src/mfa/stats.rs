@@ -327,12 +327,14 @@ impl<F: Float> Mfa<F> {
         st: &MfaStats,
         psi_floor: f64,
     ) -> Result<Mfa<F>, MfaError> {
-        Ok(self.m_step(st, psi_floor)?.0)
+        Ok(self.update_from_statistics_reseeded(st, psi_floor)?.0)
     }
 
     /// [`Mfa::update_from_statistics`], also returning how many starved
-    /// components were re-seeded (the EM driver's stopping rule needs it).
-    pub(crate) fn m_step(
+    /// components were re-seeded (the EM stopping rule needs it:
+    /// [`crate::stream::em_stopping_rule`]; used by the library's driver and the
+    /// Python bindings).
+    pub fn update_from_statistics_reseeded(
         &self,
         st: &MfaStats,
         psi_floor: f64,

@@ -169,7 +169,9 @@ impl<F: Float> StreamedEm<F> for MfaParams {
             return Err(no_rows().into());
         };
         let ll = st.log_likelihood() / st.n_rows() as f64;
-        let (model, reseeded) = state.model.m_step(&st, self.psi_floor)?;
+        let (model, reseeded) = state
+            .model
+            .update_from_statistics_reseeded(&st, self.psi_floor)?;
         let (rel, converged) = em_stopping_rule(&state.log_likelihood, ll, self.tol, reseeded);
         Ok(EmStep {
             model,
