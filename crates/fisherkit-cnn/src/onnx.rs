@@ -58,6 +58,13 @@ pub enum OnnxError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: cannot read its external data file {file}: {source}")]
+    ExternalData {
+        path: String,
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is not a readable ONNX model (truncated, or not ONNX at all): {message}")]
     NotOnnx { path: String, message: String },
     #[error(
@@ -292,8 +299,19 @@ fn trace_scores(graph: &pb::GraphProto, output: &str) -> (String, Option<String>
 }
 
 /// A `ReduceMean` over exactly axes 2 and 3 (attribute `axes`, opset < 18; or the constant
-/// second input of opset 18).
+/// second input of opset 18: an initializer, or a `Constant` node as PyTorch's TorchScript
+/// exporter writes it).
 fn reduces_spatial(graph: &pb::GraphProto, node: &pb::NodeProto) -> bool {
+    let ints = |t: &pb::TensorProto| -> Vec<i64> {
+        if !t.int64_data.is_empty() {
+            t.int64_data.clone()
+        } else {
+            t.raw_data
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect()
+        }
+    };
     let axes: Option<Vec<i64>> = node
         .attribute
         .iter()
@@ -301,17 +319,15 @@ fn reduces_spatial(graph: &pb::GraphProto, node: &pb::NodeProto) -> bool {
         .map(|a| a.ints.clone())
         .or_else(|| {
             let name = node.input.get(1)?;
-            let init = graph.initializer.iter().find(|i| &i.name == name)?;
-            if !init.int64_data.is_empty() {
-                Some(init.int64_data.clone())
-            } else {
-                Some(
-                    init.raw_data
-                        .chunks_exact(8)
-                        .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
-                        .collect(),
-                )
+            if let Some(init) = graph.initializer.iter().find(|i| &i.name == name) {
+                return Some(ints(init));
             }
+            let constant = graph
+                .node
+                .iter()
+                .find(|n| n.op_type == "Constant" && n.output.first() == Some(name))?;
+            let value = constant.attribute.iter().find(|a| a.name == "value")?;
+            value.t.as_ref().map(ints)
         });
     match axes {
         Some(mut a) => {
@@ -343,7 +359,7 @@ impl OnnxCnn {
     /// ```
     ///
     /// # Errors
-    /// [`OnnxError`]: the file cannot be read, is not ONNX or is truncated, has no 4-D image
+    /// [`OnnxError`]: the file (or an external-data file it names) cannot be read, is not ONNX or is truncated, has no 4-D image
     /// input, has no tensor named [`OnnxOptions::output`], its scores are not class scores, or
     /// tract cannot type or run it.
     pub fn load(path: impl AsRef<Path>, options: &OnnxOptions) -> Result<Self, OnnxError> {
@@ -375,7 +391,13 @@ impl OnnxCnn {
         if options.input_side == Some(0) {
             return Err(opt_err("input side must be >= 1".into()));
         }
-        let framework = tract_onnx::onnx();
+        // The graph's `value_info` (the exporter's shapes of intermediate tensors) is ignored:
+        // fisherkit sets the input shape itself (symbolic H, W or the input side), and an
+        // exporter's shapes written in its own symbols contradict it. PyTorch's dynamo
+        // exporter writes (1, 64, H, W) and (1, 4096, H//32 - 6, W//32 - 6), which tract could
+        // not unify with fisherkit's symbols nor with a 224x224 input: its VGG-16 export did
+        // not load. tract infers every shape from the input anyway.
+        let framework = tract_onnx::onnx().with_ignore_value_info(true);
         let not_onnx = |message: String| OnnxError::NotOnnx {
             path: p.clone(),
             message,
@@ -389,6 +411,20 @@ impl OnnxCnn {
             .as_ref()
             .filter(|g| !g.node.is_empty())
             .ok_or_else(|| not_onnx("the file holds no graph".into()))?;
+
+        // Files holding tensors stored outside the model (ONNX external data, e.g. the
+        // `.onnx.data` file of PyTorch's exporter): hashed with the model for its name.
+        let external = external_data_files(graph);
+        let external_err = |(file, source): (PathBuf, std::io::Error)| OnnxError::ExternalData {
+            path: p.clone(),
+            file: file.display().to_string(),
+            source,
+        };
+        let model_dir = path.parent().unwrap_or(Path::new(""));
+        for f in &external {
+            let file = model_dir.join(f);
+            std::fs::File::open(&file).map_err(|e| external_err((file, e)))?;
+        }
 
         // The image input: the graph inputs that are not initializers.
         let inits: std::collections::HashSet<&str> =
@@ -629,19 +665,25 @@ impl OnnxCnn {
                 }
             }
         }
+        let hash = model_hash(bytes, path, &external, &net).map_err(external_err)?;
         net.name = format!(
-            "onnx:{}#{:016x}",
+            "onnx:{}#{hash:016x}",
             path.file_name()
                 .map_or_else(|| p.clone(), |f| f.to_string_lossy().into_owned()),
-            fnv1a(bytes, &net)
         );
         Ok(net)
     }
 
     /// Smallest side n ≤ the input side at which an n×n zero input runs and gives the map size
-    /// shape inference predicts (binary search; the model must work at the input side).
+    /// shape inference predicts (binary search; the model must work at the input side). A size
+    /// at which shape inference gives any tensor a side < 1 is not run: tract's matrix kernels
+    /// can crash the process (SIGSEGV, not a panic) on a convolution larger than its input,
+    /// as VGG-16's 7×7 fc6 convolution on the 3×3 map of a 112-px input did.
     fn probe_min_side(&self) -> Result<usize, String> {
         let ok = |n: usize| {
+            if !self.shapes_positive(n, n) {
+                return false;
+            }
             let x = Array3::<f32>::zeros((3, n, n));
             match (self.run(x.view()), self.map_size_eval(n, n)) {
                 (Ok(m), Some((h, w))) => m.dim() == (self.classes, h, w),
@@ -664,6 +706,25 @@ impl OnnxCnn {
             }
         }
         Ok(hi)
+    }
+
+    /// Every dimension of every tensor of the dense plan that depends on H or W is ≥ 1 at
+    /// `height`×`width` (dimensions that do not evaluate to a number are not judged).
+    fn shapes_positive(&self, height: usize, width: usize) -> bool {
+        let Some((sh, sw, _, _)) = self.map_dims.as_ref() else {
+            return true;
+        };
+        let v = SymbolValues::default()
+            .with(sh, height as i64)
+            .with(sw, width as i64);
+        self.plan.model().nodes().iter().all(|node| {
+            node.outputs.iter().all(|o| {
+                o.fact
+                    .shape
+                    .iter()
+                    .all(|d| d.to_i64().is_ok() || d.eval(&v).to_i64().map_or(true, |x| x >= 1))
+            })
+        })
     }
 
     fn map_size_eval(&self, height: usize, width: usize) -> Option<(usize, usize)> {
@@ -749,19 +810,80 @@ impl OnnxCnn {
     }
 }
 
-/// FNV-1a of the model bytes and the options that change its descriptors (for the run key).
-fn fnv1a(bytes: &[u8], net: &OnnxCnn) -> u64 {
+/// The external-data files (`location`s) of the graph's initializers, each once, in order:
+/// only relative paths inside the model's folder (tract refuses the others when it parses).
+fn external_data_files(graph: &pb::GraphProto) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = graph
+        .initializer
+        .iter()
+        .filter(|t| t.data_location == Some(pb::tensor_proto::DataLocation::External as i32))
+        .filter_map(|t| t.external_data.iter().find(|e| e.key == "location"))
+        .map(|e| PathBuf::from(&e.value))
+        .filter(|l| {
+            l.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            })
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// FNV-1a 64.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// FNV-1a of the model bytes, of its external-data files (read in chunks, relative to the
+/// model's folder) and of the options that change its descriptors (for the run key). Without
+/// the external files, a model whose weights live in `model.onnx.data` (PyTorch's exporter
+/// puts every tensor above 1 kB there) would keep its name, and a run its cached
+/// descriptors, when only the weights change. A model without external data hashes as before.
+fn model_hash(
+    bytes: &[u8],
+    path: &Path,
+    external: &[PathBuf],
+    net: &OnnxCnn,
+) -> Result<u64, (PathBuf, std::io::Error)> {
+    use std::io::Read;
+    let mut h = Fnv::new();
+    h.update(bytes);
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut buf = vec![0u8; 1 << 20];
+    for location in external {
+        let file = dir.join(location);
+        let err = |e| (file.clone(), e);
+        let mut f = std::fs::File::open(&file).map_err(err)?;
+        h.update(location.to_string_lossy().as_bytes());
+        loop {
+            let n = f.read(&mut buf).map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+    }
     let o = &net.options;
     let extra = format!(
         "{:?}{:?}{}{}{}{}",
         o.mean, o.std, o.bgr, net.input_side, net.score_tensor, net.dense
     );
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes.iter().chain(extra.as_bytes()) {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    h.update(extra.as_bytes());
+    Ok(h.0)
 }
 
 impl sealed::Forward for OnnxCnn {

@@ -246,6 +246,153 @@ fn softmax_outputs_and_named_score_maps_give_the_same_descriptors() {
     assert_ne!(b.name(), other.name());
 }
 
+/// Regression: at opset 18 ReduceMean takes its axes as an input, which PyTorch's TorchScript
+/// exporter (`dynamo=False`) feeds from a `Constant` node; only attributes and initializers
+/// were read, so the guide's fully convolutional VGG-16 exported that way was taken for an
+/// exact-only model (one patch per 224-px crop instead of a score map).
+#[test]
+fn a_spatial_reduce_mean_with_constant_axes_is_dense() {
+    let (Some(p), Some(plain)) = (model("axes_constant"), model("external_data")) else {
+        return;
+    };
+    let net = OnnxCnn::load(&p, &OnnxOptions::default()).unwrap();
+    assert!(net.dense(), "{}", net.summary());
+    assert_eq!(net.score_tensor(), "map");
+    let want = OnnxCnn::load(&plain, &OnnxOptions::default()).unwrap();
+    let img = image(37, 52, 6);
+    let p = DescriptorParams {
+        scales: vec![24],
+        ..DescriptorParams::default()
+    };
+    let got = extract(&net, img.view(), &p).unwrap();
+    assert!(got[0].nrows() > 1);
+    assert_same_descriptors(
+        &got,
+        &extract(&want, img.view(), &p).unwrap(),
+        "axes_constant",
+    );
+}
+
+/// Regression: the probe of the smallest input side ran the model on inputs too small for
+/// it, and tract's matrix kernels crashed the whole process (SIGSEGV) on a 7×7 convolution
+/// of a smaller input, as with VGG-16's fc6 as a convolution (the guide's `VggConv`). Sizes
+/// whose inferred shapes are empty or negative are no longer run.
+#[test]
+fn a_convolution_larger_than_a_small_input_is_not_run() {
+    let Some(p) = model("valid_conv") else { return };
+    let net = OnnxCnn::load(&p, &OnnxOptions::default()).unwrap();
+    assert!(net.dense(), "{}", net.summary());
+    assert_eq!(net.min_input_side(), 7);
+    assert_eq!(net.map_size(6, 40), None);
+    assert_eq!(net.map_size(20, 30), Some((14, 24)));
+    assert_eq!(net.cell_stride(), 1);
+    let x = net.preprocess(image(20, 30, 4).view()).unwrap();
+    assert_eq!(net.score_map(x.view()).unwrap().dim(), (10, 14, 24));
+    let small = net.preprocess(image(6, 40, 4).view()).unwrap();
+    assert!(net.score_map(small.view()).is_err());
+}
+
+/// Regression: PyTorch's dynamo exporter (its default since 2.9) writes the shapes of
+/// intermediate tensors into the graph's `value_info` in the input's own symbols ((1, 64, H, W),
+/// ...). tract took them as facts, which contradicted fisherkit's symbolic input (dense) and a
+/// fixed 224x224 one (exact), so the guide's fully convolutional VGG-16 did not load
+/// ("Impossible to unify Sym(H) with Val(224)"). fisherkit now ignores `value_info`.
+#[test]
+fn intermediate_shapes_in_value_info_do_not_stop_a_dense_model() {
+    let (Some(vi), Some(plain)) = (model("value_info"), model("external_data")) else {
+        return;
+    };
+    let net = OnnxCnn::load(&vi, &OnnxOptions::default()).unwrap();
+    let want = OnnxCnn::load(&plain, &OnnxOptions::default()).unwrap();
+    assert!(net.dense(), "{}", net.summary());
+    assert_eq!(net.num_classes(), 4);
+    assert_eq!(net.min_input_side(), 1);
+    assert_eq!(net.map_size(30, 50), Some((30, 50)));
+    let img = image(37, 52, 2);
+    let p = DescriptorParams {
+        scales: vec![24],
+        ..DescriptorParams::default()
+    };
+    assert_same_descriptors(
+        &extract(&net, img.view(), &p).unwrap(),
+        &extract(&want, img.view(), &p).unwrap(),
+        "value_info",
+    );
+    // Exact patches at a fixed side: the same value_info does not contradict it either.
+    let exact = OnnxCnn::load(
+        &vi,
+        &OnnxOptions {
+            exact_only: true,
+            input_side: Some(32),
+            ..OnnxOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!exact.dense());
+    let x = exact.preprocess(image(32, 32, 3).view()).unwrap();
+    let m = exact.score_map(x.view()).unwrap();
+    assert_eq!(m.dim(), (4, 1, 1));
+}
+
+/// Regression: a model whose tensors live in an external-data file (PyTorch's exporter writes
+/// `model.onnx` + `model.onnx.data`) got its name, the run key of the descriptor cache, from
+/// the `.onnx` bytes alone, so new weights in the `.data` file kept the old name and a run
+/// reused the old descriptors. The name now covers the external data too; a missing data file
+/// is a one-line error naming both files.
+#[test]
+fn external_data_is_part_of_the_model_name() {
+    let Some(src) = model("external_data") else {
+        return;
+    };
+    let data = src.with_file_name("external_data.onnx.data");
+    let copy = |bytes: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(&src, dir.path().join("external_data.onnx")).unwrap();
+        std::fs::write(dir.path().join("external_data.onnx.data"), bytes).unwrap();
+        dir
+    };
+    let same = copy(&std::fs::read(&data).unwrap());
+    let mut other_weights = std::fs::read(&data).unwrap();
+    other_weights[..4].copy_from_slice(&2.0f32.to_le_bytes()); // w[0, 0] 1 -> 2
+    let other = copy(&other_weights);
+    let load = |dir: &Path| {
+        OnnxCnn::load(dir.join("external_data.onnx"), &OnnxOptions::default()).unwrap()
+    };
+    let (a, b, c) = (
+        load(src.parent().unwrap()),
+        load(same.path()),
+        load(other.path()),
+    );
+    assert!(a.dense() && a.num_classes() == 4, "{}", a.summary());
+    let x = a.preprocess(image(40, 40, 1).view()).unwrap();
+    let (sa, sb, sc) = (
+        a.score_map(x.view()).unwrap(),
+        b.score_map(x.view()).unwrap(),
+        c.score_map(x.view()).unwrap(),
+    );
+    assert_eq!(sa, sb);
+    assert_ne!(sa, sc, "the weights are read from the .data file");
+    assert_eq!(
+        a.name(),
+        b.name(),
+        "same files in another folder: same name"
+    );
+    assert_ne!(
+        a.name(),
+        c.name(),
+        "other weights in the .data file: another name"
+    );
+    // Without its data file.
+    std::fs::remove_file(other.path().join("external_data.onnx.data")).unwrap();
+    let (e, msg) = load_err(
+        &other.path().join("external_data.onnx"),
+        &OnnxOptions::default(),
+    );
+    assert!(matches!(e, OnnxError::ExternalData { .. }), "{e:?}");
+    assert!(msg.contains("external_data.onnx.data"), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+}
+
 fn load_err(path: &Path, options: &OnnxOptions) -> (OnnxError, String) {
     let e = OnnxCnn::load(path, options).expect_err("must not load");
     let msg = e.to_string();
