@@ -67,6 +67,20 @@ pub struct Vlad<F: Float> {
 impl<F: Float> Vlad<F> {
     /// VLAD on centres `means` (K, D) (e.g. k-means centroids), with hard
     /// assignment to the nearest centre. `params.hard_assignment` must be true.
+    ///
+    /// ```
+    /// use fisherkit::encode::{Vlad, VladParams};
+    /// use fisherkit::Encoder;
+    /// use ndarray::array;
+    ///
+    /// let vlad = Vlad::new(array![[0.0, 0.0], [10.0, 0.0]], VladParams::default()).unwrap();
+    /// // Both rows go to centre 0; the residuals sum to (1, 2); global L2.
+    /// let v = vlad.encode(array![[1.0, 0.0], [0.0, 2.0]].view()).unwrap();
+    /// let n = 5.0f64.sqrt();
+    /// assert_eq!(v.len(), 4);
+    /// assert!((v[0] - 1.0 / n).abs() < 1e-12 && (v[1] - 2.0 / n).abs() < 1e-12);
+    /// assert_eq!((v[2], v[3]), (0.0, 0.0));
+    /// ```
     pub fn new(means: Array2<F>, params: VladParams) -> Result<Self, EncodeError> {
         if !params.hard_assignment {
             return Err(EncodeError::InvalidOption(

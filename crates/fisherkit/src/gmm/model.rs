@@ -46,6 +46,19 @@ impl<F: Float> DiagGmm<F> {
     ///   (they are renormalised exactly);
     /// * `means`: (K, D), finite;
     /// * `variances`: (K, D), the diagonal $\sigma^2_{kd}$, finite and > 0.
+    ///
+    /// ```
+    /// use fisherkit::gmm::DiagGmm;
+    /// use ndarray::array;
+    ///
+    /// // Two unit-variance components at ±1 in D = 1: the midpoint is a tie.
+    /// let g = DiagGmm::<f64>::new(array![0.5, 0.5], array![[-1.0], [1.0]], array![[1.0], [1.0]]).unwrap();
+    /// let q = g.predict_proba(array![[0.0], [1.0]].view()).unwrap();
+    /// assert!((q[[0, 0]] - 0.5).abs() < 1e-12);
+    /// assert!((q[[1, 1]] - 1.0 / (1.0 + (-2.0f64).exp())).abs() < 1e-12);
+    /// // weights that do not sum to 1 are an error
+    /// assert!(DiagGmm::<f64>::new(array![0.5, 0.6], array![[-1.0], [1.0]], array![[1.0], [1.0]]).is_err());
+    /// ```
     pub fn new(
         weights: Array1<F>,
         means: Array2<F>,

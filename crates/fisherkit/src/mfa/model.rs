@@ -68,6 +68,27 @@ impl<F: Float> Mfa<F> {
     /// * `means`: (K, D), finite;
     /// * `loadings`: (K, D, R), $\Lambda_k$, finite, with 0 < R < D;
     /// * `psi`: (1, D) for a shared $\Psi$ or (K, D) per component, finite and > 0.
+    ///
+    /// ```
+    /// use fisherkit::mfa::Mfa;
+    /// use ndarray::{array, Array3};
+    ///
+    /// // One component in D = 2 with one factor along the first axis:
+    /// // covariance ΛΛᵀ + Ψ = diag(1 + 1, 1).
+    /// let lam = Array3::from_shape_vec((1, 2, 1), vec![1.0, 0.0]).unwrap();
+    /// let m = Mfa::new(array![1.0], array![[0.0, 0.0]], lam, array![[1.0, 1.0]]).unwrap();
+    /// let ll = m.score_samples(array![[0.0, 0.0]].view()).unwrap();
+    /// let want = -(2.0 * std::f64::consts::PI).ln() - 0.5 * 2.0f64.ln();
+    /// assert!((ll[0] - want).abs() < 1e-12);
+    /// // a negative variance is an error naming the problem, not a panic
+    /// let bad = Mfa::new(
+    ///     array![1.0],
+    ///     array![[0.0, 0.0]],
+    ///     Array3::zeros((1, 2, 1)),
+    ///     array![[1.0, -1.0]],
+    /// );
+    /// assert!(bad.is_err());
+    /// ```
     pub fn new(
         weights: Array1<F>,
         means: Array2<F>,
