@@ -9,7 +9,7 @@ The GMM work runs in two regimes (`--data`, default both):
 * synthetic: seeded descriptors drawn from a random model whose components all
   stay alive (a handful of non-negligible posteriors per row), where every
   implementation is bound by the E-step's GEMMs;
-* real: the bundled demo images' SqueezeNet descriptors (natural parameters,
+* real: the bundled demo images' EfficientNet-Lite0 descriptors (natural parameters,
   `fisherkit run --save-descriptors`), PCA to D = 500 learned on the training
   descriptors, a GMM of K = 50 and 256 fitted by `fisherkit gmm fit`, and
   1 000-descriptor bags of test descriptors. Here 1.5-2 components per row
@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS")
 PEER_UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 DATA_VERSION = 1  # bump when the generator changes (the data cache is keyed on it)
-REAL_VERSION = 1  # the same for the real-descriptor data sets
+REAL_VERSION = 2  # the same for the real-descriptor data sets
 
 # ----------------------------------------------------------------------------
 # Synthetic data (seeded)
@@ -166,15 +166,20 @@ def _read_safetensors(path: Path):
     return out
 
 
+REAL_CNN = "efficientnet-lite0"
+
+
 def real_descriptors(cache: Path, fk_cli: Path):
-    """SqueezeNet descriptors (natural parameters, 1 000 dims) of the bundled demo images
-    (data/fashion-mnist-demo, one 28-px scale: 169 per image), computed once with
-    `fisherkit run --save-descriptors`. Returns (train, test) lists of (n_i, 1000) arrays."""
-    d = cache / "demo-descriptors"
+    """EfficientNet-Lite0 descriptors (natural parameters, 1 000 dims) of the bundled demo
+    images (data/fashion-mnist-demo, one 28-px scale: 7x7 = 49 cells per image), computed once
+    with `fisherkit run --cnn efficientnet-lite0 --save-descriptors`. (Until REAL_VERSION 2 the
+    CNN was not named and followed `fisherkit run`'s default, SqueezeNet until 2026-12-03.)
+    Returns (train, test) lists of (n_i, 1000) arrays."""
+    d = cache / f"demo-descriptors-{REAL_CNN}"
     if not (d / "DONE").exists():
         demo = ROOT / "data" / "fashion-mnist-demo"
         subprocess.run([str(fk_cli), "--quiet", "run", "--train", str(demo / "train"), "--test", str(demo / "test"),
-                        "--scales", "28", "--encoders", "cnn-global", "--no-cache", "--save-descriptors", str(d),
+                        "--scales", "28", "--cnn", REAL_CNN, "--encoders", "cnn-global", "--no-cache", "--save-descriptors", str(d),
                         "--report", str(cache / "demo-descriptors-report.json")], check=True,
                        stdout=subprocess.DEVNULL)
         (d / "DONE").write_text("ok\n")
@@ -187,7 +192,7 @@ def real_descriptors(cache: Path, fk_cli: Path):
 
 
 def _real_pca500(cache: Path, fk_cli: Path, n, seed):
-    """The demo images' SqueezeNet descriptors, PCA to D = 500 learned on the training
+    """The demo images' EfficientNet-Lite0 descriptors, PCA to D = 500 learned on the training
     descriptors (as the pipeline does): (x = n seeded training rows, all test rows), f32."""
     train, test = real_descriptors(cache, fk_cli)
     xtr = np.concatenate(train).astype(np.float64)
@@ -209,7 +214,7 @@ def _save_real_bags(path: Path, xte, n_bags, bag_size):
 
 
 def make_real_data(path: Path, k, n, n_bags, bag_size, seed, fk_cli, cache):
-    """The same files as make_gmm_data, from real descriptors: the demo images' SqueezeNet
+    """The same files as make_gmm_data, from real descriptors: the demo images' EfficientNet-Lite0
     descriptors, PCA to D = 500 (learned on the training descriptors, as the pipeline
     does), x = n seeded training rows, the model = a K-component GMM fitted to x by
     `fisherkit gmm fit` (seeded; EM is then timed from that model, i.e. with converged
@@ -632,7 +637,7 @@ def main():
     ap.add_argument("--gap", type=float, default=20.0,
                     help="typical separation of two components in nats (default 20)")
     ap.add_argument("--data", choices=("synthetic", "real", "both"), default="both",
-                    help="GMM data: synthetic (all components alive), real (the demo images' SqueezeNet "
+                    help="GMM data: synthetic (all components alive), real (the demo images' EfficientNet-Lite0 "
                          "descriptors, PCA 500, 1.5-2 components per row above 1e-6) or both (default)")
     ap.add_argument("--no-mfa", action="store_true", help="skip the MFA part")
     ap.add_argument("--mfa-only", action="store_true", help="only the MFA part (and the GEMM rate)")
