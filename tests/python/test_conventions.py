@@ -213,3 +213,38 @@ def test_native_stubs_match_the_module():
         init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
         sig = inspect.signature(getattr(native, name))
         assert [a.arg for a in init.args.args[1:]] == list(sig.parameters), name
+
+
+def _defaults_of(f):
+    return {n: p.default for n, p in inspect.signature(f).parameters.items() if p.default is not p.empty}
+
+
+def test_keyword_defaults_are_the_librarys():
+    # Every default is written once, in Rust (fisherkit::stream::em_defaults,
+    # kmeans::kmeans_defaults, mfa::PSI_FLOOR, VarianceFloor::default,
+    # LinearSvcParams::default, Normalization::default); the Python signatures
+    # repeat them for scikit-learn's get_params and must say the same.
+    lib = fisherkit._fisherkit.defaults()
+    from fisherkit import ray as fk_ray  # imports ray only when a fit runs
+
+    em = {"max_iter": "em_max_iter", "tol": "em_tol", "random_state": "em_seed"}
+    want = {
+        fisherkit.KMeans: {"max_iter": "kmeans_max_iter", "tol": "kmeans_tol", "n_init": "kmeans_n_init",
+                           "random_state": "kmeans_seed"},
+        fisherkit.GaussianMixture: {**em, "n_init": "em_n_init", "variance_floor": "variance_floor",
+                                    "variance_floor_mode": "variance_floor_mode"},
+        fisherkit.MixtureOfFactorAnalyzers: {**em, "n_init": "em_n_init", "psi_floor": "psi_floor"},
+        fisherkit.LinearSVC: {"C": "svm_c", "tol": "svm_tol", "max_iter": "svm_max_iter",
+                              "random_state": "svm_seed"},
+        fisherkit.FisherVector: {"power": "power", "l2": "l2"},
+        fisherkit.MFAFisherScore: {"power": "power", "l2": "l2"},
+        fk_ray.fit_gmm_distributed: {**em, "variance_floor": "variance_floor",
+                                     "variance_floor_mode": "variance_floor_mode"},
+        fk_ray.fit_mfa_distributed: {**em, "psi_floor": "psi_floor"},
+    }
+    for f, names in want.items():
+        got = _defaults_of(f)
+        for arg, key in names.items():
+            assert got[arg] == lib[key] and type(got[arg]) is type(lib[key]), (
+                f"{f.__name__}({arg}={got[arg]!r}) but the library's default {key} is {lib[key]!r}"
+            )

@@ -157,7 +157,46 @@ pub(crate) fn em_stopping_rule(
     fisherkit::stream::em_stopping_rule(&history, ll, tol, reseeded)
 }
 
+/// The library's default settings, written once in Rust, by name: the Python
+/// estimators' keyword defaults are tested against them
+/// (`tests/python/test_conventions.py`).
+#[pyo3::pyfunction]
+pub(crate) fn defaults(
+    py: pyo3::Python<'_>,
+) -> pyo3::PyResult<pyo3::Bound<'_, pyo3::types::PyDict>> {
+    use fisherkit::gmm::VarianceFloor;
+    use fisherkit::kmeans::kmeans_defaults as km;
+    use fisherkit::stream::em_defaults as em;
+    use pyo3::types::PyDictMethods;
+    let d = pyo3::types::PyDict::new(py);
+    let (floor, mode) = match VarianceFloor::default() {
+        VarianceFloor::Relative(v) => (v, "relative"),
+        VarianceFloor::Absolute(v) => (v, "absolute"),
+    };
+    let svm = fisherkit::svm::LinearSvcParams::default();
+    let norm = fisherkit::Normalization::default();
+    d.set_item("em_max_iter", em::MAX_ITER)?;
+    d.set_item("em_tol", em::TOL)?;
+    d.set_item("em_n_init", em::N_INIT)?;
+    d.set_item("em_seed", em::SEED)?;
+    d.set_item("kmeans_max_iter", km::MAX_ITER)?;
+    d.set_item("kmeans_tol", km::TOL)?;
+    d.set_item("kmeans_n_init", km::N_INIT)?;
+    d.set_item("kmeans_seed", km::SEED)?;
+    d.set_item("variance_floor", floor)?;
+    d.set_item("variance_floor_mode", mode)?;
+    d.set_item("psi_floor", fisherkit::mfa::PSI_FLOOR)?;
+    d.set_item("svm_c", svm.c)?;
+    d.set_item("svm_tol", svm.tol)?;
+    d.set_item("svm_max_iter", svm.max_iter)?;
+    d.set_item("svm_seed", svm.seed)?;
+    d.set_item("power", norm.power)?;
+    d.set_item("l2", norm.l2)?;
+    Ok(d)
+}
+
 pub(crate) fn register(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     use pyo3::types::PyModuleMethods;
-    m.add_function(pyo3::wrap_pyfunction!(em_stopping_rule, m)?)
+    m.add_function(pyo3::wrap_pyfunction!(em_stopping_rule, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(defaults, m)?)
 }

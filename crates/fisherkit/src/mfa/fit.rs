@@ -60,9 +60,14 @@ impl<F: Float> From<crate::stream::EmState<Mfa<F>>> for MfaFit<F> {
     }
 }
 
+/// Default relative floor of $\psi_d$: [`PSI_FLOOR`] times the variance of
+/// dimension d (docs/math.md §4.5).
+pub const PSI_FLOOR: f64 = 1e-3;
+
 impl MfaParams {
     /// K components with R factors each; defaults: shared $\Psi$, `max_iter` 100,
-    /// `tol` 1e-6, `n_init` 1, `seed` 0, `psi_floor` 1e-3.
+    /// `tol` 1e-6, `n_init` 1, `seed` 0 ([`crate::stream::em_defaults`]),
+    /// `psi_floor` [`PSI_FLOOR`] (1e-3).
     pub fn new(n_components: usize, n_factors: usize) -> Self {
         Self {
             n_components,
@@ -72,7 +77,7 @@ impl MfaParams {
             tol: crate::stream::em_defaults::TOL,
             n_init: crate::stream::em_defaults::N_INIT,
             seed: crate::stream::em_defaults::SEED,
-            psi_floor: 1e-3,
+            psi_floor: PSI_FLOOR,
         }
     }
 

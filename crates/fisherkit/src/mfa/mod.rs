@@ -30,7 +30,7 @@ mod stats;
 mod stream;
 
 pub use error::MfaError;
-pub use fit::{MfaFit, MfaIteration, MfaParams};
+pub use fit::{MfaFit, MfaIteration, MfaParams, PSI_FLOOR};
 pub use kernel::MFA_CHUNK_ROWS;
 pub use model::{Mfa, PsiMode, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
