@@ -9,21 +9,14 @@ use fisherkit_io::{
     read_model_with_whitening, write_gmm, write_mfa_with_whitening, GmmModel, IoError, MfaArrays,
     MfaModel, MfaWhitening, Model,
 };
-use numpy::{IntoPyArray, PyReadonlyArrayDyn};
+use numpy::IntoPyArray;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use safetensors::tensor::{serialize_to_file, Dtype, SafeTensorError, TensorView};
+use safetensors::tensor::{Dtype, SafeTensorError};
 use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::PathBuf;
-
-/// An n-D `float32` or `float64` numpy array, borrowed.
-#[derive(FromPyObject)]
-enum AnyArr<'py> {
-    F32(PyReadonlyArrayDyn<'py, f32>),
-    F64(PyReadonlyArrayDyn<'py, f64>),
-}
 
 fn st_error(path: &std::path::Path, e: SafeTensorError) -> PyErr {
     match e {
@@ -33,43 +26,6 @@ fn st_error(path: &std::path::Path, e: SafeTensorError) -> PyErr {
             path.display()
         )),
     }
-}
-
-/// Writes `tensors` (name → float32/float64 array, C order) and the string
-/// `metadata` to a safetensors file at `path` (atomically: a sibling temporary
-/// file renamed over it).
-#[pyfunction]
-fn save_safetensors(
-    py: Python<'_>,
-    path: PathBuf,
-    metadata: HashMap<String, String>,
-    tensors: Vec<(String, AnyArr<'_>)>,
-) -> PyResult<()> {
-    let owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors
-        .iter()
-        .map(|(name, a)| match a {
-            AnyArr::F32(a) => {
-                let v = a.as_array();
-                let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                (name.clone(), Dtype::F32, v.shape().to_vec(), bytes)
-            }
-            AnyArr::F64(a) => {
-                let v = a.as_array();
-                let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                (name.clone(), Dtype::F64, v.shape().to_vec(), bytes)
-            }
-        })
-        .collect();
-    let views = owned
-        .iter()
-        .map(|(n, dt, shape, bytes)| {
-            TensorView::new(*dt, shape.clone(), bytes)
-                .map(|v| (n.as_str(), v))
-                .map_err(|e| st_error(&path, e))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| serialize_to_file(views, Some(metadata), &path))
-        .map_err(|e| st_error(&path, e))
 }
 
 /// Reads a safetensors file: `(metadata: dict[str, str], tensors: list[(name,
@@ -328,7 +284,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gmm_load, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_save, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_load, m)?)?;
-    m.add_function(wrap_pyfunction!(save_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(load_safetensors, m)?)?;
     Ok(())
 }

@@ -158,12 +158,12 @@ impl<F: Float> KernelParams<F> {
 
     /// Number of components K.
     pub fn n_components(&self) -> usize {
-        self.log_const.len()
+        self.direct.n_components()
     }
 
     /// Dimension D.
     pub fn dim(&self) -> usize {
-        self.center.len()
+        self.direct.dim()
     }
 
     /// Number of factors R.
@@ -174,11 +174,7 @@ impl<F: Float> KernelParams<F> {
     /// Row of $\Psi_k$ in `inv_psi`.
     #[inline]
     pub fn psi_row(&self, k: usize) -> usize {
-        if self.inv_psi.nrows() == 1 {
-            0
-        } else {
-            k
-        }
+        self.direct.psi_row(k)
     }
 }
 

@@ -73,6 +73,7 @@ impl Direct {
     }
 
     /// Row of $\Psi_k$ in `inv_psi`.
+    #[inline]
     pub(crate) fn psi_row(&self, k: usize) -> usize {
         if self.inv_psi.nrows() == 1 {
             0
