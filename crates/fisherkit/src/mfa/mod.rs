@@ -7,7 +7,8 @@
 //! No D×D matrix is ever formed: the Woodbury identity and the matrix
 //! determinant lemma reduce everything to R×R Cholesky factorisations
 //! (docs/math.md §4.2–4.3), and the E-step is dominated by two (n×D)·(D×KR) GEMMs per
-//! chunk of rows.
+//! chunk of rows — one when the chunk's posteriors are sparse, as on real
+//! descriptors: its statistics are then summed pair by pair in `f64` (§4.6).
 //!
 //! * [`Mfa`]: parameters, log-likelihoods, posteriors, E-step statistics and
 //!   the M-step ([`Mfa::update_from_statistics`]).
