@@ -301,6 +301,32 @@ impl<F: Float> Mfa<F> {
     /// E-step over the rows of `x` (N, D): the [`MfaStats`] of the data under
     /// this model (parallel over blocks of rows; the result does not depend on
     /// the number of threads).
+    ///
+    /// The statistics of disjoint shards merge into those of their union, so
+    /// one EM step can be computed shard by shard (out of core, or on several
+    /// machines):
+    ///
+    /// ```
+    /// use fisherkit::mfa::{Mfa, PSI_FLOOR};
+    /// use ndarray::{array, s, Array2, Array3};
+    ///
+    /// let lam = Array3::from_shape_vec((2, 2, 1), vec![1.0, 0.0, 0.0, 1.0]).unwrap();
+    /// let m = Mfa::new(array![0.5, 0.5], array![[-2.0, 0.0], [2.0, 0.0]], lam, array![[0.5, 0.5]])
+    ///     .unwrap();
+    /// let x = Array2::from_shape_fn((40, 2), |(i, j)| ((i * 7 + j * 3) % 11) as f64 / 2.0 - 2.5);
+    /// let whole = m.sufficient_statistics(x.view()).unwrap();
+    /// let mut shards = m.sufficient_statistics(x.slice(s![..15, ..])).unwrap();
+    /// shards.merge(&m.sufficient_statistics(x.slice(s![15.., ..])).unwrap()).unwrap();
+    /// assert_eq!(shards.n_rows(), 40);
+    /// assert!((shards.log_likelihood() - whole.log_likelihood()).abs() < 1e-9);
+    /// // one EM step from either gives the same model, and EM does not lower the likelihood
+    /// let (a, b) = (
+    ///     m.update_from_statistics(&whole, PSI_FLOOR).unwrap(),
+    ///     m.update_from_statistics(&shards, PSI_FLOOR).unwrap(),
+    /// );
+    /// assert!((&a.means() - &b.means()).iter().all(|d| d.abs() < 1e-9));
+    /// assert!(a.score(x.view()).unwrap() >= m.score(x.view()).unwrap() - 1e-12);
+    /// ```
     pub fn sufficient_statistics(
         &self,
         x: ndarray::ArrayView2<'_, F>,
