@@ -11,7 +11,10 @@
 //! same chunks give the same bits.
 //!
 //! This is also the library's only EM loop: the in-memory fits run it with
-//! the data as one chunk, and every fit stops by [`em_stopping_rule`].
+//! the data as one chunk, the `fit_from_statistics` of both models (and
+//! through them the Python module's distributed fits) run it with
+//! statistics computed elsewhere, and every fit stops by
+//! [`em_stopping_rule`].
 
 use crate::data::{check_matrix, DataError};
 use crate::float::Float;
@@ -206,8 +209,12 @@ pub(crate) trait StreamedEm<F: Float> {
     fn check_hyper(&self) -> Result<(), Self::Error>;
     /// An invalid hyper-parameter `name`, for `reason`.
     fn hyper_error(name: &'static str, reason: String) -> Self::Error;
-    /// Checks a saved model against the hyper-parameters.
-    fn check_resumed(&self, model: &Self::Model) -> Result<(), Self::Error>;
+    /// Checks a given model (a saved one to resume, `name` = "resume", or
+    /// a starting one, `name` = "start") against the hyper-parameters.
+    fn check_model(&self, model: &Self::Model, name: &'static str) -> Result<(), Self::Error>;
+    /// Checks statistics computed outside the driver's passes (see
+    /// [`fit_from_statistics`]) against the model they were computed under.
+    fn check_stats(model: &Self::Model, stats: &Self::Stats) -> Result<(), Self::Error>;
     /// Checks the data once counted: N rows, of which `sample` (n, D) is the
     /// initialisation sample.
     fn check_sample(&self, n_rows: usize, sample: ArrayView2<'_, F>) -> Result<(), Self::Error>;
@@ -263,7 +270,7 @@ where
         if sched.n_init != 1 {
             return Err(P::hyper_error("n_init", "resuming a fit needs n_init = 1".into()).into());
         }
-        p.check_resumed(&state.model)?;
+        p.check_model(&state.model, "resume")?;
         return stream_em(p, pass, true, state, 0, sched.max_iter, on_iter);
     }
     if init_sample < k {
@@ -356,12 +363,14 @@ where
 }
 
 /// The EM iterations of one restart, from `state` until convergence or
-/// `max_iter` completed iterations (chunks checked as for [`fit_restarts`]).
+/// `max_iter` completed iterations, each one pass of `pass` summing the
+/// chunks' statistics (chunks checked as for [`fit_restarts`]), then
+/// [`em_iterations`].
 fn stream_em<F, P, E>(
     p: &P,
     pass: &mut DataPass<'_, F, E>,
     check_chunks: bool,
-    mut state: EmState<P::Model>,
+    state: EmState<P::Model>,
     restart: usize,
     max_iter: usize,
     on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
@@ -371,8 +380,7 @@ where
     P: StreamedEm<F>,
     E: From<P::Error>,
 {
-    while !state.converged && state.log_likelihood.len() < max_iter {
-        let model = &state.model;
+    let mut statistics_of = |model: &P::Model| -> Result<P::Stats, E> {
         let mut stats = p.stats_zero(model);
         let mut dim = Some(P::model_dim(model));
         pass(&mut |x| {
@@ -382,6 +390,36 @@ where
             P::stats_add(model, &mut stats, x)?;
             Ok(())
         })?;
+        Ok(stats)
+    };
+    em_iterations(p, state, restart, max_iter, &mut statistics_of, on_iter)
+}
+
+/// Where the statistics of an EM iteration come from: called with the model
+/// entering the iteration, it returns the merged E-step statistics of every
+/// row under that model (a pass over chunks, or a cluster's map-reduce).
+pub type StatisticsOf<'a, M, S, E> = dyn FnMut(&M) -> Result<S, E> + 'a;
+
+/// The library's one EM loop: from `state`, until the stopping rule is met
+/// or `max_iter` iterations are completed, each iteration asks
+/// `statistics_of` for the statistics under the current model, runs
+/// [`StreamedEm::em_step`] (M-step and [`em_stopping_rule`]) and reports to
+/// `on_iter`.
+fn em_iterations<F, P, E>(
+    p: &P,
+    mut state: EmState<P::Model>,
+    restart: usize,
+    max_iter: usize,
+    statistics_of: &mut StatisticsOf<'_, P::Model, P::Stats, E>,
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
+where
+    F: Float,
+    P: StreamedEm<F>,
+    E: From<P::Error>,
+{
+    while !state.converged && state.log_likelihood.len() < max_iter {
+        let stats = statistics_of(&state.model)?;
         let step = p.em_step(&state, stats, restart)?;
         state.model = step.model;
         state.log_likelihood.push(step.log_likelihood);
@@ -389,6 +427,38 @@ where
         on_iter(&step.report, &state)?;
     }
     Ok(state)
+}
+
+/// EM whose E-step runs outside the library (see the public
+/// `fit_from_statistics` of [`crate::gmm::GmmParams`] and
+/// [`crate::mfa::MfaParams`]): from `start` (checked against the
+/// hyper-parameters), the iterations of [`em_iterations`] with the
+/// statistics `statistics_of` returns, each checked against the model it
+/// was asked for. One restart; `n_init` and the seed play no part.
+pub(crate) fn fit_from_statistics<F, P, E>(
+    p: &P,
+    start: P::Model,
+    statistics_of: &mut StatisticsOf<'_, P::Model, P::Stats, E>,
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
+where
+    F: Float,
+    P: StreamedEm<F>,
+    E: From<P::Error>,
+{
+    p.check_hyper()?;
+    p.check_model(&start, "start")?;
+    let state = EmState {
+        model: start,
+        log_likelihood: Vec::new(),
+        converged: false,
+    };
+    let mut checked = |model: &P::Model| -> Result<P::Stats, E> {
+        let stats = statistics_of(model)?;
+        P::check_stats(model, &stats)?;
+        Ok(stats)
+    };
+    em_iterations(p, state, 0, p.schedule().max_iter, &mut checked, on_iter)
 }
 
 /// Checks a chunk: width equal to the first chunk's, finite values (an empty

@@ -7,8 +7,8 @@ use super::stats::{m_step, GmmStats};
 use super::GmmError;
 use crate::float::Float;
 use crate::stream::{
-    em_stopping_rule, fit_streaming, no_rows, DataPass, EmSchedule, EmState, EmStep, OnIteration,
-    StreamedEm,
+    em_stopping_rule, fit_from_statistics, fit_streaming, no_rows, DataPass, EmSchedule, EmState,
+    EmStep, OnIteration, StatisticsOf, StreamedEm,
 };
 use ndarray::{Array1, Array2, ArrayView2};
 
@@ -83,6 +83,50 @@ impl<F: Float> GmmParams<F> {
     ) -> Result<GmmFit<F>, E> {
         Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
+
+    /// EM whose E-step runs elsewhere — a cluster's map-reduce over shards,
+    /// a database — from the model `start` (K components as these
+    /// parameters; `init`, `n_init` and `seed` play no part): each iteration
+    /// calls `statistics_of(model)` for the merged
+    /// [`DiagGmm::sufficient_statistics`] of every row under `model`, then
+    /// runs the M-step and the stopping rule of [`GmmParams::fit`], until
+    /// convergence or `max_iter` iterations. Statistics of the wrong K or D
+    /// are an error. `on_iter` is called after every iteration; its errors,
+    /// like those of `statistics_of`, stop the fit.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{GmmError, GmmParams};
+    /// use ndarray::{array, s, Axis};
+    /// let x = array![[0.0f64, 0.1], [0.2, 0.0], [0.1, 0.3], [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]];
+    /// let p = GmmParams::new(2).max_iter(20);
+    /// let start = p.fit(x.slice(s![..4, ..])).unwrap().model; // any starting model
+    /// // the E-step over two shards, merged
+    /// let fit = p
+    ///     .fit_from_statistics::<GmmError>(
+    ///         start.clone(),
+    ///         &mut |m| {
+    ///             let mut st = m.sufficient_statistics(x.slice(s![..3, ..]))?;
+    ///             st.merge(&m.sufficient_statistics(x.slice(s![3.., ..]))?)?;
+    ///             Ok(st)
+    ///         },
+    ///         &mut |_, _| Ok(()),
+    ///     )
+    ///     .unwrap();
+    /// // the same iterations as in-memory EM from the same start
+    /// let whole = p.clone().init(fisherkit::gmm::GmmInit::Given(start)).fit(x.view()).unwrap();
+    /// assert_eq!(fit.n_iter, whole.n_iter);
+    /// for (a, b) in fit.model.means().iter().zip(whole.model.means()) {
+    ///     assert!((a - b).abs() < 1e-12);
+    /// }
+    /// ```
+    pub fn fit_from_statistics<E: From<GmmError>>(
+        &self,
+        start: DiagGmm<F>,
+        statistics_of: &mut StatisticsOf<'_, DiagGmm<F>, GmmStats, E>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
+    ) -> Result<GmmFit<F>, E> {
+        Ok(fit_from_statistics(self, start, statistics_of, on_iter)?.into())
+    }
 }
 
 impl<F: Float> StreamedEm<F> for GmmParams<F> {
@@ -112,16 +156,29 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
         GmmError::InvalidHyperParameter { name, reason }
     }
 
-    fn check_resumed(&self, model: &DiagGmm<F>) -> Result<(), GmmError> {
+    fn check_model(&self, model: &DiagGmm<F>, name: &'static str) -> Result<(), GmmError> {
         let k = self.n_components();
         if model.n_components() != k {
             return Err(GmmError::InvalidHyperParameter {
-                name: "resume",
+                name,
                 reason: format!(
-                    "the saved model has {} components, expected {k}",
+                    "the {} model has {} components, expected {k}",
+                    if name == "resume" { "saved" } else { "given" },
                     model.n_components()
                 ),
             });
+        }
+        Ok(())
+    }
+
+    fn check_stats(model: &DiagGmm<F>, stats: &GmmStats) -> Result<(), GmmError> {
+        let (k, d) = (model.n_components(), model.dim());
+        if (stats.n_components(), stats.dim()) != (k, d) {
+            return Err(GmmError::InvalidStatistics(format!(
+                "statistics of {} components in dimension {} do not fit a model of {k} components in dimension {d}",
+                stats.n_components(),
+                stats.dim()
+            )));
         }
         Ok(())
     }
@@ -248,6 +305,96 @@ mod tests {
                 assert!((u - v).abs() < 1e-11 * u.abs(), "{u} vs {v}");
             }
         }
+    }
+
+    #[test]
+    fn statistics_from_elsewhere_run_the_same_em_as_the_in_memory_fit() {
+        let x = data(600, 3, 4);
+        let p = GmmParams::new(4).max_iter(30).seed(2);
+        let start = p.clone().max_iter(1).fit(x.view()).unwrap().model;
+        let whole = p
+            .clone()
+            .init(GmmInit::Given(start.clone()))
+            .fit(x.view())
+            .unwrap();
+        // the whole data as one "shard": the same computation, bit for bit
+        let mut calls = 0;
+        let one = p
+            .fit_from_statistics::<GmmError>(
+                start.clone(),
+                &mut |m| {
+                    calls += 1;
+                    m.sufficient_statistics(x.view())
+                },
+                &mut |_, _| Ok(()),
+            )
+            .unwrap();
+        assert_eq!(one, whole);
+        assert_eq!(calls, whole.n_iter);
+        // three shards merged: the same sums grouped differently
+        let sharded = p
+            .fit_from_statistics::<GmmError>(
+                start.clone(),
+                &mut |m| {
+                    let mut st = m.sufficient_statistics(x.slice(s![..100, ..]))?;
+                    st.merge(&m.sufficient_statistics(x.slice(s![100..350, ..]))?)?;
+                    st.merge(&m.sufficient_statistics(x.slice(s![350.., ..]))?)?;
+                    Ok(st)
+                },
+                &mut |_, _| Ok(()),
+            )
+            .unwrap();
+        assert_eq!(sharded.n_iter, whole.n_iter);
+        for (u, v) in sharded.model.means().iter().zip(whole.model.means()) {
+            assert!((u - v).abs() < 1e-10 * (1.0 + u.abs()), "{u} vs {v}");
+        }
+    }
+
+    #[test]
+    fn statistics_from_elsewhere_are_checked_and_errors_stop_the_fit() {
+        let x = data(300, 2, 5);
+        let p = GmmParams::new(3).max_iter(10).tol(0.0);
+        let start = p.fit(x.view()).unwrap().model;
+        // statistics of another model's K
+        let other = GmmParams::new(2).fit(x.view()).unwrap().model;
+        let e = p
+            .fit_from_statistics::<GmmError>(
+                start.clone(),
+                &mut |_| other.sufficient_statistics(x.view()),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(matches!(e, GmmError::InvalidStatistics(_)), "{e}");
+        assert!(e.to_string().contains("2 components in dimension 2"), "{e}");
+        // a starting model of the wrong K
+        let e = GmmParams::new(2)
+            .fit_from_statistics::<GmmError>(
+                start.clone(),
+                &mut |m| m.sufficient_statistics(x.view()),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`start`") && e.to_string().contains("given model has 3"),
+            "{e}"
+        );
+        // the E-step's error, on the fourth call, is returned as it is
+        let mut calls = 0;
+        let e = p
+            .fit_from_statistics::<GmmError>(
+                start,
+                &mut |m| {
+                    calls += 1;
+                    if calls == 4 {
+                        return Err(GmmError::InvalidStatistics("shard 7 lost".into()));
+                    }
+                    m.sufficient_statistics(x.view())
+                },
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("shard 7 lost"), "{e}");
+        assert_eq!(calls, 4);
     }
 
     #[test]

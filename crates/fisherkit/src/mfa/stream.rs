@@ -7,8 +7,8 @@ use super::stats::MfaStats;
 use super::MfaError;
 use crate::float::Float;
 use crate::stream::{
-    em_stopping_rule, fit_streaming, no_rows, DataPass, EmSchedule, EmState, EmStep, OnIteration,
-    StreamedEm,
+    em_stopping_rule, fit_from_statistics, fit_streaming, no_rows, DataPass, EmSchedule, EmState,
+    EmStep, OnIteration, StatisticsOf, StreamedEm,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
@@ -75,6 +75,46 @@ impl MfaParams {
     ) -> Result<MfaFit<F>, E> {
         Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
     }
+
+    /// EM whose E-step runs elsewhere (a cluster's map-reduce over shards),
+    /// as [`crate::gmm::GmmParams::fit_from_statistics`]: from the model
+    /// `start` (K, R and Ψ mode as these parameters; the initialisation
+    /// settings play no part), each iteration calls `statistics_of(model)`
+    /// for the merged [`Mfa::sufficient_statistics`] of every row under
+    /// `model`, then runs the M-step ([`Mfa::update_from_statistics`], which
+    /// refuses statistics of another model) and the stopping rule of
+    /// [`MfaParams::fit`], until convergence or `max_iter` iterations.
+    ///
+    /// ```
+    /// use fisherkit::mfa::{MfaError, MfaParams};
+    /// use ndarray::{s, Array2};
+    /// let x = Array2::from_shape_fn((200, 3), |(i, j)| ((i * 7 + j * 3) % 11) as f64 + 20.0 * (i % 2) as f64);
+    /// let p = MfaParams::new(2, 1).max_iter(10).tol(0.0);
+    /// let start = p.clone().max_iter(1).fit(x.view()).unwrap().model;
+    /// let fit = p
+    ///     .fit_from_statistics::<f64, MfaError>(
+    ///         start,
+    ///         &mut |m| {
+    ///             let mut st = m.sufficient_statistics(x.slice(s![..120, ..]))?;
+    ///             st.merge(&m.sufficient_statistics(x.slice(s![120.., ..]))?)?;
+    ///             Ok(st)
+    ///         },
+    ///         &mut |_, _| Ok(()),
+    ///     )
+    ///     .unwrap();
+    /// assert_eq!(fit.n_iter, 10);
+    /// // EM never lowers the likelihood
+    /// assert!(fit.log_likelihood.windows(2).all(|w| w[1] >= w[0] - 1e-9));
+    /// ```
+    pub fn fit_from_statistics<F: Float, E: From<MfaError>>(
+        &self,
+        start: Mfa<F>,
+        statistics_of: &mut StatisticsOf<'_, Mfa<F>, MfaStats, E>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
+    ) -> Result<MfaFit<F>, E> {
+        let mut some = |m: &Mfa<F>| statistics_of(m).map(Some);
+        Ok(fit_from_statistics(self, start, &mut some, on_iter)?.into())
+    }
 }
 
 impl<F: Float> StreamedEm<F> for MfaParams {
@@ -101,15 +141,16 @@ impl<F: Float> StreamedEm<F> for MfaParams {
         MfaError::InvalidHyperParameter { name, reason }
     }
 
-    fn check_resumed(&self, m: &Mfa<F>) -> Result<(), MfaError> {
+    fn check_model(&self, m: &Mfa<F>, name: &'static str) -> Result<(), MfaError> {
         if m.n_components() != self.n_components
             || m.n_factors() != self.n_factors
             || m.psi_mode() != self.psi_mode
         {
             return Err(MfaError::InvalidHyperParameter {
-                name: "resume",
+                name,
                 reason: format!(
-                    "the saved model has K = {}, R = {}, {:?} psi; expected K = {}, R = {}, {:?} psi",
+                    "the {} model has K = {}, R = {}, {:?} psi; expected K = {}, R = {}, {:?} psi",
+                    if name == "resume" { "saved" } else { "given" },
                     m.n_components(),
                     m.n_factors(),
                     m.psi_mode(),
@@ -119,6 +160,12 @@ impl<F: Float> StreamedEm<F> for MfaParams {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// Nothing to check here: the M-step ([`Mfa::update_from_statistics`])
+    /// refuses statistics of another shape, Ψ mode or reference point.
+    fn check_stats(_: &Mfa<F>, _: &Option<MfaStats>) -> Result<(), MfaError> {
         Ok(())
     }
 
@@ -233,6 +280,85 @@ mod tests {
         for (u, v) in a.psi().iter().zip(b.psi()) {
             assert!((u - v).abs() <= tol * u.abs(), "{u} vs {v}");
         }
+    }
+
+    #[test]
+    fn statistics_from_elsewhere_continue_a_fit_bit_for_bit() {
+        let x = data(500, 4, 6);
+        for mode in [PsiMode::Shared, PsiMode::PerComponent] {
+            let p = MfaParams::new(3, 2)
+                .psi_mode(mode)
+                .max_iter(8)
+                .tol(0.0)
+                .seed(3);
+            let mut states = Vec::new();
+            let full = streamed(&p, &x, 500, 1000, None, &mut |_, s| {
+                states.push(s.clone());
+                Ok(())
+            })
+            .unwrap();
+            // from the model after iteration 1, seven iterations with the
+            // whole data as the one "shard" give the uninterrupted run's model
+            let ours = p
+                .clone()
+                .max_iter(7)
+                .fit_from_statistics::<f64, MfaError>(
+                    states[0].model.clone(),
+                    &mut |m| m.sufficient_statistics(x.view()),
+                    &mut |_, _| Ok(()),
+                )
+                .unwrap();
+            assert_eq!(ours.model, full.model);
+            assert_eq!(ours.log_likelihood[..], full.log_likelihood[1..]);
+            // two shards: the same sums grouped differently
+            let sharded = p
+                .clone()
+                .max_iter(7)
+                .fit_from_statistics::<f64, MfaError>(
+                    states[0].model.clone(),
+                    &mut |m| {
+                        let mut st = m.sufficient_statistics(x.slice(ndarray::s![..123, ..]))?;
+                        st.merge(&m.sufficient_statistics(x.slice(ndarray::s![123.., ..]))?)?;
+                        Ok(st)
+                    },
+                    &mut |_, _| Ok(()),
+                )
+                .unwrap();
+            same(&sharded.model, &full.model, 1e-9);
+        }
+    }
+
+    #[test]
+    fn statistics_from_elsewhere_must_come_from_the_model_asked() {
+        let x = data(300, 4, 7);
+        let p = MfaParams::new(2, 1).max_iter(5);
+        let start = p.fit(x.view()).unwrap().model;
+        let other = MfaParams::new(2, 1)
+            .seed(9)
+            .max_iter(2)
+            .fit(x.view())
+            .unwrap()
+            .model;
+        let e = p
+            .fit_from_statistics::<f64, MfaError>(
+                start.clone(),
+                &mut |_| other.sufficient_statistics(x.view()),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(matches!(e, MfaError::StatisticsMismatch(_)), "{e}");
+        let e = MfaParams::new(2, 2)
+            .fit_from_statistics::<f64, MfaError>(
+                start,
+                &mut |m| m.sufficient_statistics(x.view()),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`start`")
+                && e.to_string().contains("given model has K = 2, R = 1"),
+            "{e}"
+        );
     }
 
     #[test]
