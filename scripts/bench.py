@@ -734,6 +734,8 @@ def main():
                                          path / "var.npy", thr, reps, f("vl_fv0")], thr, peer=True)
                 row["sk_fv"] = py("skimage-fv", thr, data=path, out_fv0=f("sk_fv0"))
                 row["checks"] = gmm_checks(f, path, k, d)
+                row["checks"]["FV raw, fisherkit f32 vs f64 (worst of 4 bags)"] = _get(row.get("fk_fv"),
+                                                                                        "f32_vs_f64_raw_rel")
                 for name, v in row["checks"].items():
                     if v is not None:
                         print(f"  check {name}: relative difference {v:.2e}")

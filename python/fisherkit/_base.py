@@ -265,7 +265,9 @@ class StatisticsEMMixin:
     (E-step sums of a shard), ``update_from_statistics`` (M-step from merged
     sums) and ``partial_fit``. A subclass defines ``_statistics_type`` (the
     native statistics class), ``_statistics_of(X)``, ``_m_step(stats)``
-    (replaces the model, returns how many components it re-seeded) and ``_fit(X, max_iter)`` (which ends with ``_record_fit``)."""
+    (replaces the model, returns how many components it re-seeded), ``_fit(X, max_iter)`` (which ends with ``_record_fit``),
+    ``_set_model(*params)`` and ``_native_fit_from_statistics(step, max_iter)`` (the library's
+    EM loop with the E-step ``step(*params) -> statistics``)."""
 
     def _record_fit(self, lls, n_iter, converged):
         """Stores a fit's log-likelihood history and convergence; returns self."""
@@ -314,6 +316,27 @@ class StatisticsEMMixin:
         self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
         self.converged_ = bool(converged)
         return self
+
+    def _fit_from_statistics(self, statistics_of, max_iter: int):
+        """EM by the library's one loop (``GmmParams::fit_from_statistics`` /
+        ``MfaParams::fit_from_statistics``: M-step, re-seeding and stopping
+        rule as ``fit``) from the current model, with the E-step done by
+        ``statistics_of(self) -> statistics`` of all rows (called with the
+        estimator holding the model of that iteration). Records the run's
+        history and convergence; returns self. An exception of
+        ``statistics_of`` propagates; the estimator then holds the model it
+        was called with."""
+        check_fitted(self, "means_")
+        for attr in ("log_likelihood_history_", "n_iter_", "converged_", "lower_bound_"):
+            self.__dict__.pop(attr, None)
+
+        def step(*params):
+            self._set_model(*params)
+            return statistics_of(self)
+
+        params, lls, n_iter, converged = self._native_fit_from_statistics(step, positive_int(max_iter, "max_iter"))
+        self._set_model(*params)
+        return self._record_fit(lls, n_iter, converged)
 
     def partial_fit(self, X, y=None):
         """One EM step on the batch ``X`` (N, D). The first call (unfitted

@@ -42,6 +42,18 @@ def gmm_sufficient_statistics(weights: _F, means: _F, variances: _F, x: _F) -> G
 def gmm_from_statistics(
     stats: GmmStatistics, variance_floor: float, variance_floor_mode: str, dtype: str
 ) -> tuple[_Gmm, int]: ...
+def gmm_fit_from_statistics(
+    weights: _F,
+    means: _F,
+    variances: _F,
+    statistics_of: Any,
+    max_iter: int,
+    tol: float,
+    variance_floor: float,
+    variance_floor_mode: str,
+) -> tuple[_Gmm, list[float], int, bool]:
+    """The library's EM loop with the E-step ``statistics_of(w, m, v) -> GmmStatistics``:
+    ((weights, means, variances), log-likelihood history, n_iter, converged)."""
 
 class GmmStatistics:
     """E-step sums of a diagonal GMM (float64); ``a + b`` merges, picklable."""
@@ -143,6 +155,10 @@ def mfa_score_samples(params: _Mfa, x: _F) -> npt.NDArray[np.float64]: ...
 def mfa_predict_proba(params: _Mfa, x: _F) -> _F: ...
 def mfa_sufficient_statistics(params: _Mfa, x: _F) -> MfaStatistics: ...
 def mfa_update_from_statistics(params: _Mfa, stats: MfaStatistics, psi_floor: float) -> tuple[_Mfa, int]: ...
+def mfa_fit_from_statistics(
+    params: _Mfa, statistics_of: Any, max_iter: int, tol: float, psi_floor: float
+) -> tuple[_Mfa, list[float], int, bool]:
+    """The library's EM loop with the E-step ``statistics_of(w, m, lam, psi) -> MfaStatistics``."""
 def mfa_fisher_score(
     params: _Mfa,
     bags: Sequence[_F],

@@ -474,6 +474,11 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self._set_model(*params)
         return reseeded
 
+    def _native_fit_from_statistics(self, step, max_iter: int):
+        return _native.gmm_fit_from_statistics(
+            *self._params(), step, max_iter, nonneg_float(self.tol, "tol"), *self._floor()
+        )
+
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> None:
         """Writes the model to a safetensors file with the same Rust writer

@@ -217,6 +217,11 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self._set_model(*params)
         return reseeded
 
+    def _native_fit_from_statistics(self, step, max_iter: int):
+        return _native.mfa_fit_from_statistics(
+            self._params(), step, max_iter, nonneg_float(self.tol, "tol"), nonneg_float(self.psi_floor, "psi_floor")
+        )
+
     def save(self, path: str | os.PathLike) -> None:
         """Writes a safetensors model file with the command line's Rust writer
         (docs/formats.md §2.3): ``kind`` = "mfa", ``format_version`` = "1";

@@ -147,15 +147,18 @@ def em_on_statistics(model: Any, statistics_of: Any, max_iter: int) -> Any:
     ``GaussianMixture`` or ``MixtureOfFactorAnalyzers``), updated in place,
     with ``n_iter_``, ``converged_``, ``lower_bound_`` and
     ``log_likelihood_history_`` of this run. The engine-independent core of
-    :func:`fit_gmm_distributed` and :func:`fit_mfa_distributed`."""
-    for attr in ("log_likelihood_history_", "n_iter_", "converged_", "lower_bound_"):
-        if hasattr(model, attr):
-            delattr(model, attr)
-    for _ in range(positive_int(max_iter, "max_iter")):
-        model.update_from_statistics(statistics_of(model))
-        if model.converged_:
-            break
-    return model
+    :func:`fit_gmm_distributed` and :func:`fit_mfa_distributed`.
+
+    The loop is the library's own (``fit_from_statistics`` of the Rust
+    ``GmmParams`` / ``MfaParams``), the one every fit runs: M-step,
+    re-seeding of starved components and stopping rule as ``fit``.
+    ``statistics_of`` must return statistics of the model it was called
+    with (an error names the mismatch)."""
+    if not hasattr(model, "_fit_from_statistics"):
+        raise TypeError(
+            f"model must be a GaussianMixture or MixtureOfFactorAnalyzers, got {type(model).__name__}"
+        )
+    return model._fit_from_statistics(statistics_of, max_iter)
 
 
 def _shard_refs(ray: Any, shards: Sequence[Any]) -> list[Any]:

@@ -262,3 +262,83 @@ def test_ray_pipeline_refuses_what_it_cannot_do(ray_local, tmp_path):
         fkray.run_pipeline(tmp_path, tmp_path, no_cache=True)
     with pytest.raises(ValueError, match="unknown option 'sample_image'"):
         fkray.run_pipeline(tmp_path, tmp_path, sample_image=3)
+
+
+# ---- em_on_statistics: the library's EM loop with the E-step in Python (no Ray needed)
+
+
+def test_em_on_statistics_runs_the_librarys_loop(data):
+    import fisherkit.ray as fkray
+
+    X = data
+    start = fisherkit.GaussianMixture(4, max_iter=2, random_state=1).fit(X[::5])
+    given = (start.weights_, start.means_, start.covariances_)
+    ref = fisherkit.GaussianMixture(4, tol=1e-7)._fit(X, 100, given=given)
+    # the whole data as one shard: the in-process fit, bit for bit
+    model = pickle.loads(pickle.dumps(start)).set_params(tol=1e-7)
+    asked = []
+
+    def whole(m):
+        asked.append(m.means_.copy())
+        return m.sufficient_statistics(X)
+
+    out = fkray.em_on_statistics(model, whole, 100)
+    assert out is model and out.converged_ and out.n_iter_ == ref.n_iter_ == len(asked)
+    np.testing.assert_array_equal(out.means_, ref.means_)
+    np.testing.assert_array_equal(out.log_likelihood_history_, ref.log_likelihood_history_)
+    np.testing.assert_array_equal(asked[0], start.means_)  # the E-step sees the model of its iteration
+    # shards merged: the same sums grouped differently
+    sharded = fkray.em_on_statistics(
+        pickle.loads(pickle.dumps(start)).set_params(tol=1e-7),
+        lambda m: sum(m.sufficient_statistics(s) for s in np.array_split(X, 3)),
+        100,
+    )
+    assert sharded.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(sharded.means_, ref.means_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("psi_mode", ["shared", "per_component"])
+def test_em_on_statistics_mfa_equals_update_from_statistics_steps(mfa_data, psi_mode):
+    import fisherkit.ray as fkray
+
+    X = mfa_data
+    start = fisherkit.MixtureOfFactorAnalyzers(3, 2, psi_mode=psi_mode, max_iter=2, tol=0, random_state=5).fit(X)
+    ref = pickle.loads(pickle.dumps(start))
+    for _ in range(6):
+        ref.update_from_statistics(ref.sufficient_statistics(X))
+    out = fkray.em_on_statistics(pickle.loads(pickle.dumps(start)), lambda m: m.sufficient_statistics(X), 6)
+    assert out.n_iter_ == 6 and not out.converged_
+    for attr in ("weights_", "means_", "loadings_", "psi_"):
+        np.testing.assert_array_equal(getattr(out, attr), getattr(ref, attr))
+    np.testing.assert_array_equal(out.log_likelihood_history_, ref.log_likelihood_history_[-6:])
+
+
+def test_em_on_statistics_errors(data, mfa_data):
+    import fisherkit.ray as fkray
+
+    X = data
+    g = fisherkit.GaussianMixture(4, max_iter=3, random_state=0).fit(X)
+    other = fisherkit.GaussianMixture(3, max_iter=3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="statistics of 3 components in dimension 6 do not fit a model of 4 components"):
+        fkray.em_on_statistics(pickle.loads(pickle.dumps(g)), lambda m: other.sufficient_statistics(X), 5)
+    calls = []
+
+    def failing(m):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("shard 2 lost")
+        return m.sufficient_statistics(X)
+
+    with pytest.raises(RuntimeError, match="shard 2 lost"):
+        fkray.em_on_statistics(pickle.loads(pickle.dumps(g)).set_params(tol=0), failing, 10)
+    assert len(calls) == 3
+    with pytest.raises(TypeError, match="statistics_of must return GmmStatistics, got dict"):
+        fkray.em_on_statistics(pickle.loads(pickle.dumps(g)), lambda m: {}, 5)
+    with pytest.raises(fisherkit.NotFittedError):
+        fkray.em_on_statistics(fisherkit.GaussianMixture(4), lambda m: m.sufficient_statistics(X), 5)
+    with pytest.raises(ValueError, match="max_iter"):
+        fkray.em_on_statistics(pickle.loads(pickle.dumps(g)), lambda m: m.sufficient_statistics(X), 0)
+    mfa = fisherkit.MixtureOfFactorAnalyzers(2, 1, max_iter=2).fit(mfa_data)
+    mfb = fisherkit.MixtureOfFactorAnalyzers(2, 1, max_iter=2, random_state=9).fit(mfa_data)
+    with pytest.raises(ValueError, match="different model"):
+        fkray.em_on_statistics(mfa, lambda m: mfb.sufficient_statistics(mfa_data), 3)

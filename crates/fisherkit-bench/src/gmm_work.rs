@@ -114,8 +114,10 @@ pub fn fisher_vectors(
     }
     let nb = bags.len() as f64;
     let per_bag: Vec<f64> = ts.iter().map(|t| t / nb).collect();
+    let f32_err = f32_vs_f64(gmm, &bags[..bags.len().min(4)], path, screening)?;
     let v = json!({
         "work": "fv",
+        "f32_vs_f64_raw_rel": f32_err,
         "bags": bags.len(),
         "bag_size": bags[0].nrows(),
         "d": gmm.dim(),
@@ -130,4 +132,44 @@ pub fn fisher_vectors(
         fv0.into_shape_with_order((1, len))
             .map_err(|e| e.to_string())?,
     ))
+}
+
+/// Worst relative distance ‖v₃₂ − v₆₄‖ / ‖v₆₄‖ over `bags` between the raw
+/// (un-normalised) Fisher vectors of the f32 bags under `gmm` and of the same
+/// bags in f64 under the same model cast to f64 (same accumulation path and
+/// screening), the accuracy of the f32 encoder (docs/math.md §2.7–2.8).
+fn f32_vs_f64(
+    gmm: &DiagGmm<f32>,
+    bags: &[ArrayView2<'_, f32>],
+    path: Accumulation,
+    screening: bool,
+) -> Result<f64, String> {
+    let raw = FisherVectorParams {
+        normalization: fisherkit::Normalization::NONE,
+        ..FisherVectorParams::default()
+    };
+    let mut e32 = FisherVector::new(gmm, raw.clone())
+        .map_err(|e| e.to_string())?
+        .with_accumulation(path);
+    let mut e64 = FisherVector::new(&gmm.cast::<f64>(), raw)
+        .map_err(|e| e.to_string())?
+        .with_accumulation(path);
+    if !screening {
+        e32 = e32.with_screening(false);
+        e64 = e64.with_screening(false);
+    }
+    let mut worst = 0.0f64;
+    for b in bags {
+        let v32 = e32.encode(*b).map_err(|e| e.to_string())?;
+        let v64 = e64
+            .encode(b.mapv(f64::from).view())
+            .map_err(|e| e.to_string())?;
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for (a, r) in v32.iter().zip(v64.iter()) {
+            num += (f64::from(*a) - r).powi(2);
+            den += r * r;
+        }
+        worst = worst.max((num / den.max(f64::MIN_POSITIVE)).sqrt());
+    }
+    Ok(worst)
 }

@@ -1,7 +1,7 @@
 //! Diagonal GMM: EM fit, posteriors, log-likelihoods, mergeable statistics
 //! (`GmmStatistics`) and the M-step.
 
-use crate::stats::statistics_class;
+use crate::stats::{returned_statistics, statistics_class, DriveError};
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::gmm::{DiagGmm, GmmInit, GmmParams, GmmStats, VarianceFloor};
 use ndarray::ArrayView2;
@@ -99,6 +99,63 @@ fn gmm_fit<'py>(
     }
     let hp = (n_components, max_iter, tol, n_init, init, floor, seed);
     dispatch!(x, run(py, hp, &given))
+}
+
+/// EM whose E-step runs in Python (the Ray fits' map-reduce over shards),
+/// by the library's one EM loop (`GmmParams::fit_from_statistics`): from the
+/// model `(weights, means, variances)`, whose dtype the fit keeps, each
+/// iteration calls `statistics_of(weights, means, variances)` for the merged
+/// `GmmStatistics` of every row under that model, then runs the M-step
+/// (variance floor, re-seeding) and the stopping rule, until convergence or
+/// `max_iter` iterations. An exception of `statistics_of` propagates as it
+/// was raised. Returns `((weights, means, variances), log_likelihood_history,
+/// n_iter, converged)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn gmm_fit_from_statistics<'py>(
+    py: Python<'py>,
+    weights: Vec1<'py>,
+    means: Mat<'py>,
+    variances: Mat<'py>,
+    statistics_of: Bound<'py, PyAny>,
+    max_iter: usize,
+    tol: f64,
+    variance_floor: f64,
+    variance_floor_mode: &str,
+) -> PyResult<FitOut<'py>> {
+    let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
+    fn run<'py, F: PyFloat>(
+        py: Python<'py>,
+        start: DiagGmm<F>,
+        statistics_of: &Bound<'py, PyAny>,
+        (max_iter, tol, floor): (usize, f64, VarianceFloor),
+    ) -> PyResult<FitOut<'py>> {
+        let params = GmmParams::<F>::new(start.n_components())
+            .max_iter(max_iter)
+            .tol(tol)
+            .variance_floor(floor);
+        let mut stats_of = |m: &DiagGmm<F>| -> Result<GmmStats, DriveError> {
+            let out = statistics_of.call1(params_to_py(py, m.clone()))?;
+            returned_statistics(&out, "GmmStatistics", |s: &GmmStatistics| s.inner.clone())
+        };
+        let fit = params
+            .fit_from_statistics(start, &mut stats_of, &mut |_, _| Ok(()))
+            .map_err(|e: DriveError| e.0)?;
+        Ok((
+            params_to_py(py, fit.model),
+            fit.log_likelihood,
+            fit.n_iter,
+            fit.converged,
+        ))
+    }
+    let hp = (max_iter, tol, floor);
+    if means.is_f32() {
+        let start = model::<f32>(&weights, &means, &variances)?;
+        run(py, start, &statistics_of, hp)
+    } else {
+        let start = model::<f64>(&weights, &means, &variances)?;
+        run(py, start, &statistics_of, hp)
+    }
 }
 
 /// Log-likelihood log p(x_i) (N) of the rows of `x` (N, D), float64.
@@ -258,6 +315,7 @@ statistics_class! {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GmmStatistics>()?;
+    m.add_function(wrap_pyfunction!(gmm_fit_from_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(gmm_fit, m)?)?;
     m.add_function(wrap_pyfunction!(gmm_score_samples, m)?)?;
     m.add_function(wrap_pyfunction!(gmm_predict_proba, m)?)?;

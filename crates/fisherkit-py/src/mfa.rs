@@ -1,7 +1,7 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
-use crate::stats::statistics_class;
+use crate::stats::{returned_statistics, statistics_class, DriveError};
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
 use fisherkit::mfa::{Mfa, MfaParams, MfaStats, PsiMode};
@@ -205,6 +205,57 @@ fn mfa_update_from_statistics<'py>(
     }
 }
 
+/// EM whose E-step runs in Python (the Ray fits' map-reduce over shards),
+/// by the library's one EM loop (`MfaParams::fit_from_statistics`): from the
+/// model `params`, whose dtype the fit keeps, each iteration calls
+/// `statistics_of(weights, means, loadings, psi)` for the merged
+/// `MfaStatistics` of every row under that model, then runs the M-step (ψ
+/// floor, re-seeding) and the stopping rule, until convergence or `max_iter`
+/// iterations. An exception of `statistics_of` propagates as it was raised.
+/// Returns `((weights, means, loadings, psi), log_likelihood_history, n_iter,
+/// converged)`.
+#[pyfunction]
+fn mfa_fit_from_statistics<'py>(
+    py: Python<'py>,
+    params: MfaArgs<'py>,
+    statistics_of: Bound<'py, PyAny>,
+    max_iter: usize,
+    tol: f64,
+    psi_floor: f64,
+) -> PyResult<(MfaOut<'py>, Vec<f64>, usize, bool)> {
+    fn run<'py, F: PyFloat>(
+        py: Python<'py>,
+        start: Mfa<F>,
+        statistics_of: &Bound<'py, PyAny>,
+        (max_iter, tol, psi_floor): (usize, f64, f64),
+    ) -> PyResult<(MfaOut<'py>, Vec<f64>, usize, bool)> {
+        let params = MfaParams::new(start.n_components(), start.n_factors())
+            .psi_mode(start.psi_mode())
+            .max_iter(max_iter)
+            .tol(tol)
+            .psi_floor(psi_floor);
+        let mut stats_of = |m: &Mfa<F>| -> Result<MfaStats, DriveError> {
+            let out = statistics_of.call1(params_to_py(py, m.clone()))?;
+            returned_statistics(&out, "MfaStatistics", |s: &MfaStatistics| s.inner.clone())
+        };
+        let fit = params
+            .fit_from_statistics(start, &mut stats_of, &mut |_, _| Ok(()))
+            .map_err(|e: DriveError| e.0)?;
+        Ok((
+            params_to_py(py, fit.model),
+            fit.log_likelihood,
+            fit.n_iter,
+            fit.converged,
+        ))
+    }
+    let hp = (max_iter, tol, psi_floor);
+    if params.1.is_f32() {
+        run(py, model::<f32>(&params)?, &statistics_of, hp)
+    } else {
+        run(py, model::<f64>(&params)?, &statistics_of, hp)
+    }
+}
+
 statistics_class! {
     /// E-step sufficient statistics of a mixture of factor analysers, in float64.
     ///
@@ -382,6 +433,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mfa_predict_proba, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_sufficient_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_update_from_statistics, m)?)?;
+    m.add_function(wrap_pyfunction!(mfa_fit_from_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_fisher_score, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_fisher_score_dim, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_fit_whitening, m)?)?;

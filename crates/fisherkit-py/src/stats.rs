@@ -157,6 +157,54 @@ pub(crate) fn em_stopping_rule(
     fisherkit::stream::em_stopping_rule(&history, ll, tol, reseeded)
 }
 
+/// The error of a fit whose E-step runs in Python (`*_fit_from_statistics`):
+/// the callback's exception as it was raised, or the library's error as a
+/// `ValueError`.
+pub(crate) struct DriveError(pub(crate) pyo3::PyErr);
+
+impl From<pyo3::PyErr> for DriveError {
+    fn from(e: pyo3::PyErr) -> Self {
+        Self(e)
+    }
+}
+
+impl From<fisherkit::gmm::GmmError> for DriveError {
+    fn from(e: fisherkit::gmm::GmmError) -> Self {
+        Self(crate::value_error(e))
+    }
+}
+
+impl From<fisherkit::mfa::MfaError> for DriveError {
+    fn from(e: fisherkit::mfa::MfaError) -> Self {
+        Self(crate::value_error(e))
+    }
+}
+
+/// What `get` takes from the statistics object (of the frozen pyclass `T`,
+/// named `class`) a Python E-step callback returned; a `TypeError` naming
+/// what it returned otherwise.
+pub(crate) fn returned_statistics<T, S>(
+    out: &pyo3::Bound<'_, pyo3::PyAny>,
+    class: &str,
+    get: impl FnOnce(&T) -> S,
+) -> Result<S, DriveError>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+{
+    use pyo3::types::{PyAnyMethods, PyTypeMethods};
+    let st = out.cast::<T>().map_err(|_| {
+        let got = out
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        DriveError(pyo3::exceptions::PyTypeError::new_err(format!(
+            "statistics_of must return {class}, got {got}"
+        )))
+    })?;
+    Ok(get(st.get()))
+}
+
 /// The library's default settings, written once in Rust, by name: the Python
 /// estimators' keyword defaults are tested against them
 /// (`tests/python/test_conventions.py`).
