@@ -23,6 +23,23 @@ pub const VLFEAT_SKIP: f64 = 1e-6;
 /// this many times faster per multiply-add than the scattered row updates).
 const DENSE_FRACTION: usize = 12;
 
+/// The same choice for `f32` soft assignment, whose sparse loop keeps only
+/// the pairs with $q \ge$ [`REFINE_MIN`] and evaluates each of them once
+/// more in the centred direct form (docs/math.md §2.8): a chunk is
+/// accumulated pair by pair when those pairs are at most `n·K /
+/// REFINED_DENSE_FRACTION`. A refined pair costs about 1.7 times an
+/// accumulated one (a direct log-joint, D subtractions and multiply-adds,
+/// before the accumulation's D subtractions and 2D multiply-adds), hence
+/// 12 · 1.7 ≈ 20. Real descriptors (2.2 such pairs per row at K = 50, 4.1
+/// above `f32`'s flush) then take the exact path, where counting every
+/// unflushed posterior sent them through the dense GEMM, 6e-6 from `f64`.
+const REFINED_DENSE_FRACTION: usize = 20;
+
+/// How many of `values` are at least `min`.
+fn count_at_least(values: impl Iterator<Item = f64>, min: f64) -> usize {
+    values.filter(|&v| v >= min).count()
+}
+
 /// One block of the Fisher vector. Blocks are always laid out in the order
 /// prior, mean, var, whatever the order they are requested in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -445,9 +462,17 @@ impl<F: Float> FisherVector<F> {
             None
         };
         let nnz = in_place.unwrap_or_else(|| ws.sparse.nnz());
+        let refine = assign == Assign::Soft && F::EPS.as_f64() > 1e-12;
         let need_z = self.has_mean || self.has_var;
         let use_sparse = !need_z
             || match self.path {
+                Accumulation::Auto if refine => {
+                    let kept = match in_place {
+                        Some(_) => count_at_least(lp.iter().map(|q| q.as_f64()), REFINE_MIN),
+                        None => count_at_least(ws.sparse.q.iter().map(|q| q.as_f64()), REFINE_MIN),
+                    };
+                    kept * REFINED_DENSE_FRACTION <= nc * k
+                }
                 Accumulation::Auto => nnz * DENSE_FRACTION <= nc * k,
                 Accumulation::Sparse => true,
                 Accumulation::Dense => false,
@@ -460,7 +485,7 @@ impl<F: Float> FisherVector<F> {
             ws.rows.comp.clone_from(&ws.sparse.comp);
             ws.rows.val.clear();
             ws.rows.val.extend(ws.sparse.q.iter().map(|q| q.as_f64()));
-            if assign == Assign::Soft && F::EPS.as_f64() > 1e-12 {
+            if refine {
                 self.refine_posteriors(xc, ws);
             }
             self.accumulate_pairs(xc, ws);
@@ -1120,6 +1145,47 @@ mod tests {
                     err <= 1e-6,
                     "GEMM-path f32 vs f64 (separation {sep}): {err:e}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn f32_rows_with_a_few_live_posteriors_are_refined() {
+        // Real descriptors' regime (docs/math.md §2.8): per row about two
+        // posteriors >= 1e-10 but five or more above f32's flush. Counting
+        // every unflushed posterior sent such chunks through the dense GEMM
+        // (5.8e-6 from f64 on the bench's real descriptors); the choice now
+        // counts the pairs the refined loop keeps.
+        let (k, n) = (48, 1000);
+        let (g, x) = planted_mixture(31, k, 64, n, 0.9, 1000.0);
+        let g32: DiagGmm<f32> = g.cast();
+        let x32 = x.mapv(|v| v as f32);
+        let g64: DiagGmm<f64> = g32.cast();
+        let x64 = x32.mapv(|v| v as f64);
+        let q = g64.predict_proba(x64.view()).unwrap();
+        let unflushed = q.iter().filter(|&&v| v >= 1e-19).count();
+        let kept = q.iter().filter(|&&v| v >= REFINE_MIN).count();
+        assert!(unflushed * DENSE_FRACTION > n * k, "{unflushed}");
+        assert!(kept * REFINED_DENSE_FRACTION <= n * k, "{kept}");
+        for screening in [true, false] {
+            for params in [
+                FisherVectorParams::default(),
+                raw_params(FvPart::ALL.to_vec(), false),
+            ] {
+                let want = FisherVector::new(&g64, params.clone())
+                    .unwrap()
+                    .encode(x64.view())
+                    .unwrap();
+                let got: Vec<f64> = FisherVector::new(&g32, params)
+                    .unwrap()
+                    .with_screening(screening)
+                    .encode(x32.view())
+                    .unwrap()
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect();
+                let err = rel_l2(&got, want.as_slice().unwrap());
+                assert!(err <= 1e-6, "screening {screening}: f32 vs f64 {err:e}");
             }
         }
     }
