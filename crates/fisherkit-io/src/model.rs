@@ -902,8 +902,59 @@ pub fn read_model_bytes(
     parse_model(bytes, path).map(|(m, _, meta)| (m, meta))
 }
 
+/// The `kind` values of the model files fisherkit reads: [`read_model`]
+/// takes `gmm` and `mfa`, [`crate::read_pca`] `pca`, [`crate::read_linear_svm`]
+/// `linear-svm`.
+pub const MODEL_KINDS: [&str; 4] = ["gmm", "mfa", "pca", "linear-svm"];
+
 /// The kinds of model file fisherkit reads, as the error messages list them.
 pub(crate) const KINDS: &str = "\"gmm\", \"mfa\", \"pca\" or \"linear-svm\"";
+
+/// The error for a `kind` that is none of [`MODEL_KINDS`].
+fn unknown_kind(path: &Path, kind: &str) -> IoError {
+    IoError::model(
+        path,
+        format!("unknown model kind \"{kind}\"; expected {KINDS}"),
+    )
+}
+
+/// The `kind` of a model file, one of [`MODEL_KINDS`], to choose its reader
+/// (the Python module's `load_model` does).
+///
+/// Checks what every reader checks first: the safetensors framing (the
+/// whole file is read and its header and tensor table parsed), `kind`
+/// present and known, `format_version` if present equal to
+/// [`FORMAT_VERSION`]. The tensors are not decoded: the reader of that kind
+/// validates them. Errors name the file: [`IoError::Os`] for a missing or
+/// unreadable one, [`IoError::Model`] otherwise.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_kind, write_gmm};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-kind-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0f32], array![[0.0f32, 1.0]], array![[1.0f32, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// assert_eq!(read_model_kind(&path)?, "gmm");
+/// // not a model file: the error names the file and the problem
+/// std::fs::write(dir.join("notes.txt"), "not a model")?;
+/// let e = read_model_kind(dir.join("notes.txt")).unwrap_err().to_string();
+/// assert!(e.contains("notes.txt") && e.contains("not a safetensors model file"), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_model_kind(path: impl AsRef<Path>) -> Result<&'static str> {
+    let path = path.as_ref();
+    let buf = read_file_checked(path)?;
+    let (_, _, kind) = open_model(&buf, path)?;
+    MODEL_KINDS
+        .into_iter()
+        .find(|k| *k == kind)
+        .ok_or_else(|| unknown_kind(path, &kind))
+}
 
 /// Checks the safetensors framing, the presence of `kind` and the
 /// `format_version`; returns the parsed file, its metadata and its kind.
@@ -1118,12 +1169,7 @@ fn parse_model(
                 ),
             ));
         }
-        other => {
-            return Err(IoError::model(
-                path,
-                format!("unknown model kind \"{other}\"; expected {KINDS}"),
-            ))
-        }
+        other => return Err(unknown_kind(path, other)),
     };
     check_dtype_metadata(path, &meta, model.dtype())?;
     Ok((model, whitening, meta))
