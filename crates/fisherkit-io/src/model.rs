@@ -53,14 +53,8 @@ use std::path::Path;
 pub const FORMAT_VERSION: &str = "1";
 
 /// Tolerance on $|\sum_k w_k - 1|$ for MFA weights: the library's own
-/// ([`fisherkit::mfa::WEIGHT_SUM_TOL`], which `Mfa::new` applies), so a file
-/// this crate accepts is one the library accepts.
-///
-/// [`MfaArrays::validate`] keeps its own checks of shapes and values because
-/// its messages are the file contract (`docs/formats.md`): they name the
-/// tensor and index it in the file's shape (a shared `psi` is (D) in a
-/// file, (1, D) in memory); [`read_mfa`] then also runs `Mfa::new` for what
-/// only the model requires (0 < R < D).
+/// ([`fisherkit::mfa::WEIGHT_SUM_TOL`]), applied by `Mfa::new`, which
+/// validates every MFA this crate reads or writes ([`MfaArrays::validate`]).
 pub const MFA_WEIGHT_SUM_TOL: f64 = fisherkit::mfa::WEIGHT_SUM_TOL;
 
 /// Largest safetensors header accepted (the safetensors crate's own limit).
@@ -106,65 +100,32 @@ impl<F: Float> MfaArrays<F> {
         self.psi.nrows() == 1
     }
 
-    /// Checks shapes (K ≥ 1, D ≥ 1, R ≥ 1, all consistent), finiteness,
-    /// positive weights summing to 1 within [`MFA_WEIGHT_SUM_TOL`] and
-    /// positive `psi`. The message names the tensor.
-    pub fn validate(&self) -> Result<(), String> {
-        let k = self.weights.len();
-        if k == 0 {
-            return Err("tensor `weights` is empty (0 components)".into());
-        }
-        let (km, d) = self.means.dim();
-        if km != k {
-            return Err(format!(
-                "tensor `means` has shape {} but `weights` has K = {k} entries",
-                py_shape(&[km, d])
-            ));
-        }
-        if d == 0 {
-            return Err("tensor `means` has 0 columns (D = 0)".into());
-        }
-        let (kl, dl, r) = self.loadings.dim();
-        if (kl, dl) != (k, d) {
-            return Err(format!(
-                "tensor `loadings` has shape {} but (K, D, R) = ({k}, {d}, R) was expected",
-                py_shape(&[kl, dl, r])
-            ));
-        }
-        if r == 0 {
-            return Err("tensor `loadings` has 0 factors (R = 0)".into());
-        }
-        let (kp, dp) = self.psi.dim();
-        if dp != d || (kp != 1 && kp != k) {
-            return Err(format!(
-                "tensor `psi` has shape {} but (D) = ({d},) or (K, D) = ({k}, {d}) was expected",
-                py_shape(&[kp, dp])
-            ));
-        }
-        check_finite("weights", self.weights.iter(), &[k])?;
-        check_finite("means", self.means.iter(), &[k, d])?;
-        check_finite("loadings", self.loadings.iter(), &[k, d, r])?;
-        check_finite("psi", self.psi.iter(), &[kp, d])?;
-        if let Some((i, w)) = self
-            .weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| **w <= F::zero())
-        {
-            return Err(format!("weight {i} is {w}; weights must be > 0"));
-        }
-        let sum: f64 = self.weights.iter().map(|w| w.as_f64()).sum();
-        if (sum - 1.0).abs() > MFA_WEIGHT_SUM_TOL {
-            return Err(format!("weights sum to {sum}, not 1"));
-        }
-        if let Some(((i, j), p)) = self.psi.indexed_iter().find(|(_, p)| **p <= F::zero()) {
-            return Err(if kp == 1 {
-                format!("psi [{j}] is {p}; noise variances must be > 0")
-            } else {
-                format!("psi [{i}, {j}] is {p}; noise variances must be > 0")
-            });
-        }
-        Ok(())
+    /// Checks that the arrays are an MFA the library accepts, by building it
+    /// with [`Mfa::new`] (the one place of these checks): shapes (K, D, R)
+    /// consistent with K ≥ 1 and 0 < R < D, `psi` (1, D) or (K, D); values
+    /// finite; weights positive, summing to 1 within [`MFA_WEIGHT_SUM_TOL`];
+    /// `psi` positive; every $M_k = I + \Lambda_k^\top\Psi_k^{-1}\Lambda_k$
+    /// positive definite. The error is the library's, naming the array and
+    /// the index of the first bad value.
+    ///
+    /// ```
+    /// use fisherkit_io::MfaArrays;
+    /// use ndarray::{array, Array3};
+    ///
+    /// let mut m = MfaArrays {
+    ///     weights: array![0.5, 0.5],
+    ///     means: array![[0.0, 0.0], [1.0, 1.0]],
+    ///     loadings: Array3::from_elem((2, 2, 1), 0.5),
+    ///     psi: array![[1.0, 1.0]], // shared
+    /// };
+    /// m.validate()?;
+    /// m.weights[1] = 0.4;
+    /// let e = m.validate().unwrap_err().to_string();
+    /// assert!(e.contains("weights sum to 0.9, not 1"), "{e}");
+    /// # Ok::<(), fisherkit::mfa::MfaError>(())
+    /// ```
+    pub fn validate(&self) -> Result<(), MfaError> {
+        self.to_mfa::<F>().map(|_| ())
     }
 
     /// The parameters of a library model.
@@ -572,10 +533,10 @@ pub fn write_gmm<F: Element>(
 }
 
 /// Writes MFA parameters as a `kind = mfa` safetensors file, atomically,
-/// after [`MfaArrays::validate`]. A shared `psi` (1, D) is stored as a (D)
-/// tensor, a per-component one as (K, D). No whitening block (a
-/// `whitening_parts` key in `extra` is dropped): see
-/// [`write_mfa_with_whitening`].
+/// after [`MfaArrays::validate`] (so every file written can be read back).
+/// A shared `psi` (1, D) is stored as a (D) tensor, a per-component one as
+/// (K, D). No whitening block (a `whitening_parts` key in `extra` is
+/// dropped): see [`write_mfa_with_whitening`].
 pub fn write_mfa<F: Element>(
     path: impl AsRef<Path>,
     mfa: &MfaArrays<F>,
@@ -598,7 +559,7 @@ pub fn write_mfa_with_whitening<F: Element>(
 ) -> Result<()> {
     let path = path.as_ref();
     mfa.validate()
-        .map_err(|e| IoError::model(path, format!("refusing to write an invalid MFA: {e}")))?;
+        .map_err(|e| IoError::model(path, format!("refusing to write: {e}")))?;
     let (k, d, r) = (mfa.n_components(), mfa.dim(), mfa.n_factors());
     let mut extra = extra.clone();
     extra.remove(WHITENING_PARTS_KEY);
@@ -833,6 +794,44 @@ fn read_gmm_tensors<F: Element>(
     })
 }
 
+/// The shapes of an MFA file's tensors against each other, in the file's
+/// terms: these checks stay here, although [`Mfa::new`] repeats them on the
+/// arrays, because a file stores a shared `psi` as (D) where the library
+/// holds (1, D), and the message must name the tensor with the shape the
+/// file has. Ranks are checked before; K = 0, D = 0, R = 0 and R ≥ D are
+/// consistent shapes, left to the library.
+fn check_mfa_shapes(
+    path: &Path,
+    w: &RawTensor<'_>,
+    m: &RawTensor<'_>,
+    l: &RawTensor<'_>,
+    p: &RawTensor<'_>,
+) -> Result<()> {
+    let k = w.shape()[0];
+    let (km, d) = (m.shape()[0], m.shape()[1]);
+    let bad = |reason: String| Err(IoError::model(path, reason));
+    if km != k {
+        return bad(format!(
+            "tensor `means` has shape {} but `weights` has K = {k} entries",
+            py_shape(m.shape())
+        ));
+    }
+    if l.shape()[..2] != [k, d] {
+        return bad(format!(
+            "tensor `loadings` has shape {} but (K, D, R) = ({k}, {d}, R) was expected",
+            py_shape(l.shape())
+        ));
+    }
+    // (1, D) is a shared psi too (as the library holds it).
+    if !(p.shape() == [d] || p.shape() == [1, d] || p.shape() == [k, d]) {
+        return bad(format!(
+            "tensor `psi` has shape {} but (D) = ({d},) or (K, D) = ({k}, {d}) was expected",
+            py_shape(p.shape())
+        ));
+    }
+    Ok(())
+}
+
 fn read_mfa_tensors<F: Element>(
     path: &Path,
     w: &RawTensor<'_>,
@@ -854,9 +853,9 @@ fn read_mfa_tensors<F: Element>(
         loadings: dims(l.to_array(path)?),
         psi,
     };
-    mfa.validate().map_err(|e| IoError::model(path, e))?;
-    // The library's own checks (e.g. 0 < R < D), with its messages.
-    mfa.to_mfa::<F>().map_err(|source| IoError::Mfa {
+    // Shapes and finiteness were checked on the tensors; the rest (K ≥ 1,
+    // 0 < R < D, weights, psi > 0, M_k positive definite) is the library's.
+    mfa.validate().map_err(|source| IoError::Mfa {
         path: path.to_path_buf(),
         source,
     })?;
@@ -1145,6 +1144,7 @@ fn parse_model(
                     ),
                 ));
             }
+            check_mfa_shapes(path, &w, &m, &l, &p)?;
             let model = match dtype.map(|d| d.0) {
                 Some(Dtype::F32) => {
                     Model::Mfa(MfaModel::F32(read_mfa_tensors(path, &w, &m, &l, &p)?))

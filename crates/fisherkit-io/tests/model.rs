@@ -225,6 +225,16 @@ fn invalid_mfa_is_not_written() {
     let e = write_mfa(&p, &a, &BTreeMap::new()).unwrap_err();
     assert!(e.to_string().contains("psi [1] is 0"), "{e}");
     assert!(!p.exists());
+    // What only the library checks is checked on write too (the file could
+    // not be read back): R = D.
+    let e = write_mfa(&p, &mfa(2, 3, 3, true), &BTreeMap::new()).unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.starts_with(&format!("{}: refusing to write: ", p.display())),
+        "{m}"
+    );
+    assert!(m.contains("R = 3 must satisfy 0 < R < D = 3"), "{m}");
+    assert!(!p.exists());
 }
 
 #[test]
@@ -403,7 +413,7 @@ fn mfa_errors_are_named() {
     refused(
         MFA,
         mfa_tensors(f64s(&[4], &[0.1; 4])),
-        &["tensor `psi` has shape (1, 4) but (D) = (3,) or (K, D) = (2, 3) was expected"],
+        &["tensor `psi` has shape (4,) but (D) = (3,) or (K, D) = (2, 3) was expected"],
     );
     refused(
         MFA,
@@ -413,7 +423,7 @@ fn mfa_errors_are_named() {
     refused(
         MFA,
         mfa_tensors(f64s(&[2, 3], &[0.1, 0.1, 0.1, 0.1, -1.0, 0.1])),
-        &["psi [1, 1] is -1; noise variances must be > 0"],
+        &["psi [1, 1] is -1; psi must be finite and > 0"],
     );
     refused(
         MFA,
@@ -440,7 +450,7 @@ fn mfa_errors_are_named() {
             "loadings",
             f64s(&[2, 3, 0], &[]),
         ),
-        &["0 factors"],
+        &["the number of factors R = 0 must satisfy 0 < R < D = 3"],
     );
     refused(
         MFA,
