@@ -870,6 +870,26 @@ fn read_mfa_tensors<F: Element>(
 /// shapes agree (K, D, R); every value is finite; then the model's own
 /// validation (weights positive and summing to 1, variances / psi > 0);
 /// finally that the `dtype` metadata key, if present, names the tensors' type.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_with_metadata, write_gmm, GmmModel, Model};
+/// use ndarray::array;
+/// use std::collections::BTreeMap;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-meta-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![0.5f32, 0.5], array![[0.0f32], [4.0]], array![[1.0f32], [2.0]])?;
+/// let extra = BTreeMap::from([("seed".to_string(), "7".to_string())]);
+/// write_gmm(&path, &gmm, &extra)?;
+/// let (model, meta) = read_model_with_metadata(&path)?;
+/// assert!(matches!(model, Model::Gmm(GmmModel::F32(ref g)) if *g == gmm));
+/// assert_eq!((meta["kind"].as_str(), meta["format_version"].as_str()), ("gmm", "1"));
+/// assert_eq!((meta["dtype"].as_str(), meta["seed"].as_str()), ("float32", "7"));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(Model, BTreeMap<String, String>)> {
@@ -881,6 +901,32 @@ pub fn read_model_with_metadata(
 /// MFA file, by every reader: `fisher_information` and `whitening_parts`
 /// both present or both absent, the parts a canonical list, the tensor (P)
 /// in the model's dtype with P the parts' score length, finite, ≥ 0.
+///
+/// ```
+/// use fisherkit::encode::MfaPart;
+/// use fisherkit_io::{read_model_with_whitening, write_mfa_with_whitening, MfaArrays, MfaWhitening, Model};
+/// use ndarray::{array, Array1, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-whiten-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("mfa.safetensors");
+/// // K = 2 components in D = 2 with R = 1 factor, shared psi
+/// let mfa = MfaArrays {
+///     weights: array![0.5, 0.5],
+///     means: array![[0.0, 0.0], [3.0, 1.0]],
+///     loadings: Array3::from_shape_vec((2, 2, 1), vec![1.0, 0.0, 0.0, 1.0])?,
+///     psi: array![[0.5, 0.5]],
+/// };
+/// // the `mean` part of the score has K·D = 4 entries
+/// let w = MfaWhitening::new(&[MfaPart::Mean], &Array1::from(vec![1.0, 2.0, 3.0, 4.0]));
+/// write_mfa_with_whitening(&path, &mfa, Some(&w), &Default::default())?;
+/// let (model, back, meta) = read_model_with_whitening(&path)?;
+/// assert_eq!(model.kind(), "mfa");
+/// assert_eq!(back, Some(w));
+/// assert_eq!(meta["whitening_parts"], "mean");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_with_whitening(
     path: impl AsRef<Path>,
 ) -> Result<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
@@ -892,6 +938,27 @@ pub fn read_model_with_whitening(
 /// Reads a model and its metadata from the bytes of a model file (see
 /// [`read_model_with_metadata`], same checks); `name` stands for the file in
 /// error messages.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_bytes, write_gmm, Model};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-bytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0], array![[1.0, 2.0]], array![[0.5, 0.5]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// let bytes = std::fs::read(&path)?;
+/// let (model, meta) = read_model_bytes(&bytes, "received.safetensors")?;
+/// assert_eq!((model.kind(), model.dim()), ("gmm", 2));
+/// assert_eq!(meta["kind"], "gmm");
+/// // a cut file is refused under the name given
+/// let e = read_model_bytes(&bytes[..bytes.len() - 8], "received.safetensors").unwrap_err();
+/// assert!(e.to_string().starts_with("received.safetensors: "), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_bytes(
     bytes: &[u8],
     name: impl AsRef<Path>,
@@ -1176,11 +1243,56 @@ fn parse_model(
 }
 
 /// Reads a model file (see [`read_model_with_metadata`]).
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model, write_gmm, Dtype, GmmModel, Model};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-model-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![0.25, 0.75], array![[0.0, 1.0], [2.0, 3.0]], array![[1.0, 1.0], [0.5, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// let model = read_model(&path)?;
+/// assert_eq!((model.kind(), model.dim(), model.dtype()), ("gmm", 2, Dtype::F64));
+/// let Model::Gmm(g) = model else { panic!("a GMM file") };
+/// assert_eq!(g, GmmModel::F64(gmm.clone()));
+/// // the model in the other element type, validated again
+/// assert_eq!(g.to_dtype::<f32>()?.means(), gmm.means().mapv(|v| v as f32));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model(path: impl AsRef<Path>) -> Result<Model> {
     read_model_with_metadata(path).map(|(m, _)| m)
 }
 
 /// Reads a `kind = gmm` model file; an MFA file is an error.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_gmm, write_gmm, write_mfa, GmmModel, MfaArrays};
+/// use ndarray::{array, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-gmm-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0f32], array![[0.0f32, 1.0]], array![[1.0f32, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// assert_eq!(read_gmm(&path)?, GmmModel::F32(gmm));
+/// // an MFA file is not a GMM
+/// let mfa = MfaArrays {
+///     weights: array![1.0],
+///     means: array![[0.0, 0.0]],
+///     loadings: Array3::from_elem((1, 2, 1), 1.0),
+///     psi: array![[1.0, 1.0]],
+/// };
+/// write_mfa(dir.join("mfa.safetensors"), &mfa, &Default::default())?;
+/// let e = read_gmm(dir.join("mfa.safetensors")).unwrap_err().to_string();
+/// assert!(e.contains("mfa.safetensors") && e.contains("is an MFA model"), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
     let path = path.as_ref();
     match read_model(path)? {
@@ -1194,6 +1306,32 @@ pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
 
 /// [`read_mfa`] plus the file's optional whitening block (see
 /// [`read_model_with_whitening`]).
+///
+/// ```
+/// use fisherkit::encode::MfaPart;
+/// use fisherkit_io::{read_mfa_with_whitening, write_mfa, write_mfa_with_whitening, MfaArrays, MfaModel, MfaWhitening};
+/// use ndarray::{array, Array1, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfaw-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mfa = MfaArrays {
+///     weights: array![1.0f32],
+///     means: array![[0.0f32, 0.0, 0.0]],
+///     loadings: Array3::from_elem((1, 3, 1), 0.5f32),
+///     psi: array![[1.0f32, 1.0, 1.0]],
+/// };
+/// // without a block
+/// write_mfa(dir.join("plain.safetensors"), &mfa, &Default::default())?;
+/// let (m, w) = read_mfa_with_whitening(dir.join("plain.safetensors"))?;
+/// assert_eq!((m, w), (MfaModel::F32(mfa.clone()), None));
+/// // with the `loading` part: K·D·R = 3 values
+/// let block = MfaWhitening::new(&[MfaPart::Loading], &Array1::from(vec![0.5f32, 1.0, 2.0]));
+/// write_mfa_with_whitening(dir.join("w.safetensors"), &mfa, Some(&block), &Default::default())?;
+/// let (_, w) = read_mfa_with_whitening(dir.join("w.safetensors"))?;
+/// assert_eq!(w, Some(block));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_mfa_with_whitening(path: impl AsRef<Path>) -> Result<(MfaModel, Option<MfaWhitening>)> {
     let path = path.as_ref();
     match read_model_with_whitening(path)? {
@@ -1204,6 +1342,30 @@ pub fn read_mfa_with_whitening(path: impl AsRef<Path>) -> Result<(MfaModel, Opti
 
 /// Reads a `kind = mfa` model file; a GMM file is an error. The parameters
 /// are also checked by [`Mfa::new`] (for example $0 < R < D$).
+///
+/// ```
+/// use fisherkit::mfa::Mfa;
+/// use fisherkit_io::{read_mfa, write_mfa, MfaArrays, MfaModel};
+/// use ndarray::{array, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfa-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("mfa.safetensors");
+/// // per-component psi (K, D): stored as (K, D), a shared one (1, D) as (D)
+/// let mfa = MfaArrays {
+///     weights: array![0.25, 0.75],
+///     means: array![[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]],
+///     loadings: Array3::from_shape_fn((2, 3, 2), |(k, d, r)| (k + d * r) as f64 * 0.1),
+///     psi: array![[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]],
+/// };
+/// write_mfa(&path, &mfa, &Default::default())?;
+/// let back = read_mfa(&path)?;
+/// assert_eq!(back, MfaModel::F64(mfa));
+/// let m: Mfa<f32> = back.to_dtype()?;
+/// assert_eq!((m.n_components(), m.dim(), m.n_factors()), (2, 3, 2));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_mfa(path: impl AsRef<Path>) -> Result<MfaModel> {
     let path = path.as_ref();
     match read_model(path)? {
