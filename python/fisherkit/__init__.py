@@ -58,11 +58,16 @@ def load_model(path: str | _os.PathLike):
     """Reads a fisherkit safetensors model file and returns the fitted
     estimator its ``kind`` names (``"gmm"``: :class:`GaussianMixture`,
     ``"mfa"``: :class:`MixtureOfFactorAnalyzers`, ``"pca"``: :class:`PCA`,
-    ``"linear-svm"``: :class:`LinearSVC`)."""
+    ``"linear-svm"``: :class:`LinearSVC`).
+
+    The kind is read by the Rust reader (``fisherkit-io``), which checks the
+    file first: a missing file raises :class:`FileNotFoundError`, another
+    operating-system error :class:`OSError`, a file that is not a fisherkit
+    model (not safetensors, no or unknown ``kind``, unsupported
+    ``format_version``) :class:`ValueError`; each message names the file."""
     from . import _fisherkit as _native
 
-    meta, _ = _native.load_safetensors(_os.fspath(path))
-    kind = meta.get("kind")
+    kind = _native.model_kind(_os.fspath(path))
     if kind == "gmm":
         return GaussianMixture.load(path)
     if kind == "mfa":

@@ -117,7 +117,9 @@ def vlad(
     unnormalized: bool,
     hard_assignment: bool,
 ) -> _F: ...
-def load_safetensors(path: str) -> tuple[dict[str, str], list[tuple[str, _F]]]: ...
+def model_kind(path: str) -> str:
+    """The model file's ``kind`` ("gmm", "mfa", "pca" or "linear-svm"), fisherkit-io's
+    reader: FileNotFoundError / OSError / ValueError naming the file."""
 def gmm_save(path: str, weights: _F, means: _F, variances: _F, metadata: dict[str, str]) -> None:
     """kind = "gmm" file, fisherkit-io's writer (validated)."""
 def gmm_load(path: str) -> tuple[_F, _F, _F, dict[str, str]]:

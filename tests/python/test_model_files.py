@@ -204,3 +204,39 @@ def test_wrong_kind_and_bad_files(tmp_path):
         fisherkit.LinearSVC().fit(X, (np.arange(300) % 2) * 1.0).save(tmp_path / "f.safetensors")
     with pytest.raises(ValueError, match="whiten"):
         fisherkit.PCA.load(pca_path, whiten=True)
+
+
+def test_load_model_reads_the_kind_with_the_rust_reader(tmp_path):
+    """`load_model` picks the estimator from the file's `kind`, read by
+    fisherkit-io (`native.model_kind`): each kind to its class, and every bad
+    file refused with the Python error of its cause and a message naming the
+    file."""
+    X = data()
+    paths = {
+        "pca": (tmp_path / "p.safetensors", fisherkit.PCA),
+        "linear-svm": (tmp_path / "s.safetensors", fisherkit.LinearSVC),
+        "gmm": (tmp_path / "g.safetensors", fisherkit.GaussianMixture),
+    }
+    fisherkit.PCA(3).fit(X).save(paths["pca"][0])
+    fisherkit.LinearSVC().fit(X, np.arange(300) % 2).save(paths["linear-svm"][0])
+    fisherkit.GaussianMixture(2, max_iter=3).fit(X).save(paths["gmm"][0])
+    for kind, (path, cls) in paths.items():
+        assert native.model_kind(str(path)) == kind
+        assert isinstance(fisherkit.load_model(path), cls)
+    with pytest.raises(FileNotFoundError, match="missing.safetensors"):
+        fisherkit.load_model(tmp_path / "missing.safetensors")
+    (tmp_path / "notes.safetensors").write_text("not a model at all")
+    with pytest.raises(ValueError, match="notes.safetensors: not a safetensors model file"):
+        fisherkit.load_model(tmp_path / "notes.safetensors")
+    write_by_hand(tmp_path / "hmm.safetensors", {"kind": "hmm"}, {"w": np.ones(2)})
+    with pytest.raises(ValueError, match='hmm.safetensors: unknown model kind "hmm"; expected "gmm", "mfa"'):
+        fisherkit.load_model(tmp_path / "hmm.safetensors")
+    write_by_hand(tmp_path / "nokind.safetensors", {"note": "x"}, {"w": np.ones(2)})
+    with pytest.raises(ValueError, match="nokind.safetensors: missing metadata key `kind`"):
+        fisherkit.load_model(tmp_path / "nokind.safetensors")
+    write_by_hand(tmp_path / "v2.safetensors", {"kind": "gmm", "format_version": "2"}, {"w": np.ones(2)})
+    with pytest.raises(ValueError, match='v2.safetensors: unsupported format_version "2"'):
+        fisherkit.load_model(tmp_path / "v2.safetensors")
+    (tmp_path / "dir.safetensors").mkdir()
+    with pytest.raises(ValueError, match="dir.safetensors: is a directory"):
+        fisherkit.load_model(tmp_path / "dir.safetensors")

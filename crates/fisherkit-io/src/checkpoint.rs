@@ -19,6 +19,28 @@ pub type GmmArrays<F> = (Array1<F>, Array2<F>, Array2<F>);
 /// Reads a `kind = gmm` file of element type `F`, validated like
 /// [`crate::read_gmm`], but returns the stored weights unchanged (not
 /// renormalised). A file of the other dtype or kind is an error.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::checkpoint::read_gmm_exact;
+/// use fisherkit_io::write_gmm;
+/// use ndarray::array;
+/// use std::collections::BTreeMap;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-gmm-exact-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("fit.ckpt");
+/// let gmm = DiagGmm::new(array![0.5f32, 0.5], array![[0.0f32], [1.0]], array![[1.0f32], [1.0]])?;
+/// write_gmm(&path, &gmm, &BTreeMap::from([("n_iter".to_string(), "3".to_string())]))?;
+/// let ((w, m, v), meta) = read_gmm_exact::<f32>(&path)?;
+/// assert_eq!((w.view(), m.view(), v.view()), (gmm.weights(), gmm.means(), gmm.variances()));
+/// assert_eq!(meta["n_iter"], "3");
+/// // the element type must be the file's
+/// let e = read_gmm_exact::<f64>(&path).unwrap_err().to_string();
+/// assert!(e.contains("fit.ckpt") && e.contains("holds float32 tensors, expected float64"), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_gmm_exact<F: Element>(
     path: impl AsRef<Path>,
 ) -> Result<(GmmArrays<F>, BTreeMap<String, String>)> {
@@ -64,6 +86,28 @@ pub fn read_gmm_exact<F: Element>(
 
 /// Reads a `kind = mfa` file of element type `F` (its arrays are not
 /// altered by reading) with its metadata.
+///
+/// ```
+/// use fisherkit_io::checkpoint::read_mfa_exact;
+/// use fisherkit_io::{write_mfa, MfaArrays};
+/// use ndarray::{array, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfa-exact-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("fit.ckpt");
+/// let mfa = MfaArrays {
+///     weights: array![0.5, 0.5],
+///     means: array![[0.0, 0.0], [1.0, 1.0]],
+///     loadings: Array3::from_elem((2, 2, 1), 0.25),
+///     psi: array![[1.0, 2.0]],
+/// };
+/// write_mfa(&path, &mfa, &Default::default())?;
+/// let (back, meta) = read_mfa_exact::<f64>(&path)?;
+/// assert_eq!(back, mfa);
+/// assert_eq!(meta["kind"], "mfa");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_mfa_exact<F: Element>(
     path: impl AsRef<Path>,
 ) -> Result<(MfaArrays<F>, BTreeMap<String, String>)> {

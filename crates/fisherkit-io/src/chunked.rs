@@ -38,6 +38,24 @@ impl NpyInfo {
     /// float32/float64 C-order array whose data bytes are exactly those the
     /// header claims (a truncated file or trailing bytes are errors naming
     /// the file).
+    ///
+    /// ```
+    /// use fisherkit_io::{write_npy, Dtype, NpyInfo};
+    /// use ndarray::Array2;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npyinfo-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("x.npy");
+    /// write_npy(&path, Array2::<f32>::zeros((3, 2)).view())?;
+    /// let info = NpyInfo::open(&path)?;
+    /// assert_eq!((info.dtype, info.n_rows, info.dim), (Dtype::F32, 3, 2));
+    /// // a file cut short is refused from its header, before any data is read
+    /// let bytes = std::fs::read(&path)?;
+    /// std::fs::write(&path, &bytes[..bytes.len() - 4])?;
+    /// assert!(NpyInfo::open(&path).unwrap_err().to_string().contains("x.npy"));
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| IoError::os(path, e))?;
@@ -74,6 +92,35 @@ impl NpySource {
     /// Opens the headers of `paths` (at least one), checking that every file
     /// has the dtype and the number of columns of the first; an error names
     /// the file that differs.
+    ///
+    /// ```
+    /// use fisherkit_io::{write_npy, IoError, NpySource};
+    /// use ndarray::{concatenate, Array2, Axis};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npysource-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let a = Array2::from_shape_fn((3, 2), |(i, j)| (10 * i + j) as f64);
+    /// let b = Array2::from_shape_fn((2, 2), |(i, j)| (100 + 10 * i + j) as f64);
+    /// let (pa, pb) = (dir.join("a.npy"), dir.join("b.npy"));
+    /// write_npy(&pa, a.view())?;
+    /// write_npy(&pb, b.view())?;
+    /// let src = NpySource::open(&[&pa, &pb])?;
+    /// assert_eq!((src.n_rows(), src.dim()), (5, 2));
+    /// // blocks of 2 rows across the two files: their rows are the files' in order
+    /// let mut rows = Vec::new();
+    /// src.for_each_block::<f64, IoError>(2, &mut |block| {
+    ///     assert!(block.nrows() <= 2);
+    ///     rows.extend(block.iter().copied());
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(rows, concatenate![Axis(0), a, b].into_raw_vec_and_offset().0);
+    /// // a file of another width is named
+    /// write_npy(&pb, Array2::<f64>::zeros((2, 3)).view())?;
+    /// let e = NpySource::open(&[&pa, &pb]).unwrap_err().to_string();
+    /// assert!(e.contains("b.npy") && e.contains("has 3 columns"), "{e}");
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open<P: AsRef<Path>>(paths: &[P]) -> Result<Self> {
         let Some(first) = paths.first() else {
             return Err(IoError::format(Path::new("-"), "no input files"));

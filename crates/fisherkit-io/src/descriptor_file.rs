@@ -222,6 +222,26 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
 
 /// Reads every array of an `.npz` archive, in archive order, with its name
 /// (the entry name without `.npy`).
+///
+/// ```
+/// use fisherkit_io::descriptor_file::{read_npz_arrays, write_npz_arrays, NpyData, NpyRef};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npzarrays-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("a.npz");
+/// let x = array![[1.0f32, 2.0], [3.0, 4.0]];
+/// let names = ["cat".to_string()];
+/// write_npz_arrays(&path, &[("x", NpyRef::Float(x.view())), ("n", NpyRef::Int(&[7, 8])), ("s", NpyRef::Str(&names))])?;
+/// let arrays = read_npz_arrays(&path)?;
+/// assert_eq!(arrays, vec![
+///     ("x".to_string(), NpyData::Float(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0])),
+///     ("n".to_string(), NpyData::Int(vec![7, 8])),
+///     ("s".to_string(), NpyData::Str(vec!["cat".to_string()])),
+/// ]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e.to_string()))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
@@ -250,6 +270,25 @@ pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
 /// file and the array, row and column at fault: no `labels`, a labels count
 /// that differs from the number of images, an image without descriptors,
 /// arrays of different widths $D$, a NaN or infinite value, an unsupported dtype.
+///
+/// ```
+/// use fisherkit_io::descriptor_file::{read_descriptor_file, write_descriptor_file};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-descfile-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("train.npz");
+/// let bags = [array![[0.0f32, 1.0], [2.0, 3.0]], array![[4.0f32, 5.0]]];
+/// let names = ["img0".to_string(), "img1".to_string()];
+/// let labels = ["dog".to_string(), "cat".to_string()];
+/// write_descriptor_file(&path, &names, &[bags[0].view(), bags[1].view()], &labels)?;
+/// let set = read_descriptor_file(&path)?;
+/// assert_eq!((set.names.as_slice(), set.labels.as_slice()), (&names[..], &labels[..]));
+/// assert_eq!(set.bags, bags);
+/// assert_eq!((set.dim(), set.classes()), (2, vec!["cat".to_string(), "dog".to_string()]));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_descriptor_file(path: &Path) -> Result<DescriptorSet, IoError> {
     let bad = |m: String| io_err(path, m);
     let arrays = read_npz_arrays(path)?;

@@ -8,6 +8,7 @@
 //!   array per bag, in archive order; [`read_bags`] takes either format;
 //! * [`read_model`] / [`write_gmm`] / [`write_mfa`]: safetensors model files
 //!   (metadata `kind` = `gmm` or `mfa`, see [`model`] for the tensor table);
+//!   [`read_model_kind`] tells which reader a model file needs;
 //! * [`read_pca`] / [`write_pca`] and [`read_linear_svm`] /
 //!   [`write_linear_svm`]: the same format for the pipeline's PCA (`kind` =
 //!   `pca`) and one-vs-rest linear SVM (`kind` = `linear-svm`), see
@@ -47,9 +48,10 @@ pub use linear_models::{
 };
 pub use model::{
     mfa_parts_len, mfa_parts_string, read_gmm, read_mfa, read_mfa_with_whitening, read_model,
-    read_model_bytes, read_model_with_metadata, read_model_with_whitening, write_gmm, write_mfa,
-    write_mfa_model, write_mfa_with_whitening, write_model, GmmModel, MfaArrays, MfaModel,
-    MfaWhitening, Model, FORMAT_VERSION, WHITENING_PARTS_KEY, WHITENING_TENSOR,
+    read_model_bytes, read_model_kind, read_model_with_metadata, read_model_with_whitening,
+    write_gmm, write_mfa, write_mfa_model, write_mfa_with_whitening, write_model, GmmModel,
+    MfaArrays, MfaModel, MfaWhitening, Model, FORMAT_VERSION, MODEL_KINDS, WHITENING_PARTS_KEY,
+    WHITENING_TENSOR,
 };
 pub use npy::{
     read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,

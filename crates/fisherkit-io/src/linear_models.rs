@@ -308,6 +308,26 @@ fn parse_pca(buf: &[u8], path: &Path) -> Result<(PcaModel, BTreeMap<String, Stri
 /// Reads a `kind = pca` model file and its metadata (see the module
 /// documentation for the checks); a file of another kind is an error naming
 /// its kind.
+///
+/// ```
+/// use fisherkit_io::{read_pca_with_metadata, write_pca};
+/// use std::collections::BTreeMap;
+/// use fisherkit::pca::PcaParams;
+/// use ndarray::Array2;
+///
+/// // (N, D) = (50, 3) data spread mostly along the first axis
+/// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
+/// let pca = PcaParams::new(2).fit(x.view())?;
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pcameta-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("pca.safetensors");
+/// write_pca(&path, &pca, &BTreeMap::from([("note".to_string(), "x".to_string())]))?;
+/// let (model, meta) = read_pca_with_metadata(&path)?;
+/// assert_eq!((model.dim(), model.n_components()), (3, 2));
+/// assert_eq!((meta["kind"].as_str(), meta["whiten"].as_str(), meta["note"].as_str()), ("pca", "false", "x"));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_pca_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(PcaModel, BTreeMap<String, String>)> {
@@ -318,6 +338,26 @@ pub fn read_pca_with_metadata(
 
 /// [`read_pca_with_metadata`] on the bytes of a file; `name` stands for the
 /// file in error messages.
+///
+/// ```
+/// use fisherkit_io::{read_pca_bytes, write_pca};
+/// use fisherkit::pca::PcaParams;
+/// use ndarray::Array2;
+///
+/// // (N, D) = (50, 3) data spread mostly along the first axis
+/// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
+/// let pca = PcaParams::new(2).fit(x.view())?;
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pcabytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("pca.safetensors");
+/// write_pca(&path, &pca, &Default::default())?;
+/// let (model, _) = read_pca_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
+/// assert_eq!(model.to_dtype::<f64>()?, pca);
+/// let e = read_pca_bytes(b"not a model file", "sent.safetensors").unwrap_err();
+/// assert!(e.to_string().starts_with("sent.safetensors: "), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_pca_bytes(
     bytes: &[u8],
     name: impl AsRef<Path>,
@@ -328,6 +368,26 @@ pub fn read_pca_bytes(
 }
 
 /// Reads a `kind = pca` model file (see [`read_pca_with_metadata`]).
+///
+/// ```
+/// use fisherkit_io::{read_pca, write_pca, PcaModel};
+/// use fisherkit::pca::PcaParams;
+/// use ndarray::Array2;
+///
+/// // (N, D) = (50, 3) data spread mostly along the first axis
+/// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
+/// let pca = PcaParams::new(2).fit(x.view())?;
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pca-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("pca.safetensors");
+/// write_pca(&path, &pca, &Default::default())?;
+/// let PcaModel::F64(back) = read_pca(&path)? else { panic!("float64 in, float64 out") };
+/// // the same model, so the same projection
+/// assert_eq!(back, pca);
+/// assert_eq!(back.transform(x.view())?, pca.transform(x.view())?);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_pca(path: impl AsRef<Path>) -> Result<PcaModel> {
     read_pca_with_metadata(path).map(|(m, _)| m)
 }
@@ -640,6 +700,26 @@ fn parse_linear_svm(buf: &[u8], path: &Path) -> Result<(LinearSvmModel, BTreeMap
 /// Reads a `kind = linear-svm` model file and its metadata (see the module
 /// documentation for the checks); a file of another kind is an error naming
 /// its kind.
+///
+/// ```
+/// use fisherkit_io::{read_linear_svm_with_metadata, write_linear_svm};
+/// use fisherkit::svm::LinearSvc;
+/// use fisherkit_io::{ClassLabels, LabelledSvm};
+/// use ndarray::array;
+///
+/// // two classes in D = 2: w·x + b for each (one vs rest)
+/// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
+/// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svmmeta-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("svm.safetensors");
+/// write_linear_svm(&path, &labelled, &Default::default())?;
+/// let (model, meta) = read_linear_svm_with_metadata(&path)?;
+/// assert_eq!((model.dim(), model.c()), (2, Some(1.0)));
+/// assert_eq!((meta["kind"].as_str(), meta["dtype"].as_str()), ("linear-svm", "float32"));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_linear_svm_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(LinearSvmModel, BTreeMap<String, String>)> {
@@ -650,6 +730,25 @@ pub fn read_linear_svm_with_metadata(
 
 /// [`read_linear_svm_with_metadata`] on the bytes of a file; `name` stands
 /// for the file in error messages.
+///
+/// ```
+/// use fisherkit_io::{read_linear_svm_bytes, write_linear_svm};
+/// use fisherkit::svm::LinearSvc;
+/// use fisherkit_io::{ClassLabels, LabelledSvm};
+/// use ndarray::array;
+///
+/// // two classes in D = 2: w·x + b for each (one vs rest)
+/// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
+/// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svmbytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("svm.safetensors");
+/// write_linear_svm(&path, &labelled, &Default::default())?;
+/// let (model, _) = read_linear_svm_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
+/// assert_eq!(model.classes(), &labelled.classes);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_linear_svm_bytes(
     bytes: &[u8],
     name: impl AsRef<Path>,
@@ -660,6 +759,29 @@ pub fn read_linear_svm_bytes(
 }
 
 /// Reads a `kind = linear-svm` model file (see [`read_linear_svm_with_metadata`]).
+///
+/// ```
+/// use fisherkit_io::{read_linear_svm, write_linear_svm, LinearSvmModel};
+/// use fisherkit::svm::LinearSvc;
+/// use fisherkit_io::{ClassLabels, LabelledSvm};
+/// use ndarray::array;
+///
+/// // two classes in D = 2: w·x + b for each (one vs rest)
+/// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
+/// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svm-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("svm.safetensors");
+/// write_linear_svm(&path, &labelled, &Default::default())?;
+/// let LinearSvmModel::F32(back) = read_linear_svm(&path)? else { panic!("float32 in, float32 out") };
+/// assert_eq!(back.classes, labelled.classes);
+/// // the same decision values: row 0 is class 0 ("cat"), row 1 class 1 ("dog")
+/// let x = array![[2.0f32, 0.0], [0.0, 2.0]];
+/// assert_eq!(back.svm.decision_function(x.view())?, labelled.svm.decision_function(x.view())?);
+/// assert_eq!(back.svm.predict(x.view())?, vec![0, 1]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_linear_svm(path: impl AsRef<Path>) -> Result<LinearSvmModel> {
     read_linear_svm_with_metadata(path).map(|(m, _)| m)
 }

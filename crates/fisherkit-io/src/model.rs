@@ -53,14 +53,8 @@ use std::path::Path;
 pub const FORMAT_VERSION: &str = "1";
 
 /// Tolerance on $|\sum_k w_k - 1|$ for MFA weights: the library's own
-/// ([`fisherkit::mfa::WEIGHT_SUM_TOL`], which `Mfa::new` applies), so a file
-/// this crate accepts is one the library accepts.
-///
-/// [`MfaArrays::validate`] keeps its own checks of shapes and values because
-/// its messages are the file contract (`docs/formats.md`): they name the
-/// tensor and index it in the file's shape (a shared `psi` is (D) in a
-/// file, (1, D) in memory); [`read_mfa`] then also runs `Mfa::new` for what
-/// only the model requires (0 < R < D).
+/// ([`fisherkit::mfa::WEIGHT_SUM_TOL`]), applied by `Mfa::new`, which
+/// validates every MFA this crate reads or writes ([`MfaArrays::validate`]).
 pub const MFA_WEIGHT_SUM_TOL: f64 = fisherkit::mfa::WEIGHT_SUM_TOL;
 
 /// Largest safetensors header accepted (the safetensors crate's own limit).
@@ -106,65 +100,32 @@ impl<F: Float> MfaArrays<F> {
         self.psi.nrows() == 1
     }
 
-    /// Checks shapes (K ≥ 1, D ≥ 1, R ≥ 1, all consistent), finiteness,
-    /// positive weights summing to 1 within [`MFA_WEIGHT_SUM_TOL`] and
-    /// positive `psi`. The message names the tensor.
-    pub fn validate(&self) -> Result<(), String> {
-        let k = self.weights.len();
-        if k == 0 {
-            return Err("tensor `weights` is empty (0 components)".into());
-        }
-        let (km, d) = self.means.dim();
-        if km != k {
-            return Err(format!(
-                "tensor `means` has shape {} but `weights` has K = {k} entries",
-                py_shape(&[km, d])
-            ));
-        }
-        if d == 0 {
-            return Err("tensor `means` has 0 columns (D = 0)".into());
-        }
-        let (kl, dl, r) = self.loadings.dim();
-        if (kl, dl) != (k, d) {
-            return Err(format!(
-                "tensor `loadings` has shape {} but (K, D, R) = ({k}, {d}, R) was expected",
-                py_shape(&[kl, dl, r])
-            ));
-        }
-        if r == 0 {
-            return Err("tensor `loadings` has 0 factors (R = 0)".into());
-        }
-        let (kp, dp) = self.psi.dim();
-        if dp != d || (kp != 1 && kp != k) {
-            return Err(format!(
-                "tensor `psi` has shape {} but (D) = ({d},) or (K, D) = ({k}, {d}) was expected",
-                py_shape(&[kp, dp])
-            ));
-        }
-        check_finite("weights", self.weights.iter(), &[k])?;
-        check_finite("means", self.means.iter(), &[k, d])?;
-        check_finite("loadings", self.loadings.iter(), &[k, d, r])?;
-        check_finite("psi", self.psi.iter(), &[kp, d])?;
-        if let Some((i, w)) = self
-            .weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| **w <= F::zero())
-        {
-            return Err(format!("weight {i} is {w}; weights must be > 0"));
-        }
-        let sum: f64 = self.weights.iter().map(|w| w.as_f64()).sum();
-        if (sum - 1.0).abs() > MFA_WEIGHT_SUM_TOL {
-            return Err(format!("weights sum to {sum}, not 1"));
-        }
-        if let Some(((i, j), p)) = self.psi.indexed_iter().find(|(_, p)| **p <= F::zero()) {
-            return Err(if kp == 1 {
-                format!("psi [{j}] is {p}; noise variances must be > 0")
-            } else {
-                format!("psi [{i}, {j}] is {p}; noise variances must be > 0")
-            });
-        }
-        Ok(())
+    /// Checks that the arrays are an MFA the library accepts, by building it
+    /// with [`Mfa::new`] (the one place of these checks): shapes (K, D, R)
+    /// consistent with K ≥ 1 and 0 < R < D, `psi` (1, D) or (K, D); values
+    /// finite; weights positive, summing to 1 within [`MFA_WEIGHT_SUM_TOL`];
+    /// `psi` positive; every $M_k = I + \Lambda_k^\top\Psi_k^{-1}\Lambda_k$
+    /// positive definite. The error is the library's, naming the array and
+    /// the index of the first bad value.
+    ///
+    /// ```
+    /// use fisherkit_io::MfaArrays;
+    /// use ndarray::{array, Array3};
+    ///
+    /// let mut m = MfaArrays {
+    ///     weights: array![0.5, 0.5],
+    ///     means: array![[0.0, 0.0], [1.0, 1.0]],
+    ///     loadings: Array3::from_elem((2, 2, 1), 0.5),
+    ///     psi: array![[1.0, 1.0]], // shared
+    /// };
+    /// m.validate()?;
+    /// m.weights[1] = 0.4;
+    /// let e = m.validate().unwrap_err().to_string();
+    /// assert!(e.contains("weights sum to 0.9, not 1"), "{e}");
+    /// # Ok::<(), fisherkit::mfa::MfaError>(())
+    /// ```
+    pub fn validate(&self) -> Result<(), MfaError> {
+        self.to_mfa::<F>().map(|_| ())
     }
 
     /// The parameters of a library model.
@@ -572,10 +533,10 @@ pub fn write_gmm<F: Element>(
 }
 
 /// Writes MFA parameters as a `kind = mfa` safetensors file, atomically,
-/// after [`MfaArrays::validate`]. A shared `psi` (1, D) is stored as a (D)
-/// tensor, a per-component one as (K, D). No whitening block (a
-/// `whitening_parts` key in `extra` is dropped): see
-/// [`write_mfa_with_whitening`].
+/// after [`MfaArrays::validate`] (so every file written can be read back).
+/// A shared `psi` (1, D) is stored as a (D) tensor, a per-component one as
+/// (K, D). No whitening block (a `whitening_parts` key in `extra` is
+/// dropped): see [`write_mfa_with_whitening`].
 pub fn write_mfa<F: Element>(
     path: impl AsRef<Path>,
     mfa: &MfaArrays<F>,
@@ -598,7 +559,7 @@ pub fn write_mfa_with_whitening<F: Element>(
 ) -> Result<()> {
     let path = path.as_ref();
     mfa.validate()
-        .map_err(|e| IoError::model(path, format!("refusing to write an invalid MFA: {e}")))?;
+        .map_err(|e| IoError::model(path, format!("refusing to write: {e}")))?;
     let (k, d, r) = (mfa.n_components(), mfa.dim(), mfa.n_factors());
     let mut extra = extra.clone();
     extra.remove(WHITENING_PARTS_KEY);
@@ -833,6 +794,44 @@ fn read_gmm_tensors<F: Element>(
     })
 }
 
+/// The shapes of an MFA file's tensors against each other, in the file's
+/// terms: these checks stay here, although [`Mfa::new`] repeats them on the
+/// arrays, because a file stores a shared `psi` as (D) where the library
+/// holds (1, D), and the message must name the tensor with the shape the
+/// file has. Ranks are checked before; K = 0, D = 0, R = 0 and R ≥ D are
+/// consistent shapes, left to the library.
+fn check_mfa_shapes(
+    path: &Path,
+    w: &RawTensor<'_>,
+    m: &RawTensor<'_>,
+    l: &RawTensor<'_>,
+    p: &RawTensor<'_>,
+) -> Result<()> {
+    let k = w.shape()[0];
+    let (km, d) = (m.shape()[0], m.shape()[1]);
+    let bad = |reason: String| Err(IoError::model(path, reason));
+    if km != k {
+        return bad(format!(
+            "tensor `means` has shape {} but `weights` has K = {k} entries",
+            py_shape(m.shape())
+        ));
+    }
+    if l.shape()[..2] != [k, d] {
+        return bad(format!(
+            "tensor `loadings` has shape {} but (K, D, R) = ({k}, {d}, R) was expected",
+            py_shape(l.shape())
+        ));
+    }
+    // (1, D) is a shared psi too (as the library holds it).
+    if !(p.shape() == [d] || p.shape() == [1, d] || p.shape() == [k, d]) {
+        return bad(format!(
+            "tensor `psi` has shape {} but (D) = ({d},) or (K, D) = ({k}, {d}) was expected",
+            py_shape(p.shape())
+        ));
+    }
+    Ok(())
+}
+
 fn read_mfa_tensors<F: Element>(
     path: &Path,
     w: &RawTensor<'_>,
@@ -854,9 +853,9 @@ fn read_mfa_tensors<F: Element>(
         loadings: dims(l.to_array(path)?),
         psi,
     };
-    mfa.validate().map_err(|e| IoError::model(path, e))?;
-    // The library's own checks (e.g. 0 < R < D), with its messages.
-    mfa.to_mfa::<F>().map_err(|source| IoError::Mfa {
+    // Shapes and finiteness were checked on the tensors; the rest (K ≥ 1,
+    // 0 < R < D, weights, psi > 0, M_k positive definite) is the library's.
+    mfa.validate().map_err(|source| IoError::Mfa {
         path: path.to_path_buf(),
         source,
     })?;
@@ -871,6 +870,26 @@ fn read_mfa_tensors<F: Element>(
 /// shapes agree (K, D, R); every value is finite; then the model's own
 /// validation (weights positive and summing to 1, variances / psi > 0);
 /// finally that the `dtype` metadata key, if present, names the tensors' type.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_with_metadata, write_gmm, GmmModel, Model};
+/// use ndarray::array;
+/// use std::collections::BTreeMap;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-meta-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![0.5f32, 0.5], array![[0.0f32], [4.0]], array![[1.0f32], [2.0]])?;
+/// let extra = BTreeMap::from([("seed".to_string(), "7".to_string())]);
+/// write_gmm(&path, &gmm, &extra)?;
+/// let (model, meta) = read_model_with_metadata(&path)?;
+/// assert!(matches!(model, Model::Gmm(GmmModel::F32(ref g)) if *g == gmm));
+/// assert_eq!((meta["kind"].as_str(), meta["format_version"].as_str()), ("gmm", "1"));
+/// assert_eq!((meta["dtype"].as_str(), meta["seed"].as_str()), ("float32", "7"));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_with_metadata(
     path: impl AsRef<Path>,
 ) -> Result<(Model, BTreeMap<String, String>)> {
@@ -882,6 +901,32 @@ pub fn read_model_with_metadata(
 /// MFA file, by every reader: `fisher_information` and `whitening_parts`
 /// both present or both absent, the parts a canonical list, the tensor (P)
 /// in the model's dtype with P the parts' score length, finite, ≥ 0.
+///
+/// ```
+/// use fisherkit::encode::MfaPart;
+/// use fisherkit_io::{read_model_with_whitening, write_mfa_with_whitening, MfaArrays, MfaWhitening, Model};
+/// use ndarray::{array, Array1, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-whiten-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("mfa.safetensors");
+/// // K = 2 components in D = 2 with R = 1 factor, shared psi
+/// let mfa = MfaArrays {
+///     weights: array![0.5, 0.5],
+///     means: array![[0.0, 0.0], [3.0, 1.0]],
+///     loadings: Array3::from_shape_vec((2, 2, 1), vec![1.0, 0.0, 0.0, 1.0])?,
+///     psi: array![[0.5, 0.5]],
+/// };
+/// // the `mean` part of the score has K·D = 4 entries
+/// let w = MfaWhitening::new(&[MfaPart::Mean], &Array1::from(vec![1.0, 2.0, 3.0, 4.0]));
+/// write_mfa_with_whitening(&path, &mfa, Some(&w), &Default::default())?;
+/// let (model, back, meta) = read_model_with_whitening(&path)?;
+/// assert_eq!(model.kind(), "mfa");
+/// assert_eq!(back, Some(w));
+/// assert_eq!(meta["whitening_parts"], "mean");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_with_whitening(
     path: impl AsRef<Path>,
 ) -> Result<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
@@ -893,6 +938,27 @@ pub fn read_model_with_whitening(
 /// Reads a model and its metadata from the bytes of a model file (see
 /// [`read_model_with_metadata`], same checks); `name` stands for the file in
 /// error messages.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_bytes, write_gmm, Model};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-bytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0], array![[1.0, 2.0]], array![[0.5, 0.5]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// let bytes = std::fs::read(&path)?;
+/// let (model, meta) = read_model_bytes(&bytes, "received.safetensors")?;
+/// assert_eq!((model.kind(), model.dim()), ("gmm", 2));
+/// assert_eq!(meta["kind"], "gmm");
+/// // a cut file is refused under the name given
+/// let e = read_model_bytes(&bytes[..bytes.len() - 8], "received.safetensors").unwrap_err();
+/// assert!(e.to_string().starts_with("received.safetensors: "), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model_bytes(
     bytes: &[u8],
     name: impl AsRef<Path>,
@@ -902,8 +968,59 @@ pub fn read_model_bytes(
     parse_model(bytes, path).map(|(m, _, meta)| (m, meta))
 }
 
+/// The `kind` values of the model files fisherkit reads: [`read_model`]
+/// takes `gmm` and `mfa`, [`crate::read_pca`] `pca`, [`crate::read_linear_svm`]
+/// `linear-svm`.
+pub const MODEL_KINDS: [&str; 4] = ["gmm", "mfa", "pca", "linear-svm"];
+
 /// The kinds of model file fisherkit reads, as the error messages list them.
 pub(crate) const KINDS: &str = "\"gmm\", \"mfa\", \"pca\" or \"linear-svm\"";
+
+/// The error for a `kind` that is none of [`MODEL_KINDS`].
+fn unknown_kind(path: &Path, kind: &str) -> IoError {
+    IoError::model(
+        path,
+        format!("unknown model kind \"{kind}\"; expected {KINDS}"),
+    )
+}
+
+/// The `kind` of a model file, one of [`MODEL_KINDS`], to choose its reader
+/// (the Python module's `load_model` does).
+///
+/// Checks what every reader checks first: the safetensors framing (the
+/// whole file is read and its header and tensor table parsed), `kind`
+/// present and known, `format_version` if present equal to
+/// [`FORMAT_VERSION`]. The tensors are not decoded: the reader of that kind
+/// validates them. Errors name the file: [`IoError::Os`] for a missing or
+/// unreadable one, [`IoError::Model`] otherwise.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model_kind, write_gmm};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-kind-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0f32], array![[0.0f32, 1.0]], array![[1.0f32, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// assert_eq!(read_model_kind(&path)?, "gmm");
+/// // not a model file: the error names the file and the problem
+/// std::fs::write(dir.join("notes.txt"), "not a model")?;
+/// let e = read_model_kind(dir.join("notes.txt")).unwrap_err().to_string();
+/// assert!(e.contains("notes.txt") && e.contains("not a safetensors model file"), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_model_kind(path: impl AsRef<Path>) -> Result<&'static str> {
+    let path = path.as_ref();
+    let buf = read_file_checked(path)?;
+    let (_, _, kind) = open_model(&buf, path)?;
+    MODEL_KINDS
+        .into_iter()
+        .find(|k| *k == kind)
+        .ok_or_else(|| unknown_kind(path, &kind))
+}
 
 /// Checks the safetensors framing, the presence of `kind` and the
 /// `format_version`; returns the parsed file, its metadata and its kind.
@@ -1094,6 +1211,7 @@ fn parse_model(
                     ),
                 ));
             }
+            check_mfa_shapes(path, &w, &m, &l, &p)?;
             let model = match dtype.map(|d| d.0) {
                 Some(Dtype::F32) => {
                     Model::Mfa(MfaModel::F32(read_mfa_tensors(path, &w, &m, &l, &p)?))
@@ -1118,23 +1236,63 @@ fn parse_model(
                 ),
             ));
         }
-        other => {
-            return Err(IoError::model(
-                path,
-                format!("unknown model kind \"{other}\"; expected {KINDS}"),
-            ))
-        }
+        other => return Err(unknown_kind(path, other)),
     };
     check_dtype_metadata(path, &meta, model.dtype())?;
     Ok((model, whitening, meta))
 }
 
 /// Reads a model file (see [`read_model_with_metadata`]).
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_model, write_gmm, Dtype, GmmModel, Model};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-model-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![0.25, 0.75], array![[0.0, 1.0], [2.0, 3.0]], array![[1.0, 1.0], [0.5, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// let model = read_model(&path)?;
+/// assert_eq!((model.kind(), model.dim(), model.dtype()), ("gmm", 2, Dtype::F64));
+/// let Model::Gmm(g) = model else { panic!("a GMM file") };
+/// assert_eq!(g, GmmModel::F64(gmm.clone()));
+/// // the model in the other element type, validated again
+/// assert_eq!(g.to_dtype::<f32>()?.means(), gmm.means().mapv(|v| v as f32));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_model(path: impl AsRef<Path>) -> Result<Model> {
     read_model_with_metadata(path).map(|(m, _)| m)
 }
 
 /// Reads a `kind = gmm` model file; an MFA file is an error.
+///
+/// ```
+/// use fisherkit::gmm::DiagGmm;
+/// use fisherkit_io::{read_gmm, write_gmm, write_mfa, GmmModel, MfaArrays};
+/// use ndarray::{array, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-gmm-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("gmm.safetensors");
+/// let gmm = DiagGmm::new(array![1.0f32], array![[0.0f32, 1.0]], array![[1.0f32, 2.0]])?;
+/// write_gmm(&path, &gmm, &Default::default())?;
+/// assert_eq!(read_gmm(&path)?, GmmModel::F32(gmm));
+/// // an MFA file is not a GMM
+/// let mfa = MfaArrays {
+///     weights: array![1.0],
+///     means: array![[0.0, 0.0]],
+///     loadings: Array3::from_elem((1, 2, 1), 1.0),
+///     psi: array![[1.0, 1.0]],
+/// };
+/// write_mfa(dir.join("mfa.safetensors"), &mfa, &Default::default())?;
+/// let e = read_gmm(dir.join("mfa.safetensors")).unwrap_err().to_string();
+/// assert!(e.contains("mfa.safetensors") && e.contains("is an MFA model"), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
     let path = path.as_ref();
     match read_model(path)? {
@@ -1148,6 +1306,32 @@ pub fn read_gmm(path: impl AsRef<Path>) -> Result<GmmModel> {
 
 /// [`read_mfa`] plus the file's optional whitening block (see
 /// [`read_model_with_whitening`]).
+///
+/// ```
+/// use fisherkit::encode::MfaPart;
+/// use fisherkit_io::{read_mfa_with_whitening, write_mfa, write_mfa_with_whitening, MfaArrays, MfaModel, MfaWhitening};
+/// use ndarray::{array, Array1, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfaw-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mfa = MfaArrays {
+///     weights: array![1.0f32],
+///     means: array![[0.0f32, 0.0, 0.0]],
+///     loadings: Array3::from_elem((1, 3, 1), 0.5f32),
+///     psi: array![[1.0f32, 1.0, 1.0]],
+/// };
+/// // without a block
+/// write_mfa(dir.join("plain.safetensors"), &mfa, &Default::default())?;
+/// let (m, w) = read_mfa_with_whitening(dir.join("plain.safetensors"))?;
+/// assert_eq!((m, w), (MfaModel::F32(mfa.clone()), None));
+/// // with the `loading` part: K·D·R = 3 values
+/// let block = MfaWhitening::new(&[MfaPart::Loading], &Array1::from(vec![0.5f32, 1.0, 2.0]));
+/// write_mfa_with_whitening(dir.join("w.safetensors"), &mfa, Some(&block), &Default::default())?;
+/// let (_, w) = read_mfa_with_whitening(dir.join("w.safetensors"))?;
+/// assert_eq!(w, Some(block));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_mfa_with_whitening(path: impl AsRef<Path>) -> Result<(MfaModel, Option<MfaWhitening>)> {
     let path = path.as_ref();
     match read_model_with_whitening(path)? {
@@ -1158,6 +1342,30 @@ pub fn read_mfa_with_whitening(path: impl AsRef<Path>) -> Result<(MfaModel, Opti
 
 /// Reads a `kind = mfa` model file; a GMM file is an error. The parameters
 /// are also checked by [`Mfa::new`] (for example $0 < R < D$).
+///
+/// ```
+/// use fisherkit::mfa::Mfa;
+/// use fisherkit_io::{read_mfa, write_mfa, MfaArrays, MfaModel};
+/// use ndarray::{array, Array3};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfa-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("mfa.safetensors");
+/// // per-component psi (K, D): stored as (K, D), a shared one (1, D) as (D)
+/// let mfa = MfaArrays {
+///     weights: array![0.25, 0.75],
+///     means: array![[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]],
+///     loadings: Array3::from_shape_fn((2, 3, 2), |(k, d, r)| (k + d * r) as f64 * 0.1),
+///     psi: array![[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]],
+/// };
+/// write_mfa(&path, &mfa, &Default::default())?;
+/// let back = read_mfa(&path)?;
+/// assert_eq!(back, MfaModel::F64(mfa));
+/// let m: Mfa<f32> = back.to_dtype()?;
+/// assert_eq!((m.n_components(), m.dim(), m.n_factors()), (2, 3, 2));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_mfa(path: impl AsRef<Path>) -> Result<MfaModel> {
     let path = path.as_ref();
     match read_model(path)? {

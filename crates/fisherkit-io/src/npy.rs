@@ -633,6 +633,24 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<Matrix> {
 /// stands for the file in error messages. Same checks as [`read_npy`]: the
 /// data size the header claims is compared with `bytes.len()` before
 /// anything is allocated.
+///
+/// ```
+/// use fisherkit_io::{read_npy_bytes, write_npy, Matrix};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npybytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("x.npy");
+/// let x = array![[1.0, 2.0, 3.0]];
+/// write_npy(&path, x.view())?;
+/// let bytes = std::fs::read(&path)?;
+/// assert!(matches!(read_npy_bytes(&bytes, "sent.npy")?, Matrix::F64(y) if y == x));
+/// // a header that claims more data than there is: refused, nothing allocated
+/// let e = read_npy_bytes(&bytes[..bytes.len() - 8], "sent.npy").unwrap_err();
+/// assert!(e.to_string().starts_with("sent.npy: "), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npy_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Matrix> {
     let path = name.as_ref();
     let mut r = bytes;
@@ -648,6 +666,23 @@ pub fn read_npy_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Matrix> {
 
 /// Reads an (N, D) `.npy` file as `F`, converting float32 ↔ float64 if needed
 /// (float64 → float32 rounds to nearest).
+///
+/// ```
+/// use fisherkit_io::{read_npy_as, write_npy};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npyas-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("x.npy");
+/// write_npy(&path, array![[0.1f64, 1e300]].view())?;
+/// // float64 → float32 rounds to nearest (1e300 overflows to infinity)
+/// let y = read_npy_as::<f32>(&path)?;
+/// assert_eq!(y[[0, 0]], 0.1f32);
+/// assert!(y[[0, 1]].is_infinite());
+/// assert_eq!(read_npy_as::<f64>(&path)?, array![[0.1, 1e300]]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npy_as<F: Element>(path: impl AsRef<Path>) -> Result<Array2<F>> {
     Ok(match read_npy(path)? {
         Matrix::F32(a) => a.mapv(|v| F::from_f64_lossy(v as f64)),

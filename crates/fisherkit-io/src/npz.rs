@@ -100,6 +100,22 @@ impl Bags {
 /// with the same D and the same dtype (float32 or float64); the archive must
 /// hold at least one. Bags keep the archive's order and names. Errors name
 /// the archive and the array.
+///
+/// ```
+/// use fisherkit_io::{read_npz, write_npz, Bags};
+/// use ndarray::{array, Array2};
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npz-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("bags.npz");
+/// let (a, b) = (array![[1.0f32, 2.0]], Array2::<f32>::zeros((3, 2)));
+/// write_npz(&path, &[("first", a.view()), ("second", b.view())], true)?;
+/// let Bags::F32(bags) = read_npz(&path)? else { panic!("float32 in, float32 out") };
+/// assert_eq!(bags.names, ["first", "second"]);
+/// assert_eq!(bags.bags, [a, b]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Bags> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| IoError::os(path, e))?;
@@ -108,6 +124,22 @@ pub fn read_npz(path: impl AsRef<Path>) -> Result<Bags> {
 
 /// Reads an `.npz` archive of bags from the bytes of a file (see
 /// [`read_npz`]); `name` stands for the file in error messages.
+///
+/// ```
+/// use fisherkit_io::{read_npz_bytes, write_npz};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-npzbytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("bags.npz");
+/// write_npz(&path, &[("only", array![[1.0, 2.0], [3.0, 4.0]].view())], false)?;
+/// let bags = read_npz_bytes(&std::fs::read(&path)?, "sent.npz")?;
+/// assert_eq!((bags.len(), bags.dim(), bags.names()), (1, 2, &["only".to_string()][..]));
+/// let e = read_npz_bytes(b"PK but not a zip", "sent.npz").unwrap_err();
+/// assert!(e.to_string().starts_with("sent.npz: "), "{e}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_npz_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Bags> {
     read_npz_from(io::Cursor::new(bytes), name.as_ref())
 }
@@ -205,6 +237,24 @@ pub enum FileKind {
 
 /// Sniffs whether `path` is an `.npy` array or an `.npz` archive (by content,
 /// not by extension).
+///
+/// ```
+/// use fisherkit_io::{file_kind, write_npy, write_npz, FileKind};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-filekind-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let x = array![[1.0f32]];
+/// // by content: the names say nothing
+/// write_npy(dir.join("a.dat"), x.view())?;
+/// write_npz(dir.join("b.dat"), &[("x", x.view())], false)?;
+/// std::fs::write(dir.join("c.npy"), "text")?;
+/// assert_eq!(file_kind(dir.join("a.dat"))?, FileKind::Npy);
+/// assert_eq!(file_kind(dir.join("b.dat"))?, FileKind::Npz);
+/// assert_eq!(file_kind(dir.join("c.npy"))?, FileKind::Unknown);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn file_kind(path: impl AsRef<Path>) -> Result<FileKind> {
     let path = path.as_ref();
     let mut f = File::open(path).map_err(|e| IoError::os(path, e))?;
@@ -230,6 +280,22 @@ pub fn file_kind(path: impl AsRef<Path>) -> Result<FileKind> {
 /// Reads bags from `path`: an `.npz` archive gives its arrays (see
 /// [`read_npz`]); an `.npy` file gives one bag named after the file stem.
 /// The format is recognised by content.
+///
+/// ```
+/// use fisherkit_io::{read_bags, write_npy, write_npz};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-bags-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let x = array![[1.0, 2.0], [3.0, 4.0]];
+/// write_npy(dir.join("img7.npy"), x.view())?;
+/// write_npz(dir.join("all.npz"), &[("a", x.view()), ("b", x.view())], false)?;
+/// // an .npy file is one bag named after its stem, an .npz archive its arrays
+/// assert_eq!(read_bags(dir.join("img7.npy"))?.names(), ["img7"]);
+/// assert_eq!(read_bags(dir.join("all.npz"))?.names(), ["a", "b"]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_bags(path: impl AsRef<Path>) -> Result<Bags> {
     let path = path.as_ref();
     match file_kind(path)? {

@@ -121,6 +121,31 @@ pub fn write_sample_part(path: impl AsRef<Path>, part: &SamplePartFile) -> Resul
 /// # Errors
 /// A missing, truncated or foreign file, or any inconsistency, named with
 /// the file and the tensor or key.
+///
+/// ```
+/// use fisherkit::pca::PcaMoments;
+/// use fisherkit_io::{read_sample_part, write_sample_part, SamplePartFile, SampleScale};
+/// use ndarray::array;
+///
+/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-part-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("part-00000.safetensors");
+/// let mut moments = PcaMoments::new(array![0.0, 0.0]);
+/// moments.add(array![[1.0, 2.0], [3.0, 5.0]].view())?;
+/// let part = SamplePartFile {
+///     images: vec![0, 1],
+///     dim: 2,
+///     scales: vec![SampleScale { moments: Some(moments), rows: vec![1.0, 2.0, 3.0, 5.0] }],
+/// };
+/// write_sample_part(&path, &part)?;
+/// let back = read_sample_part(&path)?;
+/// assert_eq!((back.images, back.dim), (vec![0, 1], 2));
+/// assert_eq!(back.scales[0].rows, part.scales[0].rows);
+/// // the PCA sums come back: 2 rows summed
+/// assert_eq!(back.scales[0].moments.as_ref().map(|m| m.parts().1), Some(2));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_sample_part(path: impl AsRef<Path>) -> Result<SamplePartFile> {
     let path = path.as_ref();
     let buf = read_file_checked(path)?;

@@ -3,8 +3,8 @@
 
 use fisherkit::gmm::DiagGmm;
 use fisherkit_io::{
-    read_gmm, read_mfa, read_model, read_model_with_metadata, write_gmm, write_mfa, GmmModel,
-    IoError, MfaArrays, MfaModel, Model,
+    read_gmm, read_mfa, read_model, read_model_kind, read_model_with_metadata, write_gmm,
+    write_mfa, GmmModel, IoError, MfaArrays, MfaModel, Model,
 };
 use ndarray::{array, Array1, Array2, Array3};
 use safetensors::tensor::TensorView;
@@ -225,6 +225,59 @@ fn invalid_mfa_is_not_written() {
     let e = write_mfa(&p, &a, &BTreeMap::new()).unwrap_err();
     assert!(e.to_string().contains("psi [1] is 0"), "{e}");
     assert!(!p.exists());
+    // What only the library checks is checked on write too (the file could
+    // not be read back): R = D.
+    let e = write_mfa(&p, &mfa(2, 3, 3, true), &BTreeMap::new()).unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.starts_with(&format!("{}: refusing to write: ", p.display())),
+        "{m}"
+    );
+    assert!(m.contains("R = 3 must satisfy 0 < R < D = 3"), "{m}");
+    assert!(!p.exists());
+}
+
+#[test]
+fn model_kind_is_read_without_the_tensors_and_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["gmm", "mfa", "pca", "linear-svm"] {
+        // Only the header matters: a pca file with GMM tensors still says "pca".
+        let p = raw_file(
+            dir.path(),
+            "k.safetensors",
+            &[("kind", kind)],
+            gmm_tensors(),
+        );
+        assert_eq!(read_model_kind(&p).unwrap(), kind);
+    }
+    let check = |meta: &[(&str, &str)], want: &str| {
+        let p = raw_file(dir.path(), "bad.safetensors", meta, gmm_tensors());
+        let e = read_model_kind(&p).unwrap_err();
+        assert!(matches!(e, IoError::Model { .. }), "{e:?}");
+        let m = e.to_string();
+        assert!(m.starts_with(&format!("{}: ", p.display())), "{m}");
+        assert!(m.contains(want), "{m}");
+    };
+    check(&[], "missing metadata key `kind`");
+    check(
+        &[("kind", "sample-part")],
+        "unknown model kind \"sample-part\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\"",
+    );
+    check(
+        &[("kind", "gmm"), ("format_version", "2")],
+        "unsupported format_version \"2\"",
+    );
+    let npy = dir.path().join("x.safetensors");
+    std::fs::write(&npy, b"\x93NUMPY\x01\x00rest").unwrap();
+    assert!(read_model_kind(&npy)
+        .unwrap_err()
+        .to_string()
+        .contains("is an .npy array, not a safetensors model file"));
+    let e = read_model_kind(dir.path().join("missing.safetensors")).unwrap_err();
+    assert!(
+        matches!(&e, IoError::Os { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    );
+    assert!(e.to_string().contains("missing.safetensors"), "{e}");
 }
 
 #[test]
@@ -360,7 +413,7 @@ fn mfa_errors_are_named() {
     refused(
         MFA,
         mfa_tensors(f64s(&[4], &[0.1; 4])),
-        &["tensor `psi` has shape (1, 4) but (D) = (3,) or (K, D) = (2, 3) was expected"],
+        &["tensor `psi` has shape (4,) but (D) = (3,) or (K, D) = (2, 3) was expected"],
     );
     refused(
         MFA,
@@ -370,7 +423,7 @@ fn mfa_errors_are_named() {
     refused(
         MFA,
         mfa_tensors(f64s(&[2, 3], &[0.1, 0.1, 0.1, 0.1, -1.0, 0.1])),
-        &["psi [1, 1] is -1; noise variances must be > 0"],
+        &["psi [1, 1] is -1; psi must be finite and > 0"],
     );
     refused(
         MFA,
@@ -397,7 +450,7 @@ fn mfa_errors_are_named() {
             "loadings",
             f64s(&[2, 3, 0], &[]),
         ),
-        &["0 factors"],
+        &["the number of factors R = 0 must satisfy 0 < R < D = 3"],
     );
     refused(
         MFA,

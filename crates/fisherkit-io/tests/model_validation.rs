@@ -227,7 +227,7 @@ fn mfa_shapes_are_checked() {
     );
     refused(
         &st(MFA, &set(mfa(), "loadings", vec![2, 3, 0], vec![])),
-        &["0 factors"],
+        &["the number of factors R = 0 must satisfy 0 < R < D = 3"],
     );
     refused(
         &st(MFA, &set(mfa(), "loadings", vec![2, 3, 3], vec![0.1; 18])),
@@ -235,7 +235,7 @@ fn mfa_shapes_are_checked() {
     );
     refused(
         &st(MFA, &set(mfa(), "psi", vec![2], vec![0.1; 2])),
-        &["`psi` has shape (1, 2) but (D) = (3,) or (K, D) = (2, 3)"],
+        &["tensor `psi` has shape (2,) but (D) = (3,) or (K, D) = (2, 3)"],
     );
     refused(
         &st(MFA, &set(mfa(), "psi", vec![3, 3], vec![0.1; 9])),
@@ -247,8 +247,25 @@ fn mfa_shapes_are_checked() {
     );
     refused(
         &st(MFA, &set(mfa(), "weights", vec![0], vec![])),
-        &["0 components"],
+        &["tensor `means` has shape (2, 3) but `weights` has K = 0 entries"],
     );
+    let empty = set(
+        set(
+            set(mfa(), "weights", vec![0], vec![]),
+            "means",
+            vec![0, 3],
+            vec![],
+        ),
+        "loadings",
+        vec![0, 3, 1],
+        vec![],
+    );
+    refused(&st(MFA, &empty), &["the mixture has 0 components"]);
+    // A (1, D) psi is a shared one, as in memory.
+    assert!(matches!(
+        loads(&st(MFA, &set(mfa(), "psi", vec![1, 3], vec![0.1; 3]))),
+        Model::Mfa(_)
+    ));
     refused(
         &st(MFA, &set(mfa(), "means", vec![3, 3], vec![0.0; 9])),
         &["`means` has shape (3, 3) but `weights` has K = 2"],
@@ -354,7 +371,7 @@ fn weights_must_be_positive_and_sum_to_one() {
     );
     refused(
         &st(MFA, &set(mfa(), "weights", vec![2], vec![1.0, 0.0])),
-        &["weight 1 is 0; weights must be > 0"],
+        &["weight 1 is 0; weights must be finite and > 0"],
     );
     refused(
         &st(MFA, &set(mfa(), "weights", vec![2], vec![1.25, -0.25])),
@@ -394,14 +411,14 @@ fn variances_and_psi_must_be_positive() {
         );
         refused(
             &st(MFA, &set(mfa(), "psi", vec![3], vec![0.1, v, 0.3])),
-            &["psi [1] is", "noise variances must be > 0"],
+            &["psi [1] is", "psi must be finite and > 0"],
         );
         refused(
             &st(
                 MFA,
                 &set(mfa(), "psi", vec![2, 3], vec![0.1, 0.1, 0.1, 0.1, 0.1, v]),
             ),
-            &["psi [1, 2] is", "noise variances must be > 0"],
+            &["psi [1, 2] is", "psi must be finite and > 0"],
         );
     }
     // An f64 variance that underflows to 0 in f32 is refused by the conversion.

@@ -1,84 +1,21 @@
 //! Model files: safetensors, the format of docs/formats.md §2 (metadata `kind`,
-//! `format_version`; f32 or f64 tensors), written with the `safetensors` crate.
+//! `format_version`; f32 or f64 tensors), read and written by fisherkit-io
+//! only (the command line's readers and writers), so there is one reader per
+//! format.
 
 use crate::mfa::Arr3;
 use crate::{value_error, Mat, Vec1};
 use fisherkit::encode::parse_mfa_parts;
 use fisherkit::gmm::DiagGmm;
 use fisherkit_io::{
-    read_model_with_whitening, write_gmm, write_mfa_with_whitening, GmmModel, IoError, MfaArrays,
-    MfaModel, MfaWhitening, Model,
+    read_model_kind, read_model_with_whitening, write_gmm, write_mfa_with_whitening, GmmModel,
+    IoError, MfaArrays, MfaModel, MfaWhitening, Model,
 };
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use safetensors::tensor::{Dtype, SafeTensorError};
-use safetensors::SafeTensors;
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::path::PathBuf;
-
-fn st_error(path: &std::path::Path, e: SafeTensorError) -> PyErr {
-    match e {
-        SafeTensorError::IoError(io) => PyOSError::new_err(format!("{}: {io}", path.display())),
-        other => PyValueError::new_err(format!(
-            "{}: not a valid safetensors file: {other}",
-            path.display()
-        )),
-    }
-}
-
-/// Reads a safetensors file: `(metadata: dict[str, str], tensors: list[(name,
-/// ndarray)])`, tensors in file order, float32 or float64 only.
-#[pyfunction]
-#[allow(clippy::type_complexity)]
-fn load_safetensors<'py>(
-    py: Python<'py>,
-    path: PathBuf,
-) -> PyResult<(HashMap<String, String>, Vec<(String, Bound<'py, PyAny>)>)> {
-    let bytes =
-        std::fs::read(&path).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| st_error(&path, e))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| st_error(&path, e))?;
-    let mut out = Vec::new();
-    let mut tensors = st.tensors();
-    tensors.sort_by_key(|(_, t)| t.data().as_ptr() as usize);
-    for (name, t) in tensors {
-        let shape = ndarray::IxDyn(t.shape());
-        let arr = match t.dtype() {
-            Dtype::F32 => {
-                let v: Vec<f32> = t
-                    .data()
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect();
-                ndarray::ArrayD::from_shape_vec(shape, v)
-                    .map_err(crate::value_error)?
-                    .into_pyarray(py)
-                    .into_any()
-            }
-            Dtype::F64 => {
-                let v: Vec<f64> = t
-                    .data()
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect();
-                ndarray::ArrayD::from_shape_vec(shape, v)
-                    .map_err(crate::value_error)?
-                    .into_pyarray(py)
-                    .into_any()
-            }
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "{}: tensor `{name}` has dtype {other:?}; fisherkit model files hold F32 or F64 tensors",
-                    path.display()
-                )))
-            }
-        };
-        out.push((name, arr));
-    }
-    Ok((meta.metadata().clone().unwrap_or_default(), out))
-}
 
 /// A fisherkit-io error: the operating system's → `OSError`
 /// (`FileNotFoundError` for a missing file), the content's → `ValueError`.
@@ -90,6 +27,16 @@ fn io_error(e: IoError) -> PyErr {
         IoError::Os { .. } => PyOSError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
     }
+}
+
+/// The `kind` of a model file (`"gmm"`, `"mfa"`, `"pca"` or `"linear-svm"`),
+/// read by fisherkit-io's [`read_model_kind`]: the framing, `kind` and
+/// `format_version` are checked, the tensors are left to that kind's reader.
+/// A missing file is `FileNotFoundError`, another OS error `OSError`, a file
+/// that is not a fisherkit model `ValueError`; each message names the file.
+#[pyfunction]
+fn model_kind(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
+    py.detach(|| read_model_kind(&path)).map_err(io_error)
 }
 
 /// Writes a `kind = "gmm"` model file with fisherkit-io's writer (the
@@ -214,7 +161,7 @@ fn mfa_save(
             loadings: l.to_owned_as(),
             psi: p.to_owned_as(),
         };
-        arrays.validate().map_err(PyValueError::new_err)?;
+        arrays.validate().map_err(value_error)?;
         py.detach(|| write_mfa_with_whitening(path, &arrays, whitening, meta))
             .map_err(io_error)
     }
@@ -284,6 +231,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gmm_load, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_save, m)?)?;
     m.add_function(wrap_pyfunction!(mfa_load, m)?)?;
-    m.add_function(wrap_pyfunction!(load_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(model_kind, m)?)?;
     Ok(())
 }

@@ -424,7 +424,7 @@ fn invalid_models_hyper_parameters_and_data_are_errors() {
         lam.clone(),
         Array2::zeros((1, 4))
     ))
-    .contains("psi [0, 0]"));
+    .contains("psi [0] is 0; psi must be finite and > 0"));
     assert!(e(Mfa::new(
         w.clone(),
         mu.clone(),

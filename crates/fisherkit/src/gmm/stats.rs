@@ -663,6 +663,34 @@ impl<F: Float> DiagGmm<F> {
     /// result does not depend on the number of threads.
     ///
     /// Errors: a matrix that is empty, of the wrong width, or non-finite.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, GmmStats};
+    /// use ndarray::{array, s, Array2, Axis};
+    ///
+    /// let g = DiagGmm::new(array![0.4, 0.6], array![[-2.0, 0.0], [2.0, 1.0]], array![[1.0, 0.5], [2.0, 1.0]])?;
+    /// let x = Array2::from_shape_fn((40, 2), |(i, j)| ((i * 7 + j * 3) % 11) as f64 / 2.0 - 2.5);
+    /// let whole = g.sufficient_statistics(x.view())?;
+    /// let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+    /// // n_k = Σ_i q_ik, Σ_i q_ik x_i and Σ_i log p(x_i), with q (N, K) the posteriors
+    /// let q = g.predict_proba(x.view())?;
+    /// assert!(whole.resp_sums().iter().zip(&q.sum_axis(Axis(0))).all(|(a, b)| close(*a, *b)));
+    /// assert!(whole.sum_x().iter().zip(&q.t().dot(&x)).all(|(a, b)| close(*a, *b)));
+    /// assert!(close(whole.log_likelihood(), g.score_samples(x.view())?.sum()));
+    /// // the statistics of two shards, summed, are the batch's
+    /// let shards = [
+    ///     g.sufficient_statistics(x.slice(s![..15, ..]))?,
+    ///     g.sufficient_statistics(x.slice(s![15.., ..]))?,
+    /// ];
+    /// let sum = GmmStats::sum(&shards)?;
+    /// assert_eq!(sum.n_rows(), 40.0);
+    /// assert!(close(sum.log_likelihood(), whole.log_likelihood()));
+    /// assert!(sum.resp_sums().iter().zip(&whole.resp_sums()).all(|(a, b)| close(*a, *b)));
+    /// for (a, b) in [(sum.sum_y(), whole.sum_y()), (sum.sum_y2(), whole.sum_y2())] {
+    ///     assert!(a.iter().zip(&b).all(|(u, v)| close(*u, *v)));
+    /// }
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
     pub fn sufficient_statistics(&self, x: ArrayView2<'_, F>) -> Result<GmmStats, GmmError> {
         check_matrix(x, Some(self.dim()), "data")?;
         Ok(self.statistics_unchecked(x))
@@ -700,6 +728,33 @@ impl<F: Float> DiagGmm<F> {
     /// formulas; starved components are re-seeded by splitting the heaviest).
     ///
     /// Errors: K or D different from this model's, no rows, invalid `floor`.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, VarianceFloor};
+    /// use ndarray::{array, Array2};
+    ///
+    /// let g = DiagGmm::new(array![0.5, 0.5], array![[-1.0, 0.0], [1.0, 0.0]], array![[1.0, 1.0], [1.0, 1.0]])?;
+    /// // two clusters, around -3 and +3 on both axes
+    /// let x = Array2::from_shape_fn((60, 2), |(i, j)| {
+    ///     ((i * 7 + j * 3) % 11) as f64 / 5.0 - 1.0 + if i % 2 == 0 { 3.0 } else { -3.0 }
+    /// });
+    /// let st = g.sufficient_statistics(x.view())?;
+    /// let next = g.update_from_statistics(&st, VarianceFloor::default())?;
+    /// // w_k = n_k / N and μ_k = Σ_i q_ik x_i / n_k
+    /// let (nk, sx) = (st.resp_sums(), st.sum_x());
+    /// for k in 0..2 {
+    ///     assert!((next.weights()[k] - nk[k] / 60.0).abs() < 1e-12);
+    ///     for d in 0..2 {
+    ///         assert!((next.means()[[k, d]] - sx[[k, d]] / nk[k]).abs() < 1e-9);
+    ///     }
+    /// }
+    /// // an EM step does not lower the mean log-likelihood
+    /// assert!(next.score(x.view())? >= g.score(x.view())? - 1e-12);
+    /// // statistics of K = 2 components do not fit a model of K = 1
+    /// let one = DiagGmm::new(array![1.0], array![[0.0, 0.0]], array![[1.0, 1.0]])?;
+    /// assert!(one.update_from_statistics(&st, VarianceFloor::default()).is_err());
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
     pub fn update_from_statistics(
         &self,
         st: &GmmStats,
@@ -727,6 +782,24 @@ impl<F: Float> DiagGmm<F> {
     /// components were re-seeded: EM has not converged while it re-seeds
     /// ([`crate::stream::em_stopping_rule`]), so a driver outside the library
     /// (the Python bindings) needs the count.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, VarianceFloor};
+    /// use ndarray::{array, Array2};
+    ///
+    /// // the third component is far from every row: n_3 = 0, it starves
+    /// let g = DiagGmm::new(array![0.4, 0.4, 0.2], array![[-3.0], [3.0], [1000.0]], array![[1.0], [1.0], [1.0]])?;
+    /// let x = Array2::from_shape_fn((50, 1), |(i, _)| (i % 5) as f64 * 0.1 + if i % 2 == 0 { -3.0 } else { 3.0 });
+    /// let st = g.sufficient_statistics(x.view())?;
+    /// assert_eq!(st.resp_sums()[2], 0.0);
+    /// let floor = VarianceFloor::default();
+    /// let (next, reseeded) = DiagGmm::<f64>::from_statistics_reseeded(&st, floor)?;
+    /// assert_eq!(reseeded, 1);
+    /// assert!(next.means()[[2, 0]].abs() < 10.0); // re-seeded among the data
+    /// // the model is `from_statistics`'s
+    /// assert_eq!(next, DiagGmm::from_statistics(&st, floor)?);
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
     pub fn from_statistics_reseeded(
         st: &GmmStats,
         floor: VarianceFloor,

@@ -69,6 +69,9 @@ impl<F: Float> Mfa<F> {
     /// * `loadings`: (K, D, R), $\Lambda_k$, finite, with 0 < R < D;
     /// * `psi`: (1, D) for a shared $\Psi$ or (K, D) per component, finite and > 0.
     ///
+    /// Errors name the array and the index of the first bad value (a shared
+    /// `psi` by its dimension alone, `psi [d]`).
+    ///
     /// ```
     /// use fisherkit::mfa::Mfa;
     /// use ndarray::{array, Array3};
@@ -147,7 +150,13 @@ impl<F: Float> Mfa<F> {
             .indexed_iter()
             .find(|(_, v)| !(v.is_finite() && **v > F::zero()))
         {
-            return bad(format!("psi [{i}, {j}] is {v}; psi must be finite and > 0"));
+            // A shared Ψ is one (D) vector (a (D) tensor in a model file):
+            // indexed by the dimension alone.
+            return bad(if p == 1 {
+                format!("psi [{j}] is {v}; psi must be finite and > 0")
+            } else {
+                format!("psi [{i}, {j}] is {v}; psi must be finite and > 0")
+            });
         }
         let weights = weights.mapv(|w| F::from_f64_lossy(w.as_f64() / sum));
         Self::from_valid(weights, means, loadings, psi)
