@@ -6,7 +6,7 @@ use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
-use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
+use crate::kernels::screen::{refined_pairs, ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::flush_cutoff;
 use crate::linalg::{gemm, Par};
 use crate::normalize::Normalization;
@@ -34,11 +34,6 @@ const DENSE_FRACTION: usize = 12;
 /// above `f32`'s flush) then take the exact path, where counting every
 /// unflushed posterior sent them through the dense GEMM, 6e-6 from `f64`.
 const REFINED_DENSE_FRACTION: usize = 20;
-
-/// How many of `values` are at least `min`.
-fn count_at_least(values: impl Iterator<Item = f64>, min: f64) -> usize {
-    values.filter(|&v| v >= min).count()
-}
 
 /// One block of the Fisher vector. Blocks are always laid out in the order
 /// prior, mean, var, whatever the order they are requested in.
@@ -468,8 +463,8 @@ impl<F: Float> FisherVector<F> {
             || match self.path {
                 Accumulation::Auto if refine => {
                     let kept = match in_place {
-                        Some(_) => count_at_least(lp.iter().map(|q| q.as_f64()), REFINE_MIN),
-                        None => count_at_least(ws.sparse.q.iter().map(|q| q.as_f64()), REFINE_MIN),
+                        Some(_) => refined_pairs(lp.iter().map(|q| q.as_f64())),
+                        None => refined_pairs(ws.sparse.q.iter().map(|q| q.as_f64())),
                     };
                     kept * REFINED_DENSE_FRACTION <= nc * k
                 }

@@ -79,6 +79,12 @@ pub(crate) struct DiagScreen<F> {
 /// a row's.
 pub(crate) const REFINE_MIN: f64 = 1e-10;
 
+/// How many of the posteriors `q` the refinement keeps ($q \ge$ [`REFINE_MIN`]): the
+/// pairs a refined chunk's sparse loop costs, which decide between it and the dense GEMM.
+pub(crate) fn refined_pairs(q: impl Iterator<Item = f64>) -> usize {
+    q.filter(|&v| v >= REFINE_MIN).count()
+}
+
 /// Per-row lists in CSR form: row `i` owns `comp[start[i]..start[i+1]]`
 /// (ascending) and `val[start[i]..start[i+1]]`. The screening writes exact
 /// log-joints in `val`; [`SparseRows::softmax`] turns them into posteriors.
