@@ -109,7 +109,19 @@ impl KMeansParams {
         self.n_clusters
     }
 
-    fn validate(&self, n_rows: usize) -> Result<(), KMeansError> {
+    /// Checks every setting that does not depend on the data — K ≥ 1,
+    /// `max_iter` ≥ 1, `tol` finite and ≥ 0, `n_init` ≥ 1, `n_local_trials`
+    /// ≥ 1 when given — in that order, and returns the checked parameters,
+    /// which every fit runs on. K ≤ N is checked against the data when fitting.
+    ///
+    /// ```
+    /// use fisherkit::kmeans::{KMeansError, KMeansParams};
+    /// assert!(KMeansParams::new(8).n_init(3).check().is_ok());
+    /// let e = KMeansParams::new(8).tol(f64::NAN).check().unwrap_err();
+    /// assert!(matches!(e, KMeansError::InvalidHyperParameter { name: "tol", .. }));
+    /// assert!(e.to_string().contains("tol"));
+    /// ```
+    pub fn check(&self) -> Result<ValidKMeansParams, KMeansError> {
         let bad = |name, reason: &str| {
             Err(KMeansError::InvalidHyperParameter {
                 name,
@@ -131,16 +143,11 @@ impl KMeansParams {
         if self.n_local_trials == Some(0) {
             return bad("n_local_trials", "must be at least 1, got 0");
         }
-        if self.n_clusters > n_rows {
-            return Err(KMeansError::TooFewRows {
-                n_rows,
-                n_clusters: self.n_clusters,
-            });
-        }
-        Ok(())
+        Ok(ValidKMeansParams(self.clone()))
     }
 
-    /// Clusters the rows of `x` (N, D).
+    /// [`KMeansParams::check`], then [`ValidKMeansParams::fit`]: clusters
+    /// the rows of `x` (N, D).
     ///
     /// Each of the `n_init` runs seeds with greedy k-means++ (one random
     /// stream for all runs, from `seed`; see [`kmeans_plus_plus`]) then alternates assignment and centroid update
@@ -162,8 +169,40 @@ impl KMeansParams {
     /// assert_eq!(km.predict(array![[4.9, 5.2]].view()).unwrap()[0], l[2]);
     /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<KMeans<F>, KMeansError> {
+        self.check()?.fit(x)
+    }
+}
+
+/// [`KMeansParams`] that passed [`KMeansParams::check`]; only `check` makes
+/// one, so its fit checks the data but never the settings again (linfa's
+/// params → checked params → fit). Reads as the parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidKMeansParams(KMeansParams);
+
+impl std::ops::Deref for ValidKMeansParams {
+    type Target = KMeansParams;
+    fn deref(&self) -> &KMeansParams {
+        &self.0
+    }
+}
+
+impl ValidKMeansParams {
+    /// The check against data of `n_rows` rows: K ≤ N.
+    fn check_rows(&self, n_rows: usize) -> Result<(), KMeansError> {
+        if self.n_clusters > n_rows {
+            return Err(KMeansError::TooFewRows {
+                n_rows,
+                n_clusters: self.n_clusters,
+            });
+        }
+        Ok(())
+    }
+
+    /// Clusters the rows of `x` (N, D); see [`KMeansParams::fit`]. Errors:
+    /// those of the data only (K > N, an empty matrix, a non-finite value).
+    pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<KMeans<F>, KMeansError> {
         check_matrix(x, None, "training data")?;
-        self.validate(x.nrows())?;
+        self.check_rows(x.nrows())?;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let center = data_mean(x);
         let trials = self
@@ -578,7 +617,8 @@ pub fn kmeans_plus_plus_with_trials<F: Float>(
     check_matrix(x, None, "training data")?;
     KMeansParams::new(k)
         .n_local_trials(Some(n_local_trials))
-        .validate(x.nrows())?;
+        .check()?
+        .check_rows(x.nrows())?;
     Ok(plus_plus_unchecked(x, k, n_local_trials, rng))
 }
 

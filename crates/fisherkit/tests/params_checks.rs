@@ -215,3 +215,84 @@ fn new_is_check_then_build() {
     assert_eq!(a, b);
     assert_eq!(a.len(), 2 * 3 + 2 * 3 * 2);
 }
+
+// ---- KMeansParams ----
+
+use fisherkit::kmeans::{KMeansError, KMeansParams};
+
+/// Two loose clusters in 3-D, 40 rows.
+fn rows() -> Array2<f64> {
+    Array2::from_shape_fn((40, 3), |(i, j)| {
+        5.0 * (i % 2) as f64 + ((i * 7 + j * 5) % 13) as f64 / 13.0
+    })
+}
+
+fn kmeans_error(p: KMeansParams) -> (&'static str, String) {
+    match p.check().unwrap_err() {
+        KMeansError::InvalidHyperParameter { name, reason } => (name, reason),
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+}
+
+#[test]
+fn kmeans_n_clusters_must_be_at_least_one() {
+    let (name, reason) = kmeans_error(KMeansParams::new(0));
+    assert_eq!(name, "n_clusters");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn kmeans_max_iter_must_be_at_least_one() {
+    let (name, reason) = kmeans_error(KMeansParams::new(2).max_iter(0));
+    assert_eq!(name, "max_iter");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn kmeans_tol_must_be_finite_and_non_negative() {
+    for tol in [-1.0, f64::NAN, f64::NEG_INFINITY] {
+        let (name, reason) = kmeans_error(KMeansParams::new(2).tol(tol));
+        assert_eq!(name, "tol");
+        assert!(reason.contains(&tol.to_string()), "{reason}");
+    }
+}
+
+#[test]
+fn kmeans_n_init_must_be_at_least_one() {
+    let (name, reason) = kmeans_error(KMeansParams::new(2).n_init(0));
+    assert_eq!(name, "n_init");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn kmeans_n_local_trials_must_be_at_least_one() {
+    let (name, reason) = kmeans_error(KMeansParams::new(2).n_local_trials(Some(0)));
+    assert_eq!(name, "n_local_trials");
+    assert!(reason.contains("at least 1"), "{reason}");
+    assert!(KMeansParams::new(2).n_local_trials(None).check().is_ok());
+}
+
+#[test]
+fn kmeans_checked_params_fit_like_the_convenience_path() {
+    let x = rows();
+    let p = KMeansParams::new(3).n_init(2).seed(9);
+    let checked = p.check().unwrap();
+    assert_eq!(checked.n_clusters(), 3);
+    assert_eq!(checked.fit(x.view()).unwrap(), p.fit(x.view()).unwrap());
+    // K > N is the data's problem, found when fitting
+    let e = KMeansParams::new(41)
+        .check()
+        .unwrap()
+        .fit(x.view())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KMeansError::TooFewRows {
+                n_rows: 40,
+                n_clusters: 41
+            }
+        ),
+        "{e}"
+    );
+}
