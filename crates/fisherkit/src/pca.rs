@@ -119,7 +119,28 @@ impl PcaParams {
         self.n_components.min(n_samples).min(dim)
     }
 
-    /// Fits the PCA on `x` (N, D), rows are samples.
+    /// Checks every setting that does not depend on the data
+    /// (`n_components` ≥ 1; the flags are all valid) and returns the checked
+    /// parameters, which every fit runs on. `n_components` ≤ min(N, D)
+    /// (unless clamping) and N ≥ 2 with centring are checked against the
+    /// data when fitting.
+    ///
+    /// ```
+    /// use fisherkit::pca::{PcaError, PcaParams};
+    /// assert!(PcaParams::new(2).whiten(true).check().is_ok());
+    /// let e = PcaParams::new(0).check().unwrap_err();
+    /// assert_eq!(e, PcaError::NoComponents);
+    /// assert!(e.to_string().contains("n_components"));
+    /// ```
+    pub fn check(&self) -> Result<ValidPcaParams, PcaError> {
+        if self.n_components == 0 {
+            return Err(PcaError::NoComponents);
+        }
+        Ok(ValidPcaParams(*self))
+    }
+
+    /// [`PcaParams::check`], then [`ValidPcaParams::fit`]: fits the PCA on
+    /// `x` (N, D), rows are samples.
     ///
     /// # Errors
     /// Empty or non-finite data, `n_components` = 0, `n_components` >
@@ -141,6 +162,37 @@ impl PcaParams {
     /// assert!(full.explained_variance()[2] < 1e-9);
     /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<Pca<F>, PcaError> {
+        self.check()?.fit(x)
+    }
+
+    /// [`PcaParams::check`], then [`ValidPcaParams::fit_moments`]: fits the
+    /// PCA from streamed sums ([`PcaMoments`]) instead of a data matrix.
+    ///
+    /// # Errors
+    /// As [`PcaParams::fit`] (no sample, too few samples, too many components).
+    pub fn fit_moments<F: Float>(&self, m: &PcaMoments) -> Result<Pca<F>, PcaError> {
+        self.check()?.fit_moments(m)
+    }
+}
+
+/// [`PcaParams`] that passed [`PcaParams::check`]; only `check` makes one,
+/// so its fits check the data but never the settings again (linfa's params
+/// → checked params → fit). Reads as the parameters (`Deref`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidPcaParams(PcaParams);
+
+impl std::ops::Deref for ValidPcaParams {
+    type Target = PcaParams;
+    fn deref(&self) -> &PcaParams {
+        &self.0
+    }
+}
+
+impl ValidPcaParams {
+    /// Fits the PCA on `x` (N, D); see [`PcaParams::fit`]. Errors: those of
+    /// the data only (empty or non-finite, too many components, N < 2 with
+    /// centring).
+    pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<Pca<F>, PcaError> {
         check_matrix(x, None, "PCA training data")?;
         let (n, d) = x.dim();
         let k = self.components_for(n, d)?;
@@ -157,12 +209,9 @@ impl PcaParams {
         self.pca_of_covariance(mean, cov, k)
     }
 
-    /// Checks the request for N samples of dimension D; returns the number of
-    /// components to keep.
+    /// Checks the request against N samples of dimension D; returns the
+    /// number of components to keep, $\min(\text{n\_components}, N, D)$.
     fn components_for(&self, n: usize, d: usize) -> Result<usize, PcaError> {
-        if self.n_components == 0 {
-            return Err(PcaError::NoComponents);
-        }
         let max = n.min(d);
         if self.n_components > max && !self.clamp_components {
             return Err(PcaError::TooManyComponents {
@@ -178,7 +227,7 @@ impl PcaParams {
 
     /// The PCA of the covariance `cov` (D, D, lower triangle read) about
     /// `mean` (D), keeping `k` components: the eigen step shared by
-    /// [`PcaParams::fit`] and [`PcaParams::fit_moments`].
+    /// [`ValidPcaParams::fit`] and [`ValidPcaParams::fit_moments`].
     fn pca_of_covariance<F: Float>(
         &self,
         mean: Array1<f64>,
@@ -229,16 +278,14 @@ impl PcaParams {
             ..pca
         })
     }
-}
 
-impl PcaParams {
     /// Fits the PCA from streamed sums ([`PcaMoments`]) instead of a data
     /// matrix: the same covariance $S = \sum_i (x_i-\bar x)(x_i-\bar x)^\top/(N-1)$
     /// (or about 0 without centring, divided by N), the same eigen step and
     /// sign rule as [`PcaParams::fit`]; equal to it up to the grouping of the sums.
     ///
     /// # Errors
-    /// As [`PcaParams::fit`] (no sample, too few samples, too many components).
+    /// No sample, too few samples, too many components.
     pub fn fit_moments<F: Float>(&self, m: &PcaMoments) -> Result<Pca<F>, PcaError> {
         let (n, d) = (m.n, m.shift.len());
         if n == 0 {

@@ -296,3 +296,47 @@ fn kmeans_checked_params_fit_like_the_convenience_path() {
         "{e}"
     );
 }
+
+// ---- PcaParams ----
+
+use fisherkit::pca::{PcaError, PcaParams};
+
+#[test]
+fn pca_n_components_must_be_at_least_one() {
+    let e = PcaParams::new(0).check().unwrap_err();
+    assert_eq!(e, PcaError::NoComponents);
+    assert!(e.to_string().contains("n_components"), "{e}");
+    // every entry point refuses it
+    assert_eq!(
+        PcaParams::new(0).fit(rows().view()).unwrap_err(),
+        PcaError::NoComponents
+    );
+    let mut m = fisherkit::pca::PcaMoments::new(Array1::zeros(3));
+    m.add(rows().view()).unwrap();
+    assert_eq!(
+        PcaParams::new(0).fit_moments::<f64>(&m).unwrap_err(),
+        PcaError::NoComponents
+    );
+}
+
+#[test]
+fn pca_sizes_are_checked_against_the_data_when_fitting() {
+    let x = rows();
+    let checked = PcaParams::new(4).check().unwrap();
+    let e = checked.fit(x.view()).unwrap_err();
+    assert_eq!(
+        e,
+        PcaError::TooManyComponents {
+            requested: 4,
+            max: 3
+        }
+    );
+    assert!(e.to_string().contains("n_components = 4"), "{e}");
+    let clamped = PcaParams::new(4).clamp_components(true).check().unwrap();
+    assert_eq!(clamped.fit(x.view()).unwrap().n_components(), 3);
+    let p = PcaParams::new(2).whiten(true);
+    assert_eq!(
+        p.check().unwrap().fit(x.view()).unwrap(),
+        p.fit(x.view()).unwrap()
+    );
+}
