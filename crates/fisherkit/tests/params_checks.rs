@@ -340,3 +340,165 @@ fn pca_sizes_are_checked_against_the_data_when_fitting() {
         p.fit(x.view()).unwrap()
     );
 }
+
+// ---- GmmParams ----
+
+use fisherkit::gmm::{GmmError, GmmFit, GmmInit, GmmParams, VarianceFloor};
+
+fn gmm_error(p: GmmParams<f64>) -> (&'static str, String) {
+    match p.check().unwrap_err() {
+        GmmError::InvalidHyperParameter { name, reason } => (name, reason),
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+}
+
+#[test]
+fn gmm_n_components_must_be_at_least_one() {
+    let (name, reason) = gmm_error(GmmParams::new(0));
+    assert_eq!(name, "n_components");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn gmm_max_iter_must_be_at_least_one() {
+    let (name, reason) = gmm_error(GmmParams::new(2).max_iter(0));
+    assert_eq!(name, "max_iter");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn gmm_tol_must_be_finite_and_non_negative() {
+    for tol in [-1e-3, f64::NAN, f64::INFINITY] {
+        let (name, reason) = gmm_error(GmmParams::new(2).tol(tol));
+        assert_eq!(name, "tol");
+        assert!(reason.contains(&tol.to_string()), "{reason}");
+    }
+}
+
+#[test]
+fn gmm_n_init_must_be_at_least_one() {
+    let (name, reason) = gmm_error(GmmParams::new(2).n_init(0));
+    assert_eq!(name, "n_init");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn gmm_kmeans_max_iter_must_be_at_least_one() {
+    let (name, reason) = gmm_error(GmmParams::new(2).kmeans_max_iter(0));
+    assert_eq!(name, "kmeans_max_iter");
+    assert!(reason.contains("at least 1"), "{reason}");
+}
+
+#[test]
+fn gmm_variance_floor_must_be_finite_and_positive() {
+    for floor in [
+        VarianceFloor::Relative(0.0),
+        VarianceFloor::Relative(f64::NAN),
+        VarianceFloor::Absolute(-1.0),
+        VarianceFloor::Absolute(f64::INFINITY),
+    ] {
+        let (name, reason) = gmm_error(GmmParams::new(2).variance_floor(floor));
+        assert_eq!(name, "variance_floor");
+        assert!(reason.contains("> 0"), "{reason}");
+    }
+}
+
+#[test]
+fn gmm_given_model_is_checked_against_the_data_when_fitting() {
+    // data-dependent: `check` accepts it, the fit names the shapes
+    let g = DiagGmm::new(array![1.0], array![[0.0, 0.0]], array![[1.0, 1.0]]).unwrap();
+    let checked = GmmParams::new(1).init(GmmInit::Given(g)).check().unwrap();
+    match checked.fit(rows().view()).unwrap_err() {
+        GmmError::InvalidHyperParameter { name, reason } => {
+            assert_eq!(name, "init");
+            assert!(
+                reason.contains("dimension 2") && reason.contains("dimension 3"),
+                "{reason}"
+            );
+        }
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+    let e = GmmParams::new(41)
+        .check()
+        .unwrap()
+        .fit(rows().view())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GmmError::TooFewRows {
+                n_rows: 40,
+                n_components: 41
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_gmm_entry_point_checks_the_settings_first() {
+    let x = rows();
+    let bad = GmmParams::<f64>::new(2).max_iter(0);
+    let is_max_iter = |e: GmmError| {
+        matches!(
+            e,
+            GmmError::InvalidHyperParameter {
+                name: "max_iter",
+                ..
+            }
+        )
+    };
+    assert!(is_max_iter(bad.fit(x.view()).unwrap_err()));
+    assert!(is_max_iter(
+        bad.fit_with_progress(x.view(), &mut |_| {}).unwrap_err()
+    ));
+    let mut passes = 0;
+    let e = bad
+        .fit_streaming::<GmmError>(
+            &mut |v| {
+                passes += 1;
+                v(x.view())
+            },
+            100,
+            None,
+            &mut |_, _| Ok(()),
+        )
+        .unwrap_err();
+    assert!(is_max_iter(e));
+    assert_eq!(
+        passes, 0,
+        "no pass over the data before the settings are checked"
+    );
+    let start = GmmParams::new(2).max_iter(2).fit(x.view()).unwrap().model;
+    let mut e_steps = 0;
+    let e = bad
+        .fit_from_statistics::<GmmError>(
+            start.clone(),
+            &mut |m| {
+                e_steps += 1;
+                m.sufficient_statistics(x.view())
+            },
+            &mut |_, _| Ok(()),
+        )
+        .unwrap_err();
+    assert!(is_max_iter(e));
+    assert_eq!(e_steps, 0, "no E-step before the settings are checked");
+    // the checked form fits, with the same result as the convenience path
+    let good = GmmParams::new(2).max_iter(5).tol(0.0);
+    let checked = good.check().unwrap();
+    assert_eq!(checked.n_components(), 2);
+    let a: GmmFit<f64> = checked.fit(x.view()).unwrap();
+    assert_eq!(a, good.fit(x.view()).unwrap());
+    let b = checked
+        .fit_streaming::<GmmError>(&mut |v| v(x.view()), 40, None, &mut |_, _| Ok(()))
+        .unwrap();
+    assert_eq!(a, b);
+    let stats = |m: &DiagGmm<f64>| m.sufficient_statistics(x.view());
+    let c = checked
+        .fit_from_statistics::<GmmError>(start.clone(), &mut |m| stats(m), &mut |_, _| Ok(()))
+        .unwrap();
+    let d = good
+        .fit_from_statistics::<GmmError>(start, &mut |m| stats(m), &mut |_, _| Ok(()))
+        .unwrap();
+    assert_eq!(c, d);
+}

@@ -145,34 +145,21 @@ impl<F: Float> GmmParams<F> {
         self.n_components
     }
 
-    pub(super) fn validate(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
-        self.validate_hyper()?;
-        check_matrix(x, None, "training data")?;
-        if self.n_components > x.nrows() {
-            return Err(GmmError::TooFewRows {
-                n_rows: x.nrows(),
-                n_components: self.n_components,
-            });
-        }
-        if let GmmInit::Given(m) = &self.init {
-            if m.n_components() != self.n_components || m.dim() != x.ncols() {
-                return Err(GmmError::InvalidHyperParameter {
-                    name: "init",
-                    reason: format!(
-                        "the given model has {} components in dimension {}, expected {} components in dimension {}",
-                        m.n_components(),
-                        m.dim(),
-                        self.n_components,
-                        x.ncols()
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// The checks that do not need the data.
-    pub(super) fn validate_hyper(&self) -> Result<(), GmmError> {
+    /// Checks every setting that does not depend on the data — K ≥ 1,
+    /// `max_iter` ≥ 1, `tol` finite and ≥ 0, `n_init` ≥ 1,
+    /// `kmeans_max_iter` ≥ 1, a variance floor finite and > 0 — in that
+    /// order, and returns the checked parameters, which every fit runs on.
+    /// The shape of a [`GmmInit::Given`] model, (K, D), is checked against
+    /// the data when fitting.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{GmmError, GmmParams};
+    /// assert!(GmmParams::<f64>::new(3).max_iter(10).check().is_ok());
+    /// let e = GmmParams::<f64>::new(3).n_init(0).check().unwrap_err();
+    /// assert!(matches!(e, GmmError::InvalidHyperParameter { name: "n_init", .. }));
+    /// assert!(e.to_string().contains("n_init"));
+    /// ```
+    pub fn check(&self) -> Result<ValidGmmParams<F>, GmmError> {
         let bad = |name, reason: String| Err(GmmError::InvalidHyperParameter { name, reason });
         if self.n_components == 0 {
             return bad("n_components", "must be at least 1, got 0".into());
@@ -189,10 +176,12 @@ impl<F: Float> GmmParams<F> {
         if self.kmeans_max_iter == 0 {
             return bad("kmeans_max_iter", "must be at least 1, got 0".into());
         }
-        self.variance_floor.validate()
+        self.variance_floor.validate()?;
+        Ok(ValidGmmParams(self.clone()))
     }
 
-    /// Fits the mixture to the rows of `x` (N, D) by EM.
+    /// [`GmmParams::check`], then [`ValidGmmParams::fit`]: fits the mixture
+    /// to the rows of `x` (N, D) by EM.
     ///
     /// Each iteration: E-step sums ([`DiagGmm::sufficient_statistics`]),
     /// M-step ([`DiagGmm::update_from_statistics`]). Stops by
@@ -218,16 +207,16 @@ impl<F: Float> GmmParams<F> {
     /// assert!((centres[0] - 0.45).abs() < 0.1 && (centres[1] - 10.45).abs() < 0.1);
     /// ```
     pub fn fit(&self, x: ArrayView2<'_, F>) -> Result<GmmFit<F>, GmmError> {
-        self.fit_with_progress(x, &mut |_| {})
+        self.check()?.fit(x)
     }
 
-    /// [`GmmParams::fit`], calling `on_iter` after every iteration.
+    /// [`GmmParams::check`], then [`ValidGmmParams::fit_with_progress`].
     pub fn fit_with_progress(
         &self,
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&EmIteration),
     ) -> Result<GmmFit<F>, GmmError> {
-        Ok(fit_in_memory(self, x, on_iter)?.into())
+        self.check()?.fit_with_progress(x, on_iter)
     }
 
     /// The random stream of restart `r`: stream r of the seed.
@@ -269,6 +258,66 @@ impl<F: Float> GmmParams<F> {
                 Ok(DiagGmm::from_valid(weights, means, variances))
             }
         }
+    }
+}
+
+/// [`GmmParams`] that passed [`GmmParams::check`]; only `check` makes one,
+/// so the fits below (in memory and streamed) check the data but never the
+/// settings again (linfa's params → checked params → fit). Reads as the
+/// parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidGmmParams<F: Float>(GmmParams<F>);
+
+impl<F: Float> std::ops::Deref for ValidGmmParams<F> {
+    type Target = GmmParams<F>;
+    fn deref(&self) -> &GmmParams<F> {
+        &self.0
+    }
+}
+
+impl<F: Float> ValidGmmParams<F> {
+    /// Fits the mixture to the rows of `x` (N, D) by EM; see
+    /// [`GmmParams::fit`]. Errors: those of the data only (K > N, a given
+    /// model of the wrong shape, an empty matrix, a non-finite value).
+    pub fn fit(&self, x: ArrayView2<'_, F>) -> Result<GmmFit<F>, GmmError> {
+        self.fit_with_progress(x, &mut |_| {})
+    }
+
+    /// [`ValidGmmParams::fit`], calling `on_iter` after every iteration.
+    pub fn fit_with_progress(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut dyn FnMut(&EmIteration),
+    ) -> Result<GmmFit<F>, GmmError> {
+        Ok(fit_in_memory(self, x, on_iter)?.into())
+    }
+
+    /// The checks of the data `x` (N, D) (the training data, or the
+    /// initialisation sample of a streamed fit): non-empty and finite,
+    /// N ≥ K, and a [`GmmInit::Given`] model of shape (K, D).
+    pub(super) fn check_data(&self, x: ArrayView2<'_, F>) -> Result<(), GmmError> {
+        check_matrix(x, None, "training data")?;
+        if self.n_components > x.nrows() {
+            return Err(GmmError::TooFewRows {
+                n_rows: x.nrows(),
+                n_components: self.n_components,
+            });
+        }
+        if let GmmInit::Given(m) = &self.init {
+            if m.n_components() != self.n_components || m.dim() != x.ncols() {
+                return Err(GmmError::InvalidHyperParameter {
+                    name: "init",
+                    reason: format!(
+                        "the given model has {} components in dimension {}, expected {} components in dimension {}",
+                        m.n_components(),
+                        m.dim(),
+                        self.n_components,
+                        x.ncols()
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Out-of-core EM of a diagonal GMM over data streamed in chunks
 //! (see [`crate::stream`]): the GMM half of [`StreamedEm`].
 
-use super::fit::{EmIteration, GmmFit, GmmInit, GmmParams};
+use super::fit::{EmIteration, GmmFit, GmmInit, GmmParams, ValidGmmParams};
 use super::model::DiagGmm;
 use super::stats::{m_step, GmmStats};
 use super::GmmError;
@@ -73,7 +73,9 @@ impl<F: Float> GmmParams<F> {
     /// model is bit-identical to the uninterrupted run's. `on_iter` is called
     /// after every iteration with the report and the new state (to save
     /// checkpoints); an error from it, or from `pass`, stops the fit and is
-    /// returned. Errors of the fit itself are converted with `E: From<GmmError>`.
+    /// returned. Errors of the fit itself are converted with `E: From<GmmError>`;
+    /// the settings are checked first ([`GmmParams::check`], then
+    /// [`ValidGmmParams::fit_streaming`]).
     pub fn fit_streaming<E: From<GmmError>>(
         &self,
         pass: &mut DataPass<'_, F, E>,
@@ -81,7 +83,8 @@ impl<F: Float> GmmParams<F> {
         resume: Option<GmmEmState<F>>,
         on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
-        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
+        self.check()?
+            .fit_streaming(pass, init_sample, resume, on_iter)
     }
 
     /// EM whose E-step runs elsewhere — a cluster's map-reduce over shards,
@@ -92,7 +95,8 @@ impl<F: Float> GmmParams<F> {
     /// runs the M-step and the stopping rule of [`GmmParams::fit`], until
     /// convergence or `max_iter` iterations. Statistics of the wrong K or D
     /// are an error. `on_iter` is called after every iteration; its errors,
-    /// like those of `statistics_of`, stop the fit.
+    /// like those of `statistics_of`, stop the fit. The settings are checked
+    /// first ([`GmmParams::check`], then [`ValidGmmParams::fit_from_statistics`]).
     ///
     /// ```
     /// use fisherkit::gmm::{GmmError, GmmParams};
@@ -125,11 +129,12 @@ impl<F: Float> GmmParams<F> {
         statistics_of: &mut StatisticsOf<'_, DiagGmm<F>, GmmStats, E>,
         on_iter: &mut OnGmmIteration<'_, F, E>,
     ) -> Result<GmmFit<F>, E> {
-        Ok(fit_from_statistics(self, start, statistics_of, on_iter)?.into())
+        self.check()?
+            .fit_from_statistics(start, statistics_of, on_iter)
     }
 }
 
-impl<F: Float> StreamedEm<F> for GmmParams<F> {
+impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
     type Model = DiagGmm<F>;
     type Stats = GmmStats;
     type Report = EmIteration;
@@ -148,8 +153,9 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
         }
     }
 
+    /// Nothing left to check: [`GmmParams::check`] made `self`.
     fn check_hyper(&self) -> Result<(), GmmError> {
-        self.validate_hyper()
+        Ok(())
     }
 
     fn hyper_error(name: &'static str, reason: String) -> GmmError {
@@ -191,7 +197,7 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
                 n_components: k,
             });
         }
-        self.validate(sample)
+        self.check_data(sample)
     }
 
     /// As [`GmmParams::fit`]: restart r draws from stream r of the seed.
@@ -247,6 +253,34 @@ impl<F: Float> StreamedEm<F> for GmmParams<F> {
                 reseeded: m.reseeded,
             },
         })
+    }
+}
+
+impl<F: Float> ValidGmmParams<F> {
+    /// EM over data streamed by `pass`; see [`GmmParams::fit_streaming`].
+    /// Errors: those of the data, the passes, `init_sample` < K and
+    /// `resume` (a saved model of another K, or `n_init` > 1).
+    pub fn fit_streaming<E: From<GmmError>>(
+        &self,
+        pass: &mut DataPass<'_, F, E>,
+        init_sample: usize,
+        resume: Option<GmmEmState<F>>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
+    ) -> Result<GmmFit<F>, E> {
+        fit_streaming(self, pass, init_sample, resume, on_iter).map(GmmFit::from)
+    }
+
+    /// EM with the E-step's statistics computed elsewhere; see
+    /// [`GmmParams::fit_from_statistics`]. Errors: a starting model of
+    /// another K, statistics of another K or D, and those of `statistics_of`
+    /// and `on_iter`.
+    pub fn fit_from_statistics<E: From<GmmError>>(
+        &self,
+        start: DiagGmm<F>,
+        statistics_of: &mut StatisticsOf<'_, DiagGmm<F>, GmmStats, E>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
+    ) -> Result<GmmFit<F>, E> {
+        fit_from_statistics(self, start, statistics_of, on_iter).map(GmmFit::from)
     }
 }
 
