@@ -502,3 +502,154 @@ fn every_gmm_entry_point_checks_the_settings_first() {
         .unwrap();
     assert_eq!(c, d);
 }
+
+// ---- MfaParams ----
+
+use fisherkit::mfa::{MfaError, MfaParams};
+
+fn mfa_error(p: MfaParams) -> (&'static str, String) {
+    match p.check().unwrap_err() {
+        MfaError::InvalidHyperParameter { name, reason } => (name, reason),
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+}
+
+#[test]
+fn mfa_n_components_must_be_at_least_one() {
+    let (name, reason) = mfa_error(MfaParams::new(0, 1));
+    assert_eq!(name, "n_components");
+    assert!(reason.contains(">= 1"), "{reason}");
+}
+
+#[test]
+fn mfa_n_factors_must_be_at_least_one() {
+    let (name, reason) = mfa_error(MfaParams::new(2, 0));
+    assert_eq!(name, "n_factors");
+    assert!(reason.contains("0 < R"), "{reason}");
+}
+
+#[test]
+fn mfa_max_iter_must_be_at_least_one() {
+    let (name, reason) = mfa_error(MfaParams::new(2, 1).max_iter(0));
+    assert_eq!(name, "max_iter");
+    assert!(reason.contains(">= 1"), "{reason}");
+}
+
+#[test]
+fn mfa_n_init_must_be_at_least_one() {
+    let (name, reason) = mfa_error(MfaParams::new(2, 1).n_init(0));
+    assert_eq!(name, "n_init");
+    assert!(reason.contains(">= 1"), "{reason}");
+}
+
+#[test]
+fn mfa_tol_must_be_finite_and_non_negative() {
+    for tol in [-1e-3, f64::NAN, f64::INFINITY] {
+        let (name, reason) = mfa_error(MfaParams::new(2, 1).tol(tol));
+        assert_eq!(name, "tol");
+        assert!(reason.contains(&tol.to_string()), "{reason}");
+    }
+}
+
+#[test]
+fn mfa_psi_floor_must_be_finite_and_non_negative() {
+    for floor in [-1e-3, f64::NAN, f64::INFINITY] {
+        let (name, reason) = mfa_error(MfaParams::new(2, 1).psi_floor(floor));
+        assert_eq!(name, "psi_floor");
+        assert!(reason.contains(&floor.to_string()), "{reason}");
+    }
+    // 0 turns the floor off: valid
+    assert!(MfaParams::new(2, 1).psi_floor(0.0).check().is_ok());
+}
+
+#[test]
+fn mfa_sizes_are_checked_against_the_data_when_fitting() {
+    // data-dependent: `check` accepts them, the fit refuses them
+    let x = rows();
+    let checked = MfaParams::new(2, 3).check().unwrap();
+    match checked.fit(x.view()).unwrap_err() {
+        MfaError::InvalidHyperParameter { name, reason } => {
+            assert_eq!(name, "n_factors");
+            assert!(reason.contains("R < D = 3, got R = 3"), "{reason}");
+        }
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+    match MfaParams::new(41, 1)
+        .check()
+        .unwrap()
+        .fit(x.view())
+        .unwrap_err()
+    {
+        MfaError::InvalidHyperParameter { name, reason } => {
+            assert_eq!(name, "n_components");
+            assert!(reason.contains("the data have 40"), "{reason}");
+        }
+        e => panic!("expected an invalid hyper-parameter, got {e}"),
+    }
+}
+
+#[test]
+fn every_mfa_entry_point_checks_the_settings_first() {
+    let x = rows();
+    let bad = MfaParams::new(2, 1).n_init(0);
+    let is_n_init =
+        |e: MfaError| matches!(e, MfaError::InvalidHyperParameter { name: "n_init", .. });
+    assert!(is_n_init(bad.fit(x.view()).unwrap_err()));
+    assert!(is_n_init(
+        bad.fit_with_progress(x.view(), &mut |_| {}).unwrap_err()
+    ));
+    let mut passes = 0;
+    let e = bad
+        .fit_streaming::<f64, MfaError>(
+            &mut |v| {
+                passes += 1;
+                v(x.view())
+            },
+            100,
+            None,
+            &mut |_, _| Ok(()),
+        )
+        .unwrap_err();
+    assert!(is_n_init(e));
+    assert_eq!(
+        passes, 0,
+        "no pass over the data before the settings are checked"
+    );
+    let start = MfaParams::new(2, 1)
+        .max_iter(2)
+        .fit(x.view())
+        .unwrap()
+        .model;
+    let mut e_steps = 0;
+    let e = bad
+        .fit_from_statistics::<f64, MfaError>(
+            start.clone(),
+            &mut |m| {
+                e_steps += 1;
+                m.sufficient_statistics(x.view())
+            },
+            &mut |_, _| Ok(()),
+        )
+        .unwrap_err();
+    assert!(is_n_init(e));
+    assert_eq!(e_steps, 0, "no E-step before the settings are checked");
+    let good = MfaParams::new(2, 1).max_iter(4).tol(0.0);
+    let checked = good.check().unwrap();
+    let a = checked.fit(x.view()).unwrap();
+    let b = good.fit(x.view()).unwrap();
+    assert_eq!(a.model, b.model);
+    assert_eq!(a.log_likelihood, b.log_likelihood);
+    let c = checked
+        .fit_streaming::<f64, MfaError>(&mut |v| v(x.view()), 40, None, &mut |_, _| Ok(()))
+        .unwrap();
+    assert_eq!(a.model, c.model);
+    let stats = |m: &fisherkit::mfa::Mfa<f64>| m.sufficient_statistics(x.view());
+    let d = checked
+        .fit_from_statistics::<f64, MfaError>(start.clone(), &mut |m| stats(m), &mut |_, _| Ok(()))
+        .unwrap();
+    let e = good
+        .fit_from_statistics::<f64, MfaError>(start, &mut |m| stats(m), &mut |_, _| Ok(()))
+        .unwrap();
+    assert_eq!(d.model, e.model);
+    assert_eq!(d.log_likelihood, e.log_likelihood);
+}

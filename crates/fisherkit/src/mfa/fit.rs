@@ -117,29 +117,20 @@ impl MfaParams {
         self
     }
 
-    pub(super) fn validate(&self, n: usize, d: usize) -> Result<(), MfaError> {
-        self.validate_hyper()?;
-        let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
-        if self.n_components > n {
-            return err(
-                "n_components",
-                format!(
-                    "{} components need at least as many rows, the data have {n}",
-                    self.n_components
-                ),
-            );
-        }
-        if self.n_factors == 0 || self.n_factors >= d {
-            return err(
-                "n_factors",
-                format!("must satisfy 0 < R < D = {d}, got R = {}", self.n_factors),
-            );
-        }
-        Ok(())
-    }
-
-    /// The checks that do not need the data's size.
-    pub(super) fn validate_hyper(&self) -> Result<(), MfaError> {
+    /// Checks every setting that does not depend on the data — K ≥ 1,
+    /// R ≥ 1, `max_iter` ≥ 1, `n_init` ≥ 1, `tol` finite and ≥ 0,
+    /// `psi_floor` finite and ≥ 0 — in that order, and returns the checked
+    /// parameters, which every fit runs on. K ≤ N and R < D are checked
+    /// against the data when fitting.
+    ///
+    /// ```
+    /// use fisherkit::mfa::{MfaError, MfaParams};
+    /// assert!(MfaParams::new(4, 2).tol(1e-4).check().is_ok());
+    /// let e = MfaParams::new(4, 2).psi_floor(-1.0).check().unwrap_err();
+    /// assert!(matches!(e, MfaError::InvalidHyperParameter { name: "psi_floor", .. }));
+    /// assert!(e.to_string().contains("psi_floor"));
+    /// ```
+    pub fn check(&self) -> Result<ValidMfaParams, MfaError> {
         let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
         if self.n_components == 0 {
             return err("n_components", "must be >= 1".into());
@@ -165,10 +156,11 @@ impl MfaParams {
                 format!("must be finite and >= 0, got {}", self.psi_floor),
             );
         }
-        Ok(())
+        Ok(ValidMfaParams(self.clone()))
     }
 
-    /// Fits by EM on `x` (N, D); see [`MfaParams::fit_with_progress`].
+    /// [`MfaParams::check`], then [`ValidMfaParams::fit`]: fits by EM on
+    /// `x` (N, D); see [`MfaParams::fit_with_progress`].
     ///
     /// ```
     /// use fisherkit::mfa::MfaParams;
@@ -184,10 +176,11 @@ impl MfaParams {
     /// assert!((b / a - 2.0).abs() < 0.05, "loading along (1, 2, -1)");
     /// ```
     pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<MfaFit<F>, MfaError> {
-        self.fit_with_progress(x, &mut |_| {})
+        self.check()?.fit(x)
     }
 
-    /// Fits by EM on `x` (N, D), calling `on_iter` after every E-step.
+    /// [`MfaParams::check`], then [`ValidMfaParams::fit_with_progress`]:
+    /// fits by EM on `x` (N, D), calling `on_iter` after every E-step.
     ///
     /// Each restart initialises with k-means + PPCA, then iterates E-step
     /// (statistics and log-likelihood $\ell_t$) and M-step until
@@ -201,7 +194,7 @@ impl MfaParams {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
-        Ok(fit_in_memory(self, x, on_iter)?.into())
+        self.check()?.fit_with_progress(x, on_iter)
     }
 
     /// The starting model of restart `restart` on `x` (n, D): k-means + PPCA,
@@ -223,5 +216,57 @@ impl MfaParams {
             self.psi_floor,
             &mut rng,
         )
+    }
+}
+
+/// [`MfaParams`] that passed [`MfaParams::check`]; only `check` makes one,
+/// so the fits below (in memory and streamed) check the data but never the
+/// settings again (linfa's params → checked params → fit). Reads as the
+/// parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidMfaParams(MfaParams);
+
+impl std::ops::Deref for ValidMfaParams {
+    type Target = MfaParams;
+    fn deref(&self) -> &MfaParams {
+        &self.0
+    }
+}
+
+impl ValidMfaParams {
+    /// Fits by EM on `x` (N, D); see [`MfaParams::fit_with_progress`].
+    /// Errors: those of the data only (empty or non-finite, K > N, R ≥ D).
+    pub fn fit<F: Float>(&self, x: ArrayView2<'_, F>) -> Result<MfaFit<F>, MfaError> {
+        self.fit_with_progress(x, &mut |_| {})
+    }
+
+    /// [`ValidMfaParams::fit`], calling `on_iter` after every E-step.
+    pub fn fit_with_progress<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut dyn FnMut(&MfaIteration),
+    ) -> Result<MfaFit<F>, MfaError> {
+        Ok(fit_in_memory(self, x, on_iter)?.into())
+    }
+
+    /// The checks against data of N rows in dimension D: K ≤ N, R < D.
+    pub(super) fn check_data(&self, n: usize, d: usize) -> Result<(), MfaError> {
+        let err = |name, reason: String| Err(MfaError::InvalidHyperParameter { name, reason });
+        if self.n_components > n {
+            return err(
+                "n_components",
+                format!(
+                    "{} components need at least as many rows, the data have {n}",
+                    self.n_components
+                ),
+            );
+        }
+        if self.n_factors >= d {
+            return err(
+                "n_factors",
+                format!("must satisfy 0 < R < D = {d}, got R = {}", self.n_factors),
+            );
+        }
+        Ok(())
     }
 }

@@ -13,7 +13,8 @@
 //! * [`Mfa`]: parameters, log-likelihoods, posteriors, E-step statistics and
 //!   the M-step ([`Mfa::update_from_statistics`]).
 //! * [`MfaStats`]: mergeable `f64` sufficient statistics (shards → one EM step).
-//! * [`MfaParams`]: EM fitting with k-means + PPCA initialisation and restarts;
+//! * [`MfaParams`]: EM fitting with k-means + PPCA initialisation and restarts,
+//!   run on the parameters checked by [`MfaParams::check`] ([`ValidMfaParams`]);
 //!   [`MfaParams::fit_streaming`] over data passed in chunks (out of core, see
 //!   [`crate::stream`]), resumable from an [`MfaEmState`].
 
@@ -31,7 +32,7 @@ mod stats;
 mod stream;
 
 pub use error::MfaError;
-pub use fit::{MfaFit, MfaIteration, MfaParams, PSI_FLOOR};
+pub use fit::{MfaFit, MfaIteration, MfaParams, ValidMfaParams, PSI_FLOOR};
 pub use kernel::MFA_CHUNK_ROWS;
 pub use model::{Mfa, PsiMode, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;

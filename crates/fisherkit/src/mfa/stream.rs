@@ -1,7 +1,7 @@
 //! Out-of-core EM of a mixture of factor analysers over data streamed in
 //! chunks (see [`crate::stream`]): the MFA half of [`StreamedEm`].
 
-use super::fit::{MfaFit, MfaIteration, MfaParams};
+use super::fit::{MfaFit, MfaIteration, MfaParams, ValidMfaParams};
 use super::model::Mfa;
 use super::stats::MfaStats;
 use super::MfaError;
@@ -65,7 +65,8 @@ impl MfaParams {
     /// stopping rule of [`MfaParams::fit`]. `resume` (needs `n_init` = 1)
     /// continues a saved run bit for bit; `on_iter` is called after every
     /// M-step with the report and the new state, and its errors, like those
-    /// of `pass`, stop the fit.
+    /// of `pass`, stop the fit. The settings are checked first
+    /// ([`MfaParams::check`], then [`ValidMfaParams::fit_streaming`]).
     pub fn fit_streaming<F: Float, E: From<MfaError>>(
         &self,
         pass: &mut DataPass<'_, F, E>,
@@ -73,7 +74,8 @@ impl MfaParams {
         resume: Option<MfaEmState<F>>,
         on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
-        Ok(fit_streaming(self, pass, init_sample, resume, on_iter)?.into())
+        self.check()?
+            .fit_streaming(pass, init_sample, resume, on_iter)
     }
 
     /// EM whose E-step runs elsewhere (a cluster's map-reduce over shards),
@@ -83,7 +85,9 @@ impl MfaParams {
     /// for the merged [`Mfa::sufficient_statistics`] of every row under
     /// `model`, then runs the M-step ([`Mfa::update_from_statistics`], which
     /// refuses statistics of another model) and the stopping rule of
-    /// [`MfaParams::fit`], until convergence or `max_iter` iterations.
+    /// [`MfaParams::fit`], until convergence or `max_iter` iterations. The
+    /// settings are checked first ([`MfaParams::check`], then
+    /// [`ValidMfaParams::fit_from_statistics`]).
     ///
     /// ```
     /// use fisherkit::mfa::{MfaError, MfaParams};
@@ -112,12 +116,12 @@ impl MfaParams {
         statistics_of: &mut StatisticsOf<'_, Mfa<F>, MfaStats, E>,
         on_iter: &mut OnMfaIteration<'_, F, E>,
     ) -> Result<MfaFit<F>, E> {
-        let mut some = |m: &Mfa<F>| statistics_of(m).map(Some);
-        Ok(fit_from_statistics(self, start, &mut some, on_iter)?.into())
+        self.check()?
+            .fit_from_statistics(start, statistics_of, on_iter)
     }
 }
 
-impl<F: Float> StreamedEm<F> for MfaParams {
+impl<F: Float> StreamedEm<F> for ValidMfaParams {
     type Model = Mfa<F>;
     /// `None` until a non-empty chunk was seen.
     type Stats = Option<MfaStats>;
@@ -133,8 +137,9 @@ impl<F: Float> StreamedEm<F> for MfaParams {
         }
     }
 
+    /// Nothing left to check: [`MfaParams::check`] made `self`.
     fn check_hyper(&self) -> Result<(), MfaError> {
-        self.validate_hyper()
+        Ok(())
     }
 
     fn hyper_error(name: &'static str, reason: String) -> MfaError {
@@ -173,7 +178,7 @@ impl<F: Float> StreamedEm<F> for MfaParams {
         if n_rows == 0 {
             return Err(no_rows().into());
         }
-        self.validate(n_rows, sample.ncols())
+        self.check_data(n_rows, sample.ncols())
     }
 
     fn start_model(&self, sample: ArrayView2<'_, F>, restart: usize) -> Result<Mfa<F>, MfaError> {
@@ -231,6 +236,35 @@ impl<F: Float> StreamedEm<F> for MfaParams {
                 rel_change: rel,
             },
         })
+    }
+}
+
+impl ValidMfaParams {
+    /// EM over data streamed by `pass`; see [`MfaParams::fit_streaming`].
+    /// Errors: those of the data, the passes, `init_sample` < K and
+    /// `resume` (a saved model of another K, R or Ψ mode, or `n_init` > 1).
+    pub fn fit_streaming<F: Float, E: From<MfaError>>(
+        &self,
+        pass: &mut DataPass<'_, F, E>,
+        init_sample: usize,
+        resume: Option<MfaEmState<F>>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
+    ) -> Result<MfaFit<F>, E> {
+        fit_streaming(self, pass, init_sample, resume, on_iter).map(MfaFit::from)
+    }
+
+    /// EM with the E-step's statistics computed elsewhere; see
+    /// [`MfaParams::fit_from_statistics`]. Errors: a starting model of
+    /// another K, R or Ψ mode, statistics of another model, and those of
+    /// `statistics_of` and `on_iter`.
+    pub fn fit_from_statistics<F: Float, E: From<MfaError>>(
+        &self,
+        start: Mfa<F>,
+        statistics_of: &mut StatisticsOf<'_, Mfa<F>, MfaStats, E>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
+    ) -> Result<MfaFit<F>, E> {
+        let mut some = |m: &Mfa<F>| statistics_of(m).map(Some);
+        fit_from_statistics(self, start, &mut some, on_iter).map(MfaFit::from)
     }
 }
 
