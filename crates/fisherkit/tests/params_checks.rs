@@ -653,3 +653,89 @@ fn every_mfa_entry_point_checks_the_settings_first() {
     assert_eq!(d.model, e.model);
     assert_eq!(d.log_likelihood, e.log_likelihood);
 }
+
+// ---- VladParams ----
+
+use fisherkit::encode::{Vlad, VladParams};
+
+#[test]
+fn vlad_flags_are_all_valid() {
+    // VLFeat's flags combine freely: `check` accepts every combination
+    for b in 0..32u32 {
+        let p = VladParams {
+            normalize_mass: b & 1 != 0,
+            square_root: b & 2 != 0,
+            normalize_components: b & 4 != 0,
+            unnormalized: b & 8 != 0,
+            hard_assignment: b & 16 != 0,
+        };
+        assert_eq!(*p.check().unwrap(), p);
+    }
+}
+
+#[test]
+fn vlad_soft_assignment_needs_a_gmm() {
+    // model-dependent: refused when built on bare centres, not by `check`
+    let soft = VladParams {
+        hard_assignment: false,
+        ..VladParams::default()
+    };
+    let checked = soft.check().unwrap();
+    let e = option_error(checked.clone().build(gmm().means().to_owned()).unwrap_err());
+    assert!(e.contains("soft-assignment VLAD needs a GMM"), "{e}");
+    let e = option_error(Vlad::new(gmm().means().to_owned(), soft).unwrap_err());
+    assert!(e.contains("soft-assignment VLAD needs a GMM"), "{e}");
+    // with the GMM's posteriors it builds
+    assert!(checked.build_from_gmm(&gmm()).is_ok());
+}
+
+#[test]
+fn vlad_centres_must_be_non_empty_and_finite() {
+    let checked = VladParams::default().check().unwrap();
+    let e = option_error(
+        checked
+            .clone()
+            .build(Array2::<f64>::zeros((0, 3)))
+            .unwrap_err(),
+    );
+    assert!(e.contains("shape (0, 3)"), "{e}");
+    let e = option_error(checked.build(array![[0.0, f64::NAN]]).unwrap_err());
+    assert!(e.contains("VLAD centre [0, 1] is NaN"), "{e}");
+}
+
+#[test]
+fn vlad_new_is_check_then_build() {
+    let x = bag();
+    for hard in [true, false] {
+        let p = VladParams {
+            hard_assignment: hard,
+            square_root: true,
+            ..VladParams::default()
+        };
+        let a = Vlad::from_gmm(&gmm(), p.clone())
+            .unwrap()
+            .encode(x.view())
+            .unwrap();
+        let b = p
+            .check()
+            .unwrap()
+            .build_from_gmm(&gmm())
+            .unwrap()
+            .encode(x.view())
+            .unwrap();
+        assert_eq!(a, b);
+    }
+    let p = VladParams::default();
+    let a = Vlad::new(gmm().means().to_owned(), p.clone())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    let b = p
+        .check()
+        .unwrap()
+        .build(gmm().means().to_owned())
+        .unwrap()
+        .encode(x.view())
+        .unwrap();
+    assert_eq!(a, b);
+}

@@ -11,7 +11,7 @@ pub use fisher::{
     parse_fv_parts, Accumulation, FisherVector, FisherVectorParams, FvPart,
     ValidFisherVectorParams, VLFEAT_SKIP,
 };
-pub use vlad::{Vlad, VladParams};
+pub use vlad::{ValidVladParams, Vlad, VladParams};
 mod mfa_fs;
 pub use mfa_fs::{
     parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams, MfaPart, ValidMfaFisherScoreParams,

@@ -41,6 +41,62 @@ impl Default for VladParams {
     }
 }
 
+impl VladParams {
+    /// Checks the settings that do not depend on the centres and returns the
+    /// checked parameters, which [`Vlad`] is built from. Every combination
+    /// of VLFeat's flags is valid, so this succeeds for every value today;
+    /// the one rule that depends on the model — soft assignment
+    /// (`hard_assignment` = false) needs a GMM's posteriors — is checked by
+    /// [`ValidVladParams::build`] (bare centres), with the error of
+    /// [`Vlad::new`].
+    ///
+    /// ```
+    /// use fisherkit::encode::VladParams;
+    /// use ndarray::array;
+    /// let soft = VladParams { hard_assignment: false, ..VladParams::default() };
+    /// let checked = soft.check().unwrap();
+    /// // soft assignment on bare centres: refused when the encoder is built
+    /// let e = checked.build(array![[0.0, 1.0], [2.0, 3.0]]).unwrap_err();
+    /// assert!(e.to_string().contains("soft-assignment VLAD needs a GMM"));
+    /// ```
+    pub fn check(&self) -> Result<ValidVladParams, EncodeError> {
+        Ok(ValidVladParams(self.clone()))
+    }
+}
+
+/// [`VladParams`] that passed [`VladParams::check`]; only `check` makes one
+/// (params → checked params → encoder). Reads as the parameters (`Deref`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidVladParams(VladParams);
+
+impl std::ops::Deref for ValidVladParams {
+    type Target = VladParams;
+    fn deref(&self) -> &VladParams {
+        &self.0
+    }
+}
+
+impl ValidVladParams {
+    /// The hard-assignment encoder of the centres `means` (K, D); see
+    /// [`Vlad::new`]. Errors: soft assignment (`hard_assignment` = false:
+    /// bare centres have no posteriors), K = 0 or D = 0, a non-finite centre.
+    pub fn build<F: Float>(self, means: Array2<F>) -> Result<Vlad<F>, EncodeError> {
+        if !self.hard_assignment {
+            return Err(EncodeError::InvalidOption(
+                "soft-assignment VLAD needs a GMM (use Vlad::from_gmm)".into(),
+            ));
+        }
+        Vlad::build(means, self.0, None)
+    }
+
+    /// The encoder of the means of `gmm` (K, D), with soft assignment by its
+    /// posteriors when `hard_assignment` is false; see [`Vlad::from_gmm`].
+    pub fn build_from_gmm<F: Float>(self, gmm: &DiagGmm<F>) -> Result<Vlad<F>, EncodeError> {
+        let g = (!self.hard_assignment).then(|| gmm.clone());
+        Vlad::build(gmm.means().to_owned(), self.0, g)
+    }
+}
+
 /// VLAD encoder with K centres in D dimensions.
 ///
 /// For a bag $x_1 \dots x_N$ (N, D) and assignments $q_{ik}$ (1 for the
@@ -66,7 +122,8 @@ pub struct Vlad<F: Float> {
 
 impl<F: Float> Vlad<F> {
     /// VLAD on centres `means` (K, D) (e.g. k-means centroids), with hard
-    /// assignment to the nearest centre. `params.hard_assignment` must be true.
+    /// assignment to the nearest centre. `params.hard_assignment` must be true
+    /// ([`VladParams::check`], then [`ValidVladParams::build`]).
     ///
     /// ```
     /// use fisherkit::encode::{Vlad, VladParams};
@@ -82,21 +139,18 @@ impl<F: Float> Vlad<F> {
     /// assert_eq!((v[2], v[3]), (0.0, 0.0));
     /// ```
     pub fn new(means: Array2<F>, params: VladParams) -> Result<Self, EncodeError> {
-        if !params.hard_assignment {
-            return Err(EncodeError::InvalidOption(
-                "soft-assignment VLAD needs a GMM (use Vlad::from_gmm)".into(),
-            ));
-        }
-        Self::build(means, params, None)
+        params.check()?.build(means)
     }
 
     /// VLAD on the means of `gmm`; soft assignment by its posteriors when
-    /// `params.hard_assignment` is false.
+    /// `params.hard_assignment` is false ([`VladParams::check`], then
+    /// [`ValidVladParams::build_from_gmm`]).
     pub fn from_gmm(gmm: &DiagGmm<F>, params: VladParams) -> Result<Self, EncodeError> {
-        let g = (!params.hard_assignment).then(|| gmm.clone());
-        Self::build(gmm.means().to_owned(), params, g)
+        params.check()?.build_from_gmm(gmm)
     }
 
+    /// The encoder of the checked `params` on centres `means` (K, D), with
+    /// the posteriors of `gmm` when given; checks the centres.
     fn build(
         means: Array2<F>,
         params: VladParams,
