@@ -76,6 +76,31 @@ impl<F: Float> GmmParams<F> {
     /// returned. Errors of the fit itself are converted with `E: From<GmmError>`;
     /// the settings are checked first ([`GmmParams::check`], then
     /// [`ValidGmmParams::fit_streaming`]).
+    ///
+    /// ```
+    /// use fisherkit::gmm::{GmmError, GmmParams};
+    /// use fisherkit::stream::ChunkVisitor;
+    /// use ndarray::{s, Array2};
+    /// // 120 rows in two clusters, near (0.5, 0.5) and (6.5, 6.5)
+    /// let x = Array2::from_shape_fn((120, 2), |(i, j)| 6.0 * (i % 2) as f64 + ((i * 7 + j * 3) % 11) as f64 / 11.0);
+    /// let p = GmmParams::new(2).max_iter(20).tol(0.0);
+    /// // every pass: two chunks, of 80 and 40 rows
+    /// let mut pass = |v: &mut ChunkVisitor<'_, f64, GmmError>| {
+    ///     v(x.slice(s![..80, ..]))?;
+    ///     v(x.slice(s![80.., ..]))
+    /// };
+    /// // init_sample ≥ N: initialised on all rows, in order, as the in-memory fit
+    /// let streamed = p.fit_streaming(&mut pass, 120, None, &mut |_, _| Ok(())).unwrap();
+    /// let in_memory = p.fit(x.view()).unwrap();
+    /// // the same iterations; the chunks only group the E-step sums differently
+    /// assert_eq!(streamed.n_iter, in_memory.n_iter);
+    /// for (a, b) in streamed.model.means().iter().zip(in_memory.model.means()) {
+    ///     assert!((a - b).abs() < 1e-12 * (1.0 + b.abs()), "{a} vs {b}");
+    /// }
+    /// // the data as one chunk: the in-memory fit, bit for bit
+    /// let one = p.fit_streaming::<GmmError>(&mut |v| v(x.view()), 120, None, &mut |_, _| Ok(())).unwrap();
+    /// assert_eq!(one, in_memory);
+    /// ```
     pub fn fit_streaming<E: From<GmmError>>(
         &self,
         pass: &mut DataPass<'_, F, E>,

@@ -67,6 +67,35 @@ impl MfaParams {
     /// M-step with the report and the new state, and its errors, like those
     /// of `pass`, stop the fit. The settings are checked first
     /// ([`MfaParams::check`], then [`ValidMfaParams::fit_streaming`]).
+    ///
+    /// ```
+    /// use fisherkit::mfa::{MfaError, MfaParams};
+    /// use fisherkit::stream::ChunkVisitor;
+    /// use ndarray::{s, Array2};
+    /// // 200 rows in 3-D, two clusters
+    /// let x = Array2::from_shape_fn((200, 3), |(i, j)| ((i * 7 + j * 3) % 11) as f64 + 20.0 * (i % 2) as f64);
+    /// let p = MfaParams::new(2, 1).max_iter(10).tol(0.0);
+    /// // every pass: two chunks, of 150 and 50 rows
+    /// let mut pass = |v: &mut ChunkVisitor<'_, f64, MfaError>| {
+    ///     v(x.slice(s![..150, ..]))?;
+    ///     v(x.slice(s![150.., ..]))
+    /// };
+    /// // init_sample ≥ N: initialised on all rows, in order, as the in-memory fit
+    /// let streamed = p.fit_streaming(&mut pass, 200, None, &mut |_, _| Ok(())).unwrap();
+    /// let in_memory = p.fit(x.view()).unwrap();
+    /// // the same iterations; the chunks only group the E-step sums differently
+    /// assert_eq!(streamed.n_iter, in_memory.n_iter);
+    /// for (a, b) in streamed.log_likelihood.iter().zip(&in_memory.log_likelihood) {
+    ///     assert!((a - b).abs() < 1e-12 * b.abs(), "{a} vs {b}");
+    /// }
+    /// for (a, b) in streamed.model.means().iter().zip(in_memory.model.means()) {
+    ///     assert!((a - b).abs() < 1e-10 * (1.0 + b.abs()), "{a} vs {b}");
+    /// }
+    /// // the data as one chunk: the in-memory fit, bit for bit
+    /// let one = p.fit_streaming::<f64, MfaError>(&mut |v| v(x.view()), 200, None, &mut |_, _| Ok(())).unwrap();
+    /// assert_eq!(one.model, in_memory.model);
+    /// assert_eq!(one.log_likelihood, in_memory.log_likelihood);
+    /// ```
     pub fn fit_streaming<F: Float, E: From<MfaError>>(
         &self,
         pass: &mut DataPass<'_, F, E>,
