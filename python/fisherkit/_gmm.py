@@ -189,7 +189,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     n_init : int, default 1
         Number of initialisations; the best final log-likelihood wins.
     init_params : {"kmeans", "random"}, default "kmeans"
-        "kmeans": k-means++ then 20 Lloyd updates, then one M-step from the hard
+        "kmeans": k-means++ then at most 20 Lloyd updates (the library's
+        ``gmm_init_kmeans_max_iter``), then one M-step from the hard
         assignments; "random": k-means++ seeds as means, the data variance for
         every component, uniform weights.
     variance_floor : float, default 1e-3
@@ -335,7 +336,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             if m.shape != (k, d) or not np.all(np.isfinite(m)):
                 raise ValueError(f"means_init must be a finite ({k}, {d}) array, got shape {m.shape}")
         else:  # k-means centres, as init_params="kmeans" starts from
-            km = KMeans(n_clusters=k, max_iter=20, random_state=self.random_state)
+            iters = _native.defaults()["gmm_init_kmeans_max_iter"]  # gmm::INIT_KMEANS_MAX_ITER
+            km = KMeans(n_clusters=k, max_iter=iters, random_state=self.random_state)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 m = np.asarray(km.fit(X).cluster_centers_, dtype=np.float64)

@@ -248,3 +248,26 @@ def test_keyword_defaults_are_the_librarys():
             assert got[arg] == lib[key] and type(got[arg]) is type(lib[key]), (
                 f"{f.__name__}({arg}={got[arg]!r}) but the library's default {key} is {lib[key]!r}"
             )
+
+
+def test_kmeans_initialisations_are_the_librarys(monkeypatch, data):
+    # The k-means that starts EM runs the library's Lloyd updates, written once
+    # in Rust (gmm::INIT_KMEANS_MAX_ITER, mfa::INIT_KMEANS_MAX_ITER) and
+    # reported by defaults(); the GaussianMixture's own k-means start (means
+    # for weights_init) reads them from there instead of repeating the number.
+    lib = fisherkit._fisherkit.defaults()
+    assert (lib["gmm_init_kmeans_max_iter"], lib["mfa_init_kmeans_max_iter"]) == (20, 25)
+    import fisherkit._gmm as gmm_module
+
+    seen = []
+
+    class RecordingKMeans(gmm_module.KMeans):
+        def fit(self, X, y=None):
+            seen.append(self.max_iter)
+            return super().fit(X, y)
+
+    monkeypatch.setattr(gmm_module, "KMeans", RecordingKMeans)
+    X, *_ = data
+    fisherkit.GaussianMixture(3, max_iter=5, weights_init=[0.2, 0.3, 0.5]).fit(X)
+    assert seen == [lib["gmm_init_kmeans_max_iter"]]
+    assert type(seen[0]) is int

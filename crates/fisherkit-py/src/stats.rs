@@ -231,6 +231,14 @@ pub(crate) fn defaults(
     d.set_item("kmeans_tol", km::TOL)?;
     d.set_item("kmeans_n_init", km::N_INIT)?;
     d.set_item("kmeans_seed", km::SEED)?;
+    d.set_item(
+        "gmm_init_kmeans_max_iter",
+        fisherkit::gmm::INIT_KMEANS_MAX_ITER,
+    )?;
+    d.set_item(
+        "mfa_init_kmeans_max_iter",
+        fisherkit::mfa::INIT_KMEANS_MAX_ITER,
+    )?;
     d.set_item("variance_floor", floor)?;
     d.set_item("variance_floor_mode", mode)?;
     d.set_item("psi_floor", fisherkit::mfa::PSI_FLOOR)?;

@@ -739,3 +739,24 @@ fn vlad_new_is_check_then_build() {
         .unwrap();
     assert_eq!(a, b);
 }
+
+// ---- defaults written once: the k-means initialisations of the EM fits ----
+
+#[test]
+fn gmm_default_kmeans_initialisation_is_the_named_constant() {
+    // GmmParams::new's k-means initialisation runs INIT_KMEANS_MAX_ITER
+    // Lloyd updates: the same fit as asking for them explicitly
+    assert_eq!(fisherkit::gmm::INIT_KMEANS_MAX_ITER, 20);
+    let x = rows();
+    let p = GmmParams::new(3).max_iter(3).tol(0.0).seed(4);
+    let explicit = p
+        .clone()
+        .kmeans_max_iter(fisherkit::gmm::INIT_KMEANS_MAX_ITER);
+    assert_eq!(p, explicit);
+    assert_eq!(p.fit(x.view()).unwrap(), explicit.fit(x.view()).unwrap());
+}
+
+#[test]
+fn mfa_initial_kmeans_iterations_are_the_named_constant() {
+    assert_eq!(fisherkit::mfa::INIT_KMEANS_MAX_ITER, 25);
+}

@@ -11,6 +11,11 @@ use ndarray::{Array1, Array2, ArrayView2};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// Lloyd updates of the k-means initialisation ([`GmmInit::KMeans`]) by
+/// default: [`GmmParams::new`]'s `kmeans_max_iter`, written once (the Python
+/// module's `GaussianMixture` reads it from `defaults()`).
+pub const INIT_KMEANS_MAX_ITER: usize = 20;
+
 /// How EM is initialised.
 // `Given` is large, but one `GmmInit` lives per fit: boxing would only burden callers.
 #[allow(clippy::large_enum_variant)]
@@ -83,7 +88,7 @@ pub struct GmmParams<F: Float> {
 impl<F: Float> GmmParams<F> {
     /// K components; `max_iter` 100, `tol` 1e-6, `n_init` 1, `seed` 0,
     /// `init` [`GmmInit::KMeans`], `variance_floor` `Relative(1e-3)`,
-    /// `kmeans_max_iter` 20.
+    /// `kmeans_max_iter` [`INIT_KMEANS_MAX_ITER`] (20).
     pub fn new(n_components: usize) -> Self {
         Self {
             n_components,
@@ -93,7 +98,7 @@ impl<F: Float> GmmParams<F> {
             seed: crate::stream::em_defaults::SEED,
             init: GmmInit::KMeans,
             variance_floor: VarianceFloor::default(),
-            kmeans_max_iter: 20,
+            kmeans_max_iter: INIT_KMEANS_MAX_ITER,
         }
     }
 

@@ -17,7 +17,7 @@ mod stream;
 
 pub use crate::kernels::softmax::log_joint_to_posteriors_flushed;
 pub use error::GmmError;
-pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams, ValidGmmParams};
+pub use fit::{EmIteration, GmmFit, GmmInit, GmmParams, ValidGmmParams, INIT_KMEANS_MAX_ITER};
 pub use model::{DiagGmm, CHUNK_ROWS};
 pub use stats::{GmmStats, VarianceFloor, STARVED_FRACTION};
 pub use stream::{GmmEmState, OnGmmIteration};

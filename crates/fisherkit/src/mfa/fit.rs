@@ -182,7 +182,8 @@ impl MfaParams {
     /// [`MfaParams::check`], then [`ValidMfaParams::fit_with_progress`]:
     /// fits by EM on `x` (N, D), calling `on_iter` after every E-step.
     ///
-    /// Each restart initialises with k-means + PPCA, then iterates E-step
+    /// Each restart initialises with k-means (at most
+    /// [`super::INIT_KMEANS_MAX_ITER`] Lloyd updates) + PPCA, then iterates E-step
     /// (statistics and log-likelihood $\ell_t$) and M-step until
     /// [`crate::stream::em_stopping_rule`] holds or after `max_iter`
     /// iterations; the restart with the highest final log-likelihood is kept.

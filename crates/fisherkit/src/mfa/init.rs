@@ -1,7 +1,8 @@
 //! Initialisation of an MFA: k-means, then probabilistic PCA per cluster.
 //!
-//! The clustering is [`crate::kmeans`] (k-means++ seeding, GEMM Lloyd), seeded
-//! from the restart's random stream.
+//! The clustering is [`crate::kmeans`] (k-means++ seeding, at most
+//! [`INIT_KMEANS_MAX_ITER`] GEMM Lloyd updates), seeded from the
+//! restart's random stream.
 
 use super::model::{Mfa, PsiMode};
 use super::MfaError;
@@ -12,8 +13,10 @@ use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 
-/// Lloyd iterations of the initial k-means.
-const KMEANS_ITERS: usize = 25;
+/// Lloyd updates of the k-means that initialises every restart of an MFA
+/// fit (before PPCA per cluster), written once (reported by the Python
+/// module's `defaults()`).
+pub const INIT_KMEANS_MAX_ITER: usize = 25;
 
 /// k-means then PPCA per cluster: $\Lambda_j = U_R (\Lambda_R - \sigma_j^2 I)^{1/2}$ from
 /// the top-R eigenpairs of the cluster covariance, $\sigma_j^2$ the mean of the
@@ -50,7 +53,7 @@ pub(crate) fn init_mfa<F: Float>(
         vec![0; n]
     } else {
         KMeansParams::new(k)
-            .max_iter(KMEANS_ITERS)
+            .max_iter(INIT_KMEANS_MAX_ITER)
             .seed(rng.next_u64())
             .fit(xc.view())?
             .labels()

@@ -33,6 +33,7 @@ mod stream;
 
 pub use error::MfaError;
 pub use fit::{MfaFit, MfaIteration, MfaParams, ValidMfaParams, PSI_FLOOR};
+pub use init::INIT_KMEANS_MAX_ITER;
 pub use kernel::MFA_CHUNK_ROWS;
 pub use model::{Mfa, PsiMode, WEIGHT_SUM_TOL};
 pub use stats::MfaStats;
