@@ -140,7 +140,10 @@ pub(crate) fn mbconv(
     let out_row = wo * g.cout;
     let mut out = overwritable(ho * out_row);
     let chunks = rolling_chunks(&g);
+    let pieces = pieces_for(par, expand, project);
+    let min_bands = pieces.unwrap_or(MIN_BANDS);
     if chunks >= MIN_CHUNKS {
+        let chunks = pieces.map_or(chunks, |p| chunks.min(p));
         let chunk_rows = even_split(ho, ho.div_ceil(chunks));
         let grp = group_rows(&g);
         for_each_chunk(&mut out, chunk_rows * out_row, par, |ci, oband| {
@@ -155,7 +158,7 @@ pub(crate) fn mbconv(
         let mut hidden = overwritable(g.hp * row);
         let band = even_split(
             g.hp,
-            (BAND_FLOATS / (g.w * c).max(1)).clamp(1, g.hp.div_ceil(MIN_BANDS).max(1)),
+            (BAND_FLOATS / (g.w * c).max(1)).clamp(1, g.hp.div_ceil(min_bands).max(1)),
         );
         for_each_chunk(&mut hidden, band * row, par, |bi, hb| {
             let pr0 = bi * band;
@@ -172,7 +175,7 @@ pub(crate) fn mbconv(
         // Phase 2: depthwise + project per band of output rows.
         let ob = even_split(
             ho,
-            (BAND_FLOATS / (wo * c).max(1)).clamp(1, ho.div_ceil(MIN_BANDS).max(1)),
+            (BAND_FLOATS / (wo * c).max(1)).clamp(1, ho.div_ceil(min_bands).max(1)),
         );
         let hidden_ref = &hidden;
         for_each_chunk(&mut out, ob * out_row, par, |bi, oband| {
@@ -192,6 +195,22 @@ pub(crate) fn mbconv(
         c: g.cout,
         data: out,
     }
+}
+
+/// How many pieces (chunks or bands) the block's rows are cut into for `par`, when the cut
+/// cannot change the output: every 1×1 layer of the block runs the pointwise kernel, whose
+/// row i depends only on row i of its input however the rows are batched
+/// ([`crate::pointwise::available`]). Then one piece for one thread — no expand row
+/// computed twice at chunk borders, and each band of a small map sweeping the 1×1 weights
+/// once less — and two per thread otherwise (some slack for unequal cores). `None`: the
+/// geometry alone decides ([`MIN_BANDS`], [`rolling_chunks`]), as faer's sums may depend on
+/// the shapes and the output must be the same bits for any thread count.
+fn pieces_for(par: Par, expand: Option<&Conv>, project: &Conv) -> Option<usize> {
+    let packed = project.packed.is_some() && expand.is_none_or(|e| e.packed.is_some());
+    (packed && crate::pointwise::available()).then(|| match par {
+        Par::Seq => 1,
+        Par::Rayon(n) => 2 * n.get(),
+    })
 }
 
 /// Number of chunks of output rows for the rolling schedule: each spans at least

@@ -108,6 +108,14 @@ impl Isa {
     }
 }
 
+/// Whether [`pointwise`] runs on this CPU (AVX-512F, or AVX2 + FMA). Its row i depends only
+/// on row i of A (the sums start from zero and run over q in order, whatever the register
+/// block the row falls in), so callers may then cut the rows into any calls they like
+/// without changing a bit of the output.
+pub(crate) fn available() -> bool {
+    Isa::best().is_some()
+}
+
 /// Rows i < m of $C = \mathrm{act}(A W + b) [+ R]$ (see the module docs), row i written to
 /// `out[dst(i) .. dst(i) + n]`; A is `a` (m, k) row-major, `resid` (m, n) row-major.
 /// Returns `false`, writing nothing, when the CPU has neither AVX-512F nor AVX2 + FMA (the
