@@ -172,6 +172,16 @@ fn load_mfa(files: &MfaFiles) -> Result<Mfa<f32>, String> {
 }
 
 /// GFLOP/s of `flops` floating-point operations done in `secs`.
+/// ‖a − b‖ / ‖b‖ between an `f32` encoding `a` and the `f64` one `b` (same length), in `f64`.
+fn rel_dist_f32_f64(a: ndarray::ArrayView1<'_, f32>, b: ndarray::ArrayView1<'_, f64>) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (x, r) in a.iter().zip(b.iter()) {
+        num += (f64::from(*x) - r).powi(2);
+        den += r * r;
+    }
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
 fn gflops(flops: f64, secs: f64) -> f64 {
     flops / secs / 1e9
 }

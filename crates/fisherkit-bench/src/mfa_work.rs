@@ -124,12 +124,7 @@ fn f32_vs_f64(mfa: &Mfa<f32>, bags: &[ArrayView2<'_, f32>]) -> Result<f64, Strin
         let v64 = e64
             .encode(b.mapv(f64::from).view())
             .map_err(|e| e.to_string())?;
-        let (mut num, mut den) = (0.0f64, 0.0f64);
-        for (a, r) in v32.iter().zip(v64.iter()) {
-            num += (f64::from(*a) - r).powi(2);
-            den += r * r;
-        }
-        worst = worst.max((num / den.max(f64::MIN_POSITIVE)).sqrt());
+        worst = worst.max(crate::rel_dist_f32_f64(v32.view(), v64.view()));
     }
     Ok(worst)
 }
