@@ -26,8 +26,8 @@
 
 use crate::atomic::write_atomically;
 use crate::error::IoError;
+use crate::npy::{read_header, Descr};
 use ndarray::{Array2, ArrayView2, ShapeBuilder};
-use ndarray_npy::npy::header::Header;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -91,15 +91,17 @@ fn io_err(path: &Path, message: impl Into<String>) -> IoError {
     IoError::format(path, message)
 }
 
-/// The numpy type descriptor `'<f4'` as (kind, size): the item size in bytes,
-/// or in characters for `U` (4 bytes each).
-fn parse_descr(h: &Header) -> Result<(char, usize), String> {
-    let text = h.type_descriptor.to_string();
-    let d = text.trim_matches(|c| c == '\'' || c == '"');
-    let mut chars = d.chars();
-    let (order, kind) = match (chars.next(), chars.next()) {
-        (Some(o @ ('<' | '>' | '|' | '=')), Some(k)) => (o, k),
-        _ => return Err(format!("unsupported dtype {text}")),
+/// A simple numpy dtype (see [`Descr`]) as (kind, size): the item size in
+/// bytes, or in characters for `U` (4 bytes each). Object, big-endian,
+/// structured and unparsed dtypes are errors naming the dtype as numpy writes
+/// it (`'>f8'`).
+fn simple_descr(descr: &Descr) -> Result<(char, usize), String> {
+    let (order, kind, size) = match *descr {
+        Descr::Simple { order, kind, size } => (order, kind, size),
+        Descr::Other(ref s) => return Err(format!("unsupported dtype '{s}'")),
+        Descr::Structured => {
+            return Err("structured (record) dtypes are not supported".into());
+        }
     };
     if kind == 'O' {
         return Err(
@@ -107,13 +109,9 @@ fn parse_descr(h: &Header) -> Result<(char, usize), String> {
                 .into(),
         );
     }
-    let size: usize = chars
-        .as_str()
-        .parse()
-        .map_err(|_| format!("unsupported dtype {text}"))?;
     if order == '>' && size > 1 {
         return Err(format!(
-            "big-endian dtype {text} is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"
+            "big-endian dtype '{order}{kind}{size}' is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"
         ));
     }
     Ok((kind, size))
@@ -122,8 +120,8 @@ fn parse_descr(h: &Header) -> Result<(char, usize), String> {
 /// Decodes one `.npy` entry of an archive.
 fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
     let mut rest = bytes;
-    let h = Header::from_reader(&mut rest).map_err(|e| format!("not a valid .npy array: {e}"))?;
-    let (kind, count) = parse_descr(&h)?;
+    let h = read_header(&mut rest).map_err(|e| format!("not a valid .npy array: {e}"))?;
+    let (kind, count) = simple_descr(&h.descr)?;
     let size = if kind == 'U' { 4 * count } else { count };
     let len = h
         .shape
@@ -160,7 +158,7 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
                     .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
                     .collect()
             };
-            if h.layout.is_fortran() && h.shape.len() == 2 {
+            if h.fortran_order && h.shape.len() == 2 {
                 let a = Array2::from_shape_vec((h.shape[0], h.shape[1]).f(), v)
                     .map_err(|e| e.to_string())?;
                 Ok(NpyData::Float(
@@ -214,8 +212,11 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
             }))
         }
         _ => Err(format!(
-            "unsupported dtype {}; expected float32/float64 descriptors, integer or string labels",
-            h.type_descriptor
+            "unsupported dtype '{}'; expected float32/float64 descriptors, integer or string labels",
+            match h.descr {
+                Descr::Simple { order, kind, size } => format!("{order}{kind}{size}"),
+                _ => unreachable!("simple_descr accepts simple dtypes only"),
+            }
         )),
     }
 }
