@@ -158,13 +158,5 @@ fn f32_vs_f64(
         e32 = e32.with_screening(false);
         e64 = e64.with_screening(false);
     }
-    let mut worst = 0.0f64;
-    for b in bags {
-        let v32 = e32.encode(*b).map_err(|e| e.to_string())?;
-        let v64 = e64
-            .encode(b.mapv(f64::from).view())
-            .map_err(|e| e.to_string())?;
-        worst = worst.max(crate::rel_dist_f32_f64(v32.view(), v64.view()));
-    }
-    Ok(worst)
+    crate::worst_f32_vs_f64(&e32, &e64, bags)
 }

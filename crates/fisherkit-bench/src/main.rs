@@ -172,14 +172,27 @@ fn load_mfa(files: &MfaFiles) -> Result<Mfa<f32>, String> {
 }
 
 /// GFLOP/s of `flops` floating-point operations done in `secs`.
-/// ‖a − b‖ / ‖b‖ between an `f32` encoding `a` and the `f64` one `b` (same length), in `f64`.
-fn rel_dist_f32_f64(a: ndarray::ArrayView1<'_, f32>, b: ndarray::ArrayView1<'_, f64>) -> f64 {
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for (x, r) in a.iter().zip(b.iter()) {
-        num += (f64::from(*x) - r).powi(2);
-        den += r * r;
+/// Worst ‖a − b‖ / ‖b‖ over `bags` between `e32`'s encoding of a bag and
+/// `e64`'s of the same bag widened to `f64` (the same model in both types).
+fn worst_f32_vs_f64(
+    e32: &impl fisherkit::Encoder<f32>,
+    e64: &impl fisherkit::Encoder<f64>,
+    bags: &[ndarray::ArrayView2<'_, f32>],
+) -> Result<f64, String> {
+    let mut worst = 0.0f64;
+    for b in bags {
+        let a = e32.encode(*b).map_err(|e| e.to_string())?;
+        let r = e64
+            .encode(b.mapv(f64::from).view())
+            .map_err(|e| e.to_string())?;
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for (x, r) in a.iter().zip(r.iter()) {
+            num += (f64::from(*x) - r).powi(2);
+            den += r * r;
+        }
+        worst = worst.max((num / den.max(f64::MIN_POSITIVE)).sqrt());
     }
-    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+    Ok(worst)
 }
 
 fn gflops(flops: f64, secs: f64) -> f64 {
