@@ -3,7 +3,12 @@
 //! The header is parsed here rather than by `ndarray-npy` so that every
 //! unsupported file gets a message that says what it holds and what was
 //! expected, and so that the data size is checked against the bytes actually
-//! present before anything is allocated. Writing uses `ndarray-npy`.
+//! present before anything is allocated.
+//!
+//! Owners: [`read_header`] parses every `.npy` header the crate reads (files,
+//! `.npz` entries, blocked reading), [`npy_header`] writes every header the
+//! crate writes itself (empty arrays, [`NpyBlockWriter`], `.npz` entries);
+//! the non-empty arrays of [`write_npy`] are written by `ndarray-npy`.
 //!
 //! Format (numpy's `NEP 1`): the magic `\x93NUMPY`, a major and minor
 //! version byte, the header length (u16 little-endian in version 1, u32 in
@@ -43,6 +48,14 @@ impl Dtype {
         match self {
             Dtype::F32 => "float32",
             Dtype::F64 => "float64",
+        }
+    }
+
+    /// numpy's type string of the little-endian type (`"<f4"`), as `.npy` headers write it.
+    pub(crate) fn npy_descr(self) -> &'static str {
+        match self {
+            Dtype::F32 => "<f4",
+            Dtype::F64 => "<f8",
         }
     }
 
@@ -698,27 +711,31 @@ pub fn write_npy<F: Element>(path: impl AsRef<Path>, a: ArrayView2<'_, F>) -> Re
     if a.is_empty() {
         // ndarray-npy 0.10 panics on arrays with a zero-length axis: the
         // header alone is the whole file (numpy format 1.0).
-        let header = empty_npy_header(F::DTYPE, a.dim());
+        let header = npy_header(F::DTYPE.npy_descr(), &[a.nrows(), a.ncols()]);
         return write_atomically(path, |w| io::Write::write_all(w, &header));
     }
     let a = a.as_standard_layout();
     write_atomically(path, |w| a.write_npy(w).map_err(io::Error::other))
 }
 
-/// The bytes of a .npy file (format 1.0) holding an empty (rows, cols) array.
-fn empty_npy_header(dtype: Dtype, (rows, cols): (usize, usize)) -> Vec<u8> {
-    let descr = match dtype {
-        Dtype::F32 => "<f4",
-        Dtype::F64 => "<f8",
-    };
-    let mut dict =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+/// The header of an `.npy` file as numpy writes it: format 1.0, C order,
+/// the dict `{'descr': …, 'fortran_order': False, 'shape': …, }` (shape in
+/// Python's syntax, see [`py_shape`]) padded with spaces so that magic,
+/// version, length, dict and the closing `'\n'` fill a multiple of 64 bytes.
+/// The one writer of `.npy` header bytes in the crate: empty arrays of
+/// [`write_npy`], [`NpyBlockWriter`] and every entry of an `.npz` archive
+/// (`npz::NpzBuilder`). `descr` is numpy's type string (`<f4`, `<i8`, `<U7`).
+pub(crate) fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let mut dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
+        py_shape(shape)
+    );
     // magic (6) + version (2) + length (2) + dict + '\n', padded to 64 bytes
-    while (10 + dict.len() + 1) % 64 != 0 {
-        dict.push(' ');
-    }
+    dict.push_str(&" ".repeat((64 - (10 + dict.len() + 1) % 64) % 64));
     dict.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    let mut out = Vec::with_capacity(10 + dict.len());
+    out.extend_from_slice(NPY_MAGIC);
+    out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
     out.extend_from_slice(dict.as_bytes());
     out
@@ -754,7 +771,7 @@ impl NpyBlockWriter {
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| IoError::os(&path, e))?;
-        let header = empty_npy_header(Dtype::F32, (rows, cols));
+        let header = npy_header(Dtype::F32.npy_descr(), &[rows, cols]);
         use std::os::unix::fs::FileExt;
         tmp.as_file()
             .write_all_at(&header, 0)
@@ -839,6 +856,38 @@ mod tests {
             assert_eq!(bytes.len() % 64, 0, "header padded to 64 bytes");
             let (_, _, shape) = parse_header_dict(&bytes[10..]).unwrap();
             assert_eq!(shape, vec![rows, cols]);
+        }
+    }
+
+    #[test]
+    fn writes_numpy_headers_byte_for_byte() {
+        // What numpy 1.x/2.x `np.save` writes (format 1.0, padded to 64 bytes).
+        let dict = |d: &str| {
+            let mut h = b"\x93NUMPY\x01\x00".to_vec();
+            let text = format!("{d:<117}\n");
+            h.extend_from_slice(&(text.len() as u16).to_le_bytes());
+            h.extend_from_slice(text.as_bytes());
+            h
+        };
+        assert_eq!(
+            npy_header("<f4", &[2, 3]),
+            dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }")
+        );
+        assert_eq!(
+            npy_header("<i8", &[5]),
+            dict("{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }")
+        );
+        assert_eq!(
+            npy_header("<f8", &[]),
+            dict("{'descr': '<f8', 'fortran_order': False, 'shape': (), }")
+        );
+        for (descr, shape) in [("<U100", vec![123_456_789usize]), ("<f4", vec![0; 20])] {
+            let h = npy_header(descr, &shape);
+            assert_eq!(h.len() % 64, 0);
+            let mut r = &h[..];
+            let parsed = read_header(&mut r).unwrap();
+            assert_eq!((parsed.shape, parsed.data_offset), (shape, h.len()));
+            assert!(r.is_empty() && !parsed.fortran_order);
         }
     }
 
