@@ -1,8 +1,12 @@
 //! Descriptor files: precomputed local descriptors with their labels, the input
 //! of the pipeline's `run_descriptors` (`fisherkit run --train-descriptors`)
 //! and the output of its `--save-descriptors`. This module is the format's one
-//! reader and writer (docs/formats.md), with the `.npz` entries of any dtype
-//! the format needs (float, integer and string arrays).
+//! reader and writer (docs/formats.md §4), with the `.npz` entries of any
+//! dtype the format needs (float, integer and string arrays): `decode_npy`
+//! decodes an entry's data, `NpyRef::add_to` encodes one. The archive itself
+//! is walked by [`crate::npz::for_each_entry`] and written by
+//! [`crate::npz::NpzBuilder`], the same code as for `.npz` bags; entry headers
+//! are parsed by `npy::read_header` and written by `npy::npy_header`.
 //!
 //! A descriptor file is one `.npz` archive per split (`numpy.savez` or
 //! `numpy.savez_compressed`) that holds
@@ -26,9 +30,10 @@
 
 use crate::atomic::write_atomically;
 use crate::error::IoError;
-use crate::npy::{read_header, Descr};
-use ndarray::{Array2, ArrayView2, ShapeBuilder};
-use std::io::{Read, Write};
+use crate::npy::{read_values, Descr, Dtype, Element, Header, MatrixLayout};
+use crate::npz::{for_each_entry, write_le, NpzBuilder};
+use ndarray::{Array2, ArrayView2};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// Name of the labels array.
@@ -117,10 +122,12 @@ fn simple_descr(descr: &Descr) -> Result<(char, usize), String> {
     Ok((kind, size))
 }
 
-/// Decodes one `.npy` entry of an archive.
-fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
-    let mut rest = bytes;
-    let h = read_header(&mut rest).map_err(|e| format!("not a valid .npy array: {e}"))?;
+/// Decodes the data of one `.npy` entry of an archive whose header `h` is
+/// already parsed: `data` reads the bytes after the header, `data_len` is
+/// their number according to the zip directory. The size the header claims
+/// is checked against `data_len` before anything is allocated, and since a
+/// corrupt directory can fake `data_len` too, buffers grow as data arrive.
+fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyData, String> {
     let (kind, count) = simple_descr(&h.descr)?;
     let size = if kind == 'U' { 4 * count } else { count };
     let len = h
@@ -129,10 +136,9 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
         .try_fold(1usize, |a, &b| a.checked_mul(b))
         .ok_or("shape overflows")?;
     let nbytes = len.checked_mul(size).ok_or("shape overflows")?;
-    if rest.len() != nbytes {
+    if data_len != nbytes as u64 {
         return Err(format!(
-            "holds {} data bytes but its shape {:?} and dtype need {nbytes}",
-            rest.len(),
+            "holds {data_len} data bytes but its shape {:?} and dtype need {nbytes}",
             h.shape
         ));
     }
@@ -146,32 +152,52 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
             ))
         }
     };
-    let chunks = rest.chunks_exact(size.max(1));
+    // The raw bytes of an integer or string array, read as they arrive.
+    let mut raw = || -> Result<Vec<u8>, String> {
+        let mut bytes = Vec::new();
+        data.take(nbytes as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if bytes.len() != nbytes {
+            return Err(format!(
+                "file is truncated: holds {} data bytes but its shape {:?} and dtype need {nbytes}",
+                bytes.len(),
+                h.shape
+            ));
+        }
+        Ok(bytes)
+    };
     match (kind, size) {
         ('f', 4) | ('f', 8) => {
-            let v: Vec<f32> = if size == 4 {
-                chunks
-                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect()
-            } else {
-                chunks
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
-                    .collect()
+            let dtype = if size == 4 { Dtype::F32 } else { Dtype::F64 };
+            // A 2-D array as (rows, cols) — (cols, rows) in Fortran order,
+            // transposed below — anything else as one column of `len` values.
+            let (n, d) = match h.shape[..] {
+                [r, c] if h.fortran_order => (c, r),
+                [r, c] => (r, c),
+                _ => (len, 1),
             };
-            if h.fortran_order && h.shape.len() == 2 {
-                let a = Array2::from_shape_vec((h.shape[0], h.shape[1]).f(), v)
-                    .map_err(|e| e.to_string())?;
-                Ok(NpyData::Float(
-                    h.shape.clone(),
-                    a.as_standard_layout().iter().copied().collect(),
-                ))
+            let layout = MatrixLayout {
+                dtype,
+                n,
+                d,
+                nbytes,
+            };
+            let a: Array2<f32> = match dtype {
+                Dtype::F32 => read_values(&mut data, &layout, false)?,
+                Dtype::F64 => read_values::<f64, _>(&mut data, &layout, false)?.mapv(|v| v as f32),
+            };
+            let v = if h.fortran_order && h.shape.len() == 2 {
+                a.t().iter().copied().collect()
             } else {
-                Ok(NpyData::Float(h.shape.clone(), v))
-            }
+                a.into_raw_vec_and_offset().0
+            };
+            Ok(NpyData::Float(h.shape.clone(), v))
         }
         ('i' | 'u', 1 | 2 | 4 | 8) => {
             one_d("integer")?;
-            let v = chunks
+            let v = raw()?
+                .chunks_exact(size)
                 .map(|c| {
                     let mut b = [0u8; 8];
                     b[..size].copy_from_slice(c);
@@ -206,7 +232,8 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
             Ok(NpyData::Str(if size == 0 {
                 vec![String::new(); len]
             } else {
-                rest.chunks_exact(size)
+                raw()?
+                    .chunks_exact(size)
                     .map(item)
                     .collect::<Result<_, _>>()?
             }))
@@ -245,25 +272,15 @@ fn decode_npy(bytes: &[u8]) -> Result<NpyData, String> {
 /// ```
 pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e.to_string()))?;
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| io_err(path, format!("not a valid .npz (zip) archive: {e}")))?;
-    let mut out = Vec::with_capacity(zip.len());
-    for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| io_err(path, format!("cannot read archive entry {i}: {e}")))?;
-        if entry.is_dir() {
-            continue;
-        }
-        let raw = entry.name().to_string();
-        let name = raw.strip_suffix(".npy").unwrap_or(&raw).to_string();
-        let mut bytes = Vec::new();
-        entry
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_err(path, format!("array `{name}`: {e}")))?;
-        let data = decode_npy(&bytes).map_err(|e| io_err(path, format!("array `{name}`: {e}")))?;
-        out.push((name, data));
-    }
+    let mut out = Vec::new();
+    for_each_entry(
+        std::io::BufReader::new(file),
+        path,
+        |name, header, data, data_len| {
+            out.push((name.to_string(), decode_npy(header, data, data_len)?));
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 
@@ -443,45 +460,37 @@ fn stacked_bags(
     Ok((names, bags))
 }
 
-/// The `.npy` bytes of an array: version-1.0 header padded to 64 bytes, C order, little-endian.
-fn npy_bytes(a: &NpyRef<'_>) -> Vec<u8> {
-    let (descr, shape, mut data) = match a {
-        NpyRef::Float(x) => (
-            "<f4".to_string(),
-            format!("({}, {})", x.nrows(), x.ncols()),
-            x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
-        ),
-        NpyRef::Int(v) => (
-            "<i8".to_string(),
-            format!("({},)", v.len()),
-            v.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ),
-        NpyRef::Str(v) => {
-            let width = v
-                .iter()
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(1);
-            let mut data = Vec::with_capacity(v.len() * width * 4);
-            for s in v.iter() {
-                let n = s.chars().count();
-                data.extend(s.chars().flat_map(|c| (c as u32).to_le_bytes()));
-                data.extend(std::iter::repeat_n(0u8, 4 * (width - n)));
+impl NpyRef<'_> {
+    /// Adds the array to `npz` as the entry `name.npy` (C order,
+    /// little-endian): `<f4` (n, D), `<i8` (n,), or `<U{w}` (n,) with `w` the
+    /// longest string's length in characters (at least 1), NUL-padded.
+    fn add_to<W: Write + Seek>(&self, npz: &mut NpzBuilder<W>, name: &str) -> std::io::Result<()> {
+        match *self {
+            NpyRef::Float(x) => {
+                npz.add(name, Dtype::F32.npy_descr(), &[x.nrows(), x.ncols()], |w| {
+                    write_le(w, x.iter().copied(), f32::push_le)
+                })
             }
-            (format!("<U{width}"), format!("({},)", v.len()), data)
+            NpyRef::Int(v) => npz.add(name, "<i8", &[v.len()], |w| {
+                write_le(w, v, |x, out| out.extend_from_slice(&x.to_le_bytes()))
+            }),
+            NpyRef::Str(v) => {
+                let width = v
+                    .iter()
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .max(1);
+                npz.add(name, &format!("<U{width}"), &[v.len()], |w| {
+                    write_le(w, v, |s, out| {
+                        let n = s.chars().count();
+                        out.extend(s.chars().flat_map(|c| (c as u32).to_le_bytes()));
+                        out.extend(std::iter::repeat_n(0u8, 4 * (width - n)));
+                    })
+                })
+            }
         }
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.append(&mut data);
-    out
+    }
 }
 
 /// Writes named arrays to an uncompressed `.npz` archive (readable by
@@ -489,16 +498,11 @@ fn npy_bytes(a: &NpyRef<'_>) -> Vec<u8> {
 /// renamed; nothing is left on failure).
 pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<(), IoError> {
     write_atomically(path, |w| {
-        let mut zip = zip::ZipWriter::new(w);
-        let opts = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            .large_file(true);
+        let mut npz = NpzBuilder::new(w, false);
         for (name, a) in arrays {
-            zip.start_file(format!("{name}.npy"), opts)
-                .map_err(std::io::Error::other)?;
-            zip.write_all(&npy_bytes(a))?;
+            a.add_to(&mut npz, name)?;
         }
-        zip.finish().map_err(std::io::Error::other)?;
+        npz.finish()?;
         Ok(())
     })
 }
@@ -510,7 +514,7 @@ pub fn write_npz_arrays(path: &Path, arrays: &[(&str, NpyRef<'_>)]) -> Result<()
 pub struct DescriptorFileWriter {
     path: PathBuf,
     tmp: PathBuf,
-    zip: Option<zip::ZipWriter<std::io::BufWriter<std::fs::File>>>,
+    zip: Option<NpzBuilder<std::io::BufWriter<std::fs::File>>>,
     labels: Vec<String>,
 }
 
@@ -525,15 +529,9 @@ impl DescriptorFileWriter {
         Ok(Self {
             path: path.to_path_buf(),
             tmp,
-            zip: Some(zip::ZipWriter::new(std::io::BufWriter::new(file))),
+            zip: Some(NpzBuilder::new(std::io::BufWriter::new(file), false)),
             labels: Vec::new(),
         })
-    }
-
-    fn opts() -> zip::write::SimpleFileOptions {
-        zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            .large_file(true)
     }
 
     /// Adds image `name`'s bag (n, D) with its class `label`.
@@ -553,9 +551,8 @@ impl DescriptorFileWriter {
             ));
         }
         let zip = self.zip.as_mut().expect("open until finished");
-        zip.start_file(format!("{name}.npy"), Self::opts())
-            .map_err(|e| io_err(&self.path, e.to_string()))?;
-        zip.write_all(&npy_bytes(&NpyRef::Float(bag)))
+        NpyRef::Float(bag)
+            .add_to(zip, name)
             .map_err(|e| io_err(&self.path, e.to_string()))?;
         self.labels.push(label.to_string());
         Ok(())
@@ -568,9 +565,8 @@ impl DescriptorFileWriter {
     pub fn finish(mut self) -> Result<(), IoError> {
         let mut zip = self.zip.take().expect("open until finished");
         let res = (|| -> Result<(), String> {
-            zip.start_file(format!("{LABELS}.npy"), Self::opts())
-                .map_err(|e| e.to_string())?;
-            zip.write_all(&npy_bytes(&NpyRef::Str(&self.labels)))
+            NpyRef::Str(&self.labels)
+                .add_to(&mut zip, LABELS)
                 .map_err(|e| e.to_string())?;
             let mut w = zip.finish().map_err(|e| e.to_string())?;
             w.flush().map_err(|e| e.to_string())?;

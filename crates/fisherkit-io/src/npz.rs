@@ -4,18 +4,133 @@
 //! written by `numpy.savez` / `numpy.savez_compressed`. Entries are read in
 //! the order of the archive's central directory, which is the order numpy
 //! wrote them (the order of the keyword arguments).
+//!
+//! This module owns the archive layer of every `.npz` the crate touches:
+//! [`for_each_entry`] is the one walker of an archive (bags here, descriptor
+//! files in [`crate::descriptor_file`]), [`NpzBuilder`] the one writer of
+//! one (bags by [`write_npz`], typed arrays by
+//! [`crate::descriptor_file::write_npz_arrays`] and `DescriptorFileWriter`).
+//! The `.npy` headers inside are parsed by `npy::read_header` and written by
+//! `npy::npy_header`.
 
 use crate::atomic::write_atomically;
 use crate::error::{IoError, Result};
-use crate::npy::{read_header, read_matrix_data, Dtype, Element, Matrix, NPY_MAGIC, ZIP_MAGIC};
+use crate::npy::{
+    npy_header, read_header, read_matrix_data, Dtype, Element, Header, Matrix, NPY_MAGIC, ZIP_MAGIC,
+};
 
 /// The end-of-central-directory signature that starts an empty zip archive.
 const ZIP_EMPTY_MAGIC: &[u8; 4] = b"PK\x05\x06";
 use ndarray::{Array2, ArrayView2};
-use ndarray_npy::NpzWriter;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek};
+use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::Path;
+
+/// Walks the `.npy` entries of the `.npz` archive `reader` in the order of its
+/// central directory, skipping directories. For each it parses the header
+/// and calls `f(name, header, data, data_len)`: `name` is the entry name
+/// without `.npy`, `data` reads the bytes after the header and `data_len`
+/// is their number according to the zip directory — which a corrupt archive
+/// can fake, so `f` checks it against the header before allocating and
+/// still grows buffers only as data arrive. A header or callback error
+/// becomes [`IoError::NpzArray`] naming `path` and the array; an archive
+/// that zip cannot open, a `Format` error (`not a valid .npz (zip) archive`).
+pub(crate) fn for_each_entry<R: Read + Seek>(
+    reader: R,
+    path: &Path,
+    mut f: impl FnMut(&str, &Header, &mut dyn Read, u64) -> Result<(), String>,
+) -> Result<()> {
+    let mut zip = zip::ZipArchive::new(reader)
+        .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))?;
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| IoError::format(path, format!("cannot read archive entry {i}: {e}")))?;
+        if entry.is_dir() {
+            continue;
+        }
+        let raw_name = entry.name().to_string();
+        let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name);
+        let size = entry.size();
+        read_header(&mut entry)
+            .and_then(|header| {
+                let data_len = size.saturating_sub(header.data_offset as u64);
+                f(name, &header, &mut entry, data_len)
+            })
+            .map_err(|reason| IoError::NpzArray {
+                path: path.to_path_buf(),
+                name: name.to_string(),
+                reason,
+            })?;
+    }
+    Ok(())
+}
+
+/// Writes an `.npz` archive entry by entry: each array is `name.npy`, its
+/// header from `npy::npy_header`, stored or deflated (like `numpy.savez` /
+/// `numpy.savez_compressed`), with zip64 sizes so that no entry is too large.
+pub(crate) struct NpzBuilder<W: Write + Seek> {
+    zip: zip::ZipWriter<W>,
+    options: zip::write::SimpleFileOptions,
+}
+
+impl<W: Write + Seek> NpzBuilder<W> {
+    /// Starts an archive on `w`; `compressed` deflates the entries.
+    pub(crate) fn new(w: W, compressed: bool) -> Self {
+        let method = if compressed {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        Self {
+            zip: zip::ZipWriter::new(w),
+            options: zip::write::SimpleFileOptions::default()
+                .compression_method(method)
+                .large_file(true),
+        }
+    }
+
+    /// Adds the array `name` of numpy type `descr` (`<f4`…) and `shape`, C
+    /// order; `data` writes its little-endian bytes, exactly as many as the
+    /// shape needs.
+    pub(crate) fn add(
+        &mut self,
+        name: &str,
+        descr: &str,
+        shape: &[usize],
+        data: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.zip
+            .start_file(format!("{name}.npy"), self.options)
+            .map_err(io::Error::other)?;
+        self.zip.write_all(&npy_header(descr, shape))?;
+        data(&mut self.zip)
+    }
+
+    /// Writes the central directory and gives the writer back.
+    pub(crate) fn finish(self) -> io::Result<W> {
+        self.zip.finish().map_err(io::Error::other)
+    }
+}
+
+/// Writes `values` to `w` through a 64 KiB buffer, each value's bytes
+/// appended by `push` (little-endian, as `.npy` data).
+pub(crate) fn write_le<T>(
+    w: &mut dyn Write,
+    values: impl IntoIterator<Item = T>,
+    mut push: impl FnMut(T, &mut Vec<u8>),
+) -> io::Result<()> {
+    const FLUSH_AT: usize = 1 << 16;
+    let mut buf = Vec::with_capacity(FLUSH_AT + 64);
+    for v in values {
+        push(v, &mut buf);
+        if buf.len() >= FLUSH_AT {
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    w.write_all(&buf)
+}
 
 /// Bags of one element type with their names.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,58 +260,35 @@ pub fn read_npz_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Bags> {
 }
 
 fn read_npz_from<R: Read + Seek>(reader: R, path: &Path) -> Result<Bags> {
-    let mut zip = zip::ZipArchive::new(reader)
-        .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))?;
-    let mut names = Vec::with_capacity(zip.len());
-    let mut mats: Vec<Matrix> = Vec::with_capacity(zip.len());
-    for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| IoError::format(path, format!("cannot read archive entry {i}: {e}")))?;
-        if entry.is_dir() {
-            continue;
-        }
-        let raw_name = entry.name().to_string();
-        let name = raw_name
-            .strip_suffix(".npy")
-            .unwrap_or(&raw_name)
-            .to_string();
-        let bad = |reason: String| IoError::NpzArray {
-            path: path.to_path_buf(),
-            name: name.clone(),
-            reason,
-        };
-        let size = entry.size();
-        let header = read_header(&mut entry).map_err(bad)?;
-        let layout = header.matrix_layout().map_err(bad)?;
+    let mut names: Vec<String> = Vec::new();
+    let mut mats: Vec<Matrix> = Vec::new();
+    for_each_entry(reader, path, |name, header, mut data, data_len| {
+        let layout = header.matrix_layout()?;
         if let Some((first_name, first)) = names.first().zip(mats.first()) {
-            let first: &Matrix = first;
             if layout.dtype != first.dtype() {
-                return Err(bad(format!(
+                return Err(format!(
                     "dtype {} differs from the first array `{first_name}` ({}); \
                      all bags must have one dtype",
                     layout.dtype,
                     first.dtype()
-                )));
+                ));
             }
             if layout.d != first.dim().1 {
-                return Err(bad(format!(
+                return Err(format!(
                     "has {} columns but the first array `{first_name}` has {}; \
                      all bags must have the same dimension D",
                     layout.d,
                     first.dim().1
-                )));
+                ));
             }
         }
-        layout
-            .check_available(size.saturating_sub(header.data_offset as u64))
-            .map_err(bad)?;
+        layout.check_available(data_len)?;
         // The size comes from the zip directory, which a corrupt archive can
         // fake: grow the buffer as data actually arrive.
-        let m = read_matrix_data(&mut entry, &layout, false).map_err(bad)?;
-        names.push(name);
-        mats.push(m);
-    }
+        mats.push(read_matrix_data(&mut data, &layout, false)?);
+        names.push(name.to_string());
+        Ok(())
+    })?;
     if mats.is_empty() {
         return Err(IoError::format(path, "the .npz archive holds no arrays"));
     }
@@ -344,16 +436,14 @@ pub fn write_npz<F: Element>(
         }
     }
     write_atomically(path, |w| {
-        let mut npz = if compressed {
-            NpzWriter::new_compressed(w)
-        } else {
-            NpzWriter::new(w)
-        };
+        let mut npz = NpzBuilder::new(w, compressed);
         for (name, a) in bags {
-            npz.add_array(*name, &a.as_standard_layout())
-                .map_err(io::Error::other)?;
+            npz.add(name, F::DTYPE.npy_descr(), &[a.nrows(), a.ncols()], |w| {
+                // `iter` walks in logical (C) order whatever the memory layout.
+                write_le(w, a.iter().copied(), F::push_le)
+            })?;
         }
-        npz.finish().map_err(io::Error::other)?;
+        npz.finish()?;
         Ok(())
     })
 }

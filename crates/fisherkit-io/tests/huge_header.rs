@@ -112,6 +112,36 @@ fn headers_claiming_1e12_elements_are_refused_without_allocating() {
             );
         }
     }
+    // Descriptor files (typed entries) go through the same archive walker:
+    // the header's size is checked against the zip directory before any data
+    // are read, so neither a lying header over a few bytes nor one over 16 MiB
+    // of real data (which a reader of whole entries would load) allocates.
+    for (descr, shape, need) in [
+        ("<f4", "(1000000, 1000000)", "4000000000000"),
+        ("<i8", "(1000000000000,)", "8000000000000"),
+        ("<U9", "(1000000000000,)", "36000000000000"),
+    ] {
+        for (data_len, method) in [
+            (64, zip::CompressionMethod::Stored),
+            (64, zip::CompressionMethod::Deflated),
+            (16 << 20, zip::CompressionMethod::Stored),
+        ] {
+            let z = zip_of("a.npy", &npy(descr, shape, &vec![0u8; data_len]), method);
+            let p = dir.path().join("huge-desc.npz");
+            std::fs::write(&p, &z).unwrap();
+            drop(z);
+            let (r, big) =
+                largest_alloc(|| fisherkit_io::descriptor_file::read_descriptor_file(&p));
+            let e = r.unwrap_err().to_string();
+            let want = format!("array `a`: holds {data_len} data bytes but its shape");
+            assert!(e.contains(&want) && e.contains(need), "{e}");
+            assert!(
+                big < LIMIT,
+                "{descr} {method:?} {data_len}: read_descriptor_file allocated {big} bytes at once"
+            );
+        }
+    }
+
     // A shape whose byte size overflows usize.
     let bytes = npy("<f8", "(100000000000, 100000000000)", &[]);
     let (r, big) = largest_alloc(|| fisherkit_io::read_npy_bytes(&bytes, "huge.npy"));
