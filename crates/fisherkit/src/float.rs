@@ -41,6 +41,10 @@ pub trait Float:
     fn from_f64_lossy(v: f64) -> Self;
     /// Widens to `f64`.
     fn as_f64(self) -> f64;
+    /// $e^t$ for $t$ between the softmax's flush cutoff and 0 (`self` ≤ 0), to
+    /// about 1 ulp of the type, branch-free so that loops over it vectorise
+    /// (`kernels::exp`): the posteriors' exponentials.
+    fn exp_nonpositive(self) -> Self;
 }
 
 impl Float for f32 {
@@ -54,6 +58,10 @@ impl Float for f32 {
     fn as_f64(self) -> f64 {
         self as f64
     }
+    #[inline(always)]
+    fn exp_nonpositive(self) -> Self {
+        crate::kernels::exp::exp_nonpositive_f32(self)
+    }
 }
 
 impl Float for f64 {
@@ -66,6 +74,10 @@ impl Float for f64 {
     #[inline(always)]
     fn as_f64(self) -> f64 {
         self
+    }
+    #[inline(always)]
+    fn exp_nonpositive(self) -> Self {
+        crate::kernels::exp::exp_nonpositive(self)
     }
 }
 

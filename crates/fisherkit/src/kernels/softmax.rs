@@ -88,7 +88,7 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(mut self, _simd: S) -> usize {
         const L: usize = 8;
-        let cutoff = flush_cutoff::<F>();
+        let cutoff = F::from_f64_lossy(flush_cutoff::<F>());
         let mut nnz = 0;
         for (i, (mut row, ll)) in self
             .lp
@@ -98,45 +98,47 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
             .enumerate()
         {
             let r = row.as_slice_mut().expect("rows are contiguous");
-            let m = match self.maxima {
+            // In `F`: the exponentials of `f32` log-joints run on 8 lanes with
+            // a degree-7 polynomial (their posteriors are stored in `f32`).
+            let m = F::from_f64_lossy(match self.maxima {
                 Some(mx) => mx[i],
                 None => row_max(r).as_f64(),
-            };
+            });
             // L independent lanes, branch-free: vectorises.
             let mut sums = [0.0f64; L];
             let mut counts = [0u32; L];
             let mut ch = r.chunks_exact_mut(L);
             for c in &mut ch {
                 for ((v, s), n) in c.iter_mut().zip(&mut sums).zip(&mut counts) {
-                    let t = v.as_f64() - m;
+                    let t = *v - m;
                     // NaN fails the test: dropped; the max keeps exp in range
                     let keep = t >= cutoff;
-                    let e = exp_nonpositive(t.max(cutoff));
-                    let e = if keep { e } else { 0.0 };
-                    *s += e;
+                    let e = t.max(cutoff).exp_nonpositive();
+                    let e = if keep { e } else { F::zero() };
+                    *s += e.as_f64();
                     *n += keep as u32;
-                    *v = F::from_f64_lossy(e);
+                    *v = e;
                 }
             }
             let mut sum = 0.0;
             let mut count = 0usize;
             for v in ch.into_remainder() {
-                let t = v.as_f64() - m;
+                let t = *v - m;
                 let e = if t >= cutoff {
-                    exp_nonpositive(t.max(cutoff))
+                    t.max(cutoff).exp_nonpositive()
                 } else {
-                    0.0
+                    F::zero()
                 };
-                count += (e > 0.0) as usize;
-                sum += e;
-                *v = F::from_f64_lossy(e);
+                count += (e > F::zero()) as usize;
+                sum += e.as_f64();
+                *v = e;
             }
             sum += sums.iter().sum::<f64>();
             count += counts.iter().map(|&c| c as usize).sum::<usize>();
             nnz += count;
             let inv = F::from_f64_lossy(1.0 / sum);
             r.iter_mut().for_each(|v| *v *= inv);
-            *ll = m + sum.ln();
+            *ll = m.as_f64() + sum.ln();
         }
         nnz
     }
