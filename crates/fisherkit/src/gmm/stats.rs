@@ -13,7 +13,7 @@ use super::model::DiagGmm;
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::{Float, LN_2PI};
-use crate::kernels::reduce::{reduce_rows, CHUNK_ROWS};
+use crate::kernels::reduce::{reduce_rows, Pool, CHUNK_ROWS};
 use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::{flush_cutoff, log_joint_to_posteriors_flushed};
 use crate::linalg::{gemm, Par};
@@ -279,6 +279,15 @@ impl GmmStats {
         Ok(())
     }
 
+    /// Back to no rows, keeping the centre and the allocations.
+    fn clear(&mut self) {
+        self.n_rows = 0.0;
+        self.log_likelihood = 0.0;
+        self.resp_sums.fill(0.0);
+        self.sum_y.fill(0.0);
+        self.sum_y2.fill(0.0);
+    }
+
     fn add_same_center(&mut self, o: &GmmStats) {
         self.n_rows += o.n_rows;
         self.log_likelihood += o.log_likelihood;
@@ -495,7 +504,8 @@ fn accumulate_sparse<F: Float>(st: &mut GmmStats, q: ArrayView2<'_, F>, yy: Arra
 }
 
 /// The E-step of one reduction leaf (its chunks, sequentially): the
-/// statistics so far and the buffers reused across chunks.
+/// statistics so far and the buffers reused across chunks (and, through a
+/// [`Pool`], across the leaves of one E-step).
 struct EStepLeaf<F: Float> {
     st: GmmStats,
     /// Dense chunks' GEMM sums $Q^\top [y^2, y]$ (K, 2D) in `F` since the last flush.
@@ -514,10 +524,11 @@ struct EStepLeaf<F: Float> {
 }
 
 impl<F: Float> EStepLeaf<F> {
-    fn new(g: &DiagGmm<F>, center: Array1<f64>) -> Self {
+    /// Buffers for `g`; [`Self::start`] gives them statistics to add to.
+    fn new(g: &DiagGmm<F>) -> Self {
         let (k, d) = (g.n_components(), g.dim());
         Self {
-            st: GmmStats::zeros(k, center),
+            st: GmmStats::zeros(0, Array1::zeros(0)),
             acc: Array2::zeros((k, 2 * d)),
             pending: 0,
             q: Array2::zeros((CHUNK_ROWS, k)),
@@ -527,6 +538,16 @@ impl<F: Float> EStepLeaf<F> {
             rows: SparseRows::default(),
             y64: vec![0.0; d],
         }
+    }
+
+    /// Starts a leaf on the statistics `st` (cleared here): nothing pending and
+    /// no screening skip carried over from the leaf these buffers served before,
+    /// so that a leaf's result depends only on its rows.
+    fn start(&mut self, mut st: GmmStats) {
+        st.clear();
+        self.st = st;
+        self.pending = 0;
+        self.screen.reset();
     }
 
     /// The chunk `xc` (n, D) through the screened kernel (docs/math.md §2.7):
@@ -626,11 +647,13 @@ impl<F: Float> EStepLeaf<F> {
         self.st.n_rows += n as f64;
     }
 
-    fn finish(mut self) -> GmmStats {
+    /// The leaf's statistics; the buffers stay for [`Self::start`].
+    fn finish(&mut self) -> GmmStats {
         if self.pending > 0 {
             flush_dense(&mut self.st, &self.acc);
+            self.pending = 0;
         }
-        self.st
+        std::mem::replace(&mut self.st, GmmStats::zeros(0, Array1::zeros(0)))
     }
 }
 
@@ -705,19 +728,24 @@ impl<F: Float> DiagGmm<F> {
     /// every chunk; tests compare the two).
     pub(crate) fn statistics_with(&self, x: ArrayView2<'_, F>, screening: bool) -> GmmStats {
         let center = self.center().mapv(|v| v.as_f64());
+        let (buffers, stats) = (Pool::new(), Pool::new());
         reduce_rows(
             x.nrows(),
             &|r| {
-                let mut leaf = EStepLeaf::new(self, center.clone());
+                let mut leaf = buffers.take(|| EStepLeaf::new(self));
+                leaf.start(stats.take(|| GmmStats::zeros(self.n_components(), center.clone())));
                 for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
                     if !(screening && leaf.screened_chunk(self, xc)) {
                         leaf.dense_chunk(self, xc);
                     }
                 }
-                leaf.finish()
+                let st = leaf.finish();
+                buffers.give(leaf);
+                st
             },
             &|mut a, b| {
                 a.add_same_center(&b);
+                stats.give(b);
                 a
             },
         )

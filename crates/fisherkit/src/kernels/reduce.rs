@@ -9,6 +9,7 @@
 //! the order of the additions.
 
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 
 /// Rows processed per chunk by the chunked GMM E-step, k-means and the
 /// encoders (and the unit of a reduction leaf): memory per chunk is
@@ -56,6 +57,38 @@ where
         merge(l, r)
     }
     rec(&leaves(n), leaf, merge)
+}
+
+/// Buffers reused across the leaves of one reduction: a leaf takes one (or
+/// makes one when none is free) and gives it back when done, so a reduction
+/// over 64 leaves allocates as many buffers as leaves run at once (about the
+/// thread count), not 64. Fresh multi-megabyte buffers cost a page fault and a
+/// cleared page per 4 KiB, which was a few per cent of an EM iteration.
+/// Results must not depend on which buffer a leaf gets: takers reset every
+/// value they read before writing it.
+pub(crate) struct Pool<T>(Mutex<Vec<T>>);
+
+impl<T> Pool<T> {
+    /// An empty pool.
+    pub(crate) fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    /// A free buffer, or `make()` when there is none.
+    pub(crate) fn take(&self, make: impl FnOnce() -> T) -> T {
+        // A poisoned lock means a leaf panicked while pushing or popping: the
+        // vector itself is intact, so keep using it.
+        let free = self.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        free.unwrap_or_else(make)
+    }
+
+    /// Returns a buffer for the next leaf.
+    pub(crate) fn give(&self, t: T) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(t);
+    }
 }
 
 #[cfg(test)]
