@@ -808,12 +808,41 @@ def rel_diff_files(a, b):
     return rel_diff(x, y)
 
 
+def exact_fv(x, w, mu, var):
+    """The improved Fisher vector (mean + variance blocks in VLFeat's layout,
+    signed square root, L2) of the bag `x` (M, D) under the GMM (w, mu, var),
+    in float64 and in the centred direct form, component by component: no
+    expanded-square cancellation, so it is exact to float64 rounding. The
+    reference the float32 encoders are measured against."""
+    x = x.astype(np.float64)
+    w, mu, var = (a.astype(np.float64) for a in (w, mu, var))
+    m, (k, d) = x.shape[0], mu.shape
+    lj = np.empty((m, k))
+    for j in range(k):
+        z2 = (x - mu[j]) ** 2 / var[j]
+        lj[:, j] = np.log(w[j]) - 0.5 * (np.log(2 * np.pi * var[j]).sum() + z2.sum(axis=1))
+    q = np.exp(lj - lj.max(axis=1, keepdims=True))
+    q /= q.sum(axis=1, keepdims=True)
+    u, v = np.empty((k, d)), np.empty((k, d))
+    for j in range(k):
+        z = (x - mu[j]) / np.sqrt(var[j])
+        u[j] = q[:, j] @ z / (m * np.sqrt(w[j]))
+        v[j] = q[:, j] @ (z * z - 1.0) / (m * np.sqrt(2.0 * w[j]))
+    fv = np.concatenate([u.ravel(), v.ravel()])
+    fv = np.sign(fv) * np.sqrt(np.abs(fv))
+    return fv / np.linalg.norm(fv)
+
+
 def gmm_checks(f, path, k, d):
     """FV of bag 0: fisherkit vs VLFeat (same layout) and vs scikit-image
-    (drop its prior block, flip its variance block, renormalise); means after
-    one EM iteration: fisherkit vs scikit-learn and vs VLFeat."""
+    (drop its prior block, flip its variance block, renormalise), and each
+    (all float32) vs the exact float64 FV (`exact_fv`); means after one EM
+    iteration: fisherkit vs scikit-learn and vs VLFeat."""
     checks = {}
     fk_fv, vl_fv, sk_fv = (load_opt(f(n)) for n in ("fk_fv0", "vl_fv0", "sk_fv0"))
+    exact = exact_fv(np.load(path / "bags.npy", mmap_mode="r")[0], *(np.load(path / f"{n}.npy") for n in ("w", "mu", "var")))
+    for name, fv in (("fisherkit", fk_fv), ("VLFeat", vl_fv)):
+        checks[f"FV bag 0, {name} f32 vs exact f64"] = None if fv is None else rel_diff(fv, exact)
     checks["FV bag 0, fisherkit vs VLFeat"] = rel_diff(fk_fv, vl_fv) if fk_fv is not None and vl_fv is not None \
         else None
     if fk_fv is not None and sk_fv is not None:
@@ -821,6 +850,7 @@ def gmm_checks(f, path, k, d):
         conv = np.concatenate([s[k : k + k * d], -s[k + k * d :]])
         conv /= np.linalg.norm(conv)
         checks["FV bag 0, fisherkit vs scikit-image"] = rel_diff(fk_fv, conv)
+        checks["FV bag 0, scikit-image f32 vs exact f64"] = rel_diff(conv, exact)
     else:
         checks["FV bag 0, fisherkit vs scikit-image"] = None
     if vl_fv is not None and sk_fv is not None:  # the two peers agree: validates both harnesses
