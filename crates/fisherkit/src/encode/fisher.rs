@@ -6,6 +6,7 @@ use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::gmm::DiagGmm;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
+use crate::kernels::reduce::add_column_sums;
 use crate::kernels::screen::{refined_pairs, ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::flush_cutoff;
 use crate::linalg::{gemm, Par};
@@ -548,12 +549,7 @@ impl<F: Float> FisherVector<F> {
             ws.nkd.clear();
             ws.nkd.resize(k, 0.0);
         }
-        for row in q.rows() {
-            ws.nkd
-                .iter_mut()
-                .zip(row)
-                .for_each(|(a, &q)| *a += q.as_f64());
-        }
+        add_column_sums(&mut ws.nkd, q);
         gemm(ws.raw.view_mut(), true, q.t(), scratch, F::one(), Par::Seq);
     }
 
@@ -601,18 +597,31 @@ impl<F: Float> FisherVector<F> {
         let means = means.as_slice().expect("model arrays are standard layout");
         let inv_sigma = self.inv_sigma.as_slice().expect("standard layout");
         let center = self.center.as_slice().expect("standard layout");
-        for kk in 0..k {
-            let nq = ws.nkd[kk];
-            ws.nk[kk] += nq;
-            for dd in 0..d {
-                let is = inv_sigma[kk * d + dd].as_f64();
-                let mu = means[kk * d + dd].as_f64() - center[dd].as_f64();
-                let r2 = ws.raw[[kk, dd]].as_f64();
-                let r1 = ws.raw[[kk, d + dd]].as_f64();
-                ws.sz[kk * d + dd] += (r1 - nq * mu) * is;
-                ws.sz2[kk * d + dd] += (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
+        let raw = ws.raw.as_slice().expect("standard layout");
+        // element-wise over contiguous slices, compiled for AVX2: vectorises
+        // (the same operations in the same order as a scalar loop: same bits)
+        crate::linalg::vectorized(|| {
+            for kk in 0..k {
+                let nq = ws.nkd[kk];
+                ws.nk[kk] += nq;
+                let r = kk * d..(kk + 1) * d;
+                let (r2, r1) = raw[2 * kk * d..2 * (kk + 1) * d].split_at(d);
+                for (((((u, uu), &is), &m), &c), (&r2, &r1)) in ws.sz[r.clone()]
+                    .iter_mut()
+                    .zip(&mut ws.sz2[r.clone()])
+                    .zip(&inv_sigma[r.clone()])
+                    .zip(&means[r])
+                    .zip(center)
+                    .zip(r2.iter().zip(r1))
+                {
+                    let is = is.as_f64();
+                    let mu = m.as_f64() - c.as_f64();
+                    let (r2, r1) = (r2.as_f64(), r1.as_f64());
+                    *u += (r1 - nq * mu) * is;
+                    *uu += (r2 - 2.0 * mu * r1 + mu * mu * nq) * is * is;
+                }
             }
-        }
+        });
     }
 
     /// The Fisher-information scaling (docs/math.md §3.2) of the `f64` sums

@@ -13,7 +13,7 @@ use super::model::DiagGmm;
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::{Float, LN_2PI};
-use crate::kernels::reduce::{reduce_rows, Pool, CHUNK_ROWS};
+use crate::kernels::reduce::{add_column_sums, reduce_rows, Pool, CHUNK_ROWS};
 use crate::kernels::screen::{ScreenScratch, SparseRows, REFINE_MIN};
 use crate::kernels::softmax::{flush_cutoff, log_joint_to_posteriors_flushed};
 use crate::linalg::{gemm, Par};
@@ -638,11 +638,10 @@ impl<F: Float> EStepLeaf<F> {
                 self.pending = 0;
             }
         }
-        for row in qc.rows() {
-            Zip::from(&mut self.st.resp_sums)
-                .and(&row)
-                .for_each(|a, &v| *a += v.as_f64());
-        }
+        add_column_sums(
+            self.st.resp_sums.as_slice_mut().expect("standard layout"),
+            qc.view(),
+        );
         self.st.log_likelihood += self.ll[..n].iter().sum::<f64>();
         self.st.n_rows += n as f64;
     }

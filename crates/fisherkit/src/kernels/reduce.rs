@@ -8,6 +8,8 @@
 //! [`rayon::join`]. Work stealing changes which thread computes a node, never
 //! the order of the additions.
 
+use crate::float::Float;
+use ndarray::ArrayView2;
 use std::ops::Range;
 use std::sync::{Mutex, PoisonError};
 
@@ -88,6 +90,21 @@ impl<T> Pool<T> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(t);
+    }
+}
+
+/// `sums` (K) += the column sums of `q` (n, K), in `f64`, row after row (the
+/// order of the additions does not depend on the layout of `q`).
+pub(crate) fn add_column_sums<F: Float>(sums: &mut [f64], q: ArrayView2<'_, F>) {
+    for row in q.rows() {
+        match row.as_slice() {
+            // contiguous rows: a loop that vectorises
+            Some(r) => sums.iter_mut().zip(r).for_each(|(a, &q)| *a += q.as_f64()),
+            None => sums
+                .iter_mut()
+                .zip(row)
+                .for_each(|(a, &q)| *a += q.as_f64()),
+        }
     }
 }
 
