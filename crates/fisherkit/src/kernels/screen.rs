@@ -223,8 +223,16 @@ impl<F: Float> DiagScreen<F> {
     pub fn exact_log_joints(&self, x: ArrayView2<'_, F>, rows: &mut SparseRows) {
         let mut x64 = vec![0.0f64; x.ncols()];
         for (i, xr) in x.outer_iter().enumerate() {
-            x64.iter_mut().zip(xr).for_each(|(a, &v)| *a = v.as_f64());
-            for j in rows.start[i]..rows.start[i + 1] {
+            let pairs = rows.start[i]..rows.start[i + 1];
+            if pairs.is_empty() {
+                continue;
+            }
+            // over a contiguous slice the widening vectorises (the row iterator did not)
+            match xr.as_slice() {
+                Some(xs) => x64.iter_mut().zip(xs).for_each(|(a, &v)| *a = v.as_f64()),
+                None => x64.iter_mut().zip(xr).for_each(|(a, &v)| *a = v.as_f64()),
+            }
+            for j in pairs {
                 rows.val[j] = self.exact_log_joint(&x64, rows.comp[j] as usize).0;
             }
         }
