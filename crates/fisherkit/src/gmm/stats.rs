@@ -732,13 +732,8 @@ impl<F: Float> DiagGmm<F> {
             x.nrows(),
             &|r| {
                 let mut leaf = buffers.take(|| EStepLeaf::new(self));
-                leaf.start(stats.take(|| GmmStats::zeros(self.n_components(), center.clone())));
-                for xc in x.slice(s![r, ..]).axis_chunks_iter(Axis(0), CHUNK_ROWS) {
-                    if !(screening && leaf.screened_chunk(self, xc)) {
-                        leaf.dense_chunk(self, xc);
-                    }
-                }
-                let st = leaf.finish();
+                let st = stats.take(|| GmmStats::zeros(self.n_components(), center.clone()));
+                let st = self.leaf_statistics(&mut leaf, st, x.slice(s![r, ..]), screening);
                 buffers.give(leaf);
                 st
             },
@@ -748,6 +743,24 @@ impl<F: Float> DiagGmm<F> {
                 a
             },
         )
+    }
+
+    /// The statistics of one reduction leaf, the rows `x` (n, D), chunk by chunk on the
+    /// buffers of `leaf`, added to `st` once it is cleared.
+    fn leaf_statistics(
+        &self,
+        leaf: &mut EStepLeaf<F>,
+        st: GmmStats,
+        x: ArrayView2<'_, F>,
+        screening: bool,
+    ) -> GmmStats {
+        leaf.start(st);
+        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+            if !(screening && leaf.screened_chunk(self, xc)) {
+                leaf.dense_chunk(self, xc);
+            }
+        }
+        leaf.finish()
     }
 
     /// The M-step from (merged) statistics `st` of K components in D
@@ -1099,6 +1112,7 @@ mod tests {
 #[cfg(test)]
 mod screen_tests {
     use super::*;
+    use crate::kernels::reduce::reduce_rows;
     use ndarray::Array1;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
@@ -1135,6 +1149,108 @@ mod screen_tests {
     fn rel(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
         let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
         (num / b.iter().map(|y| y * y).sum::<f64>()).sqrt()
+    }
+
+    /// Blocks of [`CHUNK_ROWS`] rows: every third block near a group of nine almost equal
+    /// components (nine live posteriors per row: a dense chunk, which sends the leaf to the
+    /// GEMM path and makes its next chunks skip the screening), the others near a lone
+    /// component far away (screened chunks). 60 000 rows make 53 leaves of 4 or 5 chunks,
+    /// so leaves share pooled buffers (`Pool`) whose pending dense sums and screening skips
+    /// must not leak from one leaf into the next.
+    fn mixed_chunks(seed: u64) -> (DiagGmm<f64>, Array2<f64>) {
+        let (k, d, n) = (10, 8, 60_000);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mu = Array2::from_shape_fn((k, d), |(kk, j)| {
+            if kk == 0 {
+                0.0
+            } else {
+                30.0 + 0.01 * ((kk * 3 + j) % 5) as f64
+            }
+        });
+        let var = Array2::from_shape_fn((k, d), |_| rng.random_range(0.9..1.1));
+        let x = Array2::from_shape_fn((n, d), |(i, _)| {
+            let near = if (i / CHUNK_ROWS) % 3 == 0 { 30.0 } else { 0.0 };
+            near + rng.random_range(-1.0..1.0)
+        });
+        (
+            DiagGmm::new(Array1::from_elem(k, 1.0 / k as f64), mu, var).unwrap(),
+            x,
+        )
+    }
+
+    fn stats_bits(st: &GmmStats) -> Vec<u64> {
+        let mut b = vec![st.n_rows().to_bits(), st.log_likelihood().to_bits()];
+        for a in [
+            st.resp_sums().to_owned().into_dyn(),
+            st.sum_y().to_owned().into_dyn(),
+            st.sum_y2().to_owned().into_dyn(),
+        ] {
+            b.extend(a.iter().map(|v| v.to_bits()));
+        }
+        b
+    }
+
+    #[test]
+    fn pooled_leaves_give_the_same_bits_for_any_thread_count() {
+        let (g, x) = mixed_chunks(5);
+        let (g32, x32): (DiagGmm<f32>, _) = (g.cast(), x.mapv(|v| v as f32));
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    (
+                        stats_bits(&g.statistics_unchecked(x.view())),
+                        stats_bits(&g32.statistics_unchecked(x32.view())),
+                    )
+                })
+        };
+        // the reference: every leaf on fresh buffers, reduced along the same tree
+        let fresh = |g: &DiagGmm<f64>, x: ArrayView2<'_, f64>| {
+            let c = g.center().to_owned();
+            reduce_rows(
+                x.nrows(),
+                &|r| {
+                    let st = GmmStats::zeros(g.n_components(), c.clone());
+                    g.leaf_statistics(&mut EStepLeaf::new(g), st, x.slice(s![r, ..]), true)
+                },
+                &|mut a, b| {
+                    a.add_same_center(&b);
+                    a
+                },
+            )
+        };
+        let reference = stats_bits(&fresh(&g, x.view()));
+        for t in [1, 2, 3] {
+            let (b64, b32) = run(t);
+            assert!(
+                b64 == reference,
+                "{t} thread(s): pooled leaves differ from fresh ones"
+            );
+            assert!(b32 == run(1).1, "f32, {t} threads differ from one");
+        }
+        // each leaf starts from zero: the pooled result is the reduction of fresh leaves,
+        // whose sums match the direct formulas
+        let st = g.statistics_unchecked(x.view());
+        let q = g.predict_proba(x.view()).unwrap();
+        let nk = q.sum_axis(Axis(0));
+        for (a, b) in st.resp_sums().iter().zip(&nk) {
+            assert!((a - b).abs() <= 1e-9 * b.max(1.0), "n_k {a} vs {b}");
+        }
+        assert_eq!(st.n_rows(), 60_000.0);
+        // and the data do mix both kinds of chunks
+        let mut rows = SparseRows::default();
+        let mut ws = ScreenScratch::default();
+        let kinds: Vec<bool> = x
+            .axis_chunks_iter(Axis(0), CHUNK_ROWS)
+            .take(6)
+            .map(|c| {
+                ws.reset();
+                g.screen().survivors(c, None, &mut ws, &mut rows)
+            })
+            .collect();
+        assert_eq!(kinds, [false, true, true, false, true, true]);
     }
 
     #[test]
