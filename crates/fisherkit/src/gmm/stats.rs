@@ -1169,7 +1169,11 @@ mod screen_tests {
         });
         let var = Array2::from_shape_fn((k, d), |_| rng.random_range(0.9..1.1));
         let x = Array2::from_shape_fn((n, d), |(i, _)| {
-            let near = if (i / CHUNK_ROWS) % 3 == 0 { 30.0 } else { 0.0 };
+            let near = if (i / CHUNK_ROWS).is_multiple_of(3) {
+                30.0
+            } else {
+                0.0
+            };
             near + rng.random_range(-1.0..1.0)
         });
         (
