@@ -1154,9 +1154,9 @@ mod screen_tests {
     /// Blocks of [`CHUNK_ROWS`] rows: every third block near a group of nine almost equal
     /// components (nine live posteriors per row: a dense chunk, which sends the leaf to the
     /// GEMM path and makes its next chunks skip the screening), the others near a lone
-    /// component far away (screened chunks). 60 000 rows make 53 leaves of 4 or 5 chunks,
-    /// so leaves share pooled buffers (`Pool`) whose pending dense sums and screening skips
-    /// must not leak from one leaf into the next.
+    /// component far away (screened chunks). 60 000 rows are 235 chunks in 59 leaves of 4
+    /// (the last of 3), so leaves share pooled buffers (`Pool`) whose pending dense sums and
+    /// screening skips must not leak from one leaf into the next.
     fn mixed_chunks(seed: u64) -> (DiagGmm<f64>, Array2<f64>) {
         let (k, d, n) = (10, 8, 60_000);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
