@@ -569,7 +569,7 @@ def fmt_val(rec):
     if rec is None:
         return "-"
     if rec.get("work") == "gemm":
-        return f"{rec['gflops']:.0f} GFLOP/s"
+        return f"{rec['gflops']:.0f} GFLOP/s (tall {rec['tall_gflops']:.0f})"
     if rec.get("iteration_s") is not None:
         return fmt_time(rec["iteration_s"])
     if rec.get("per_bag_s") is not None:
@@ -689,11 +689,19 @@ def main():
                               mfa_bags=mfa_bags),
                "machine": dict(cpus=os.cpu_count(), load_before=load0, platform=platform.platform(),
                                peers=info),
-               "gemm": {}, "gmm": [], "mfa": [], "checks": {}}
+               "gemm": {}, "gemm_shape": {}, "gmm": [], "mfa": [], "checks": {}}
 
     print("\nf32 GEMM rate (fisherkit::linalg::gemm, faer):", flush=True)
     for t in threads:
         results["gemm"][t] = r.run("gemm", [fk, "gemm", "--reps", reps], t, peer=False)
+    # The E-step's own product shape, (16384 × 2D)·(2D × K): at small K faer's rate on it is
+    # well below the best one, and no E-step can beat the GEMM it is made of.
+    if not a.mfa_only:
+        for (d, k) in sorted(set(sizes) | ({(500, 50), (500, 256)} if a.data in ("real", "both") else set())):
+            for t in threads:
+                rec = r.run(f"gemm shape D={d} K={k}", [fk, "gemm", "--reps", reps, "--d", d, "--k", k], t,
+                            peer=False)
+                results["gemm_shape"][f"{d}x{k}_t{t}"] = rec
 
     data_sets = []
     if not a.mfa_only and a.data in ("synthetic", "both"):
@@ -877,6 +885,13 @@ def report(res):
     """Markdown: the main table, thread scaling, the targets, the checks."""
     lines = []
     gemm = {t: _get(v, "gflops") for t, v in res["gemm"].items()}
+    shape = {key: _get(v, "tall_gflops") for key, v in res.get("gemm_shape", {}).items()}
+
+    def gemm_col(d, k, t):
+        """The best GEMM rate, and faer's rate on the E-step's own (16384 × 2D)·(2D × K) shape."""
+        own = shape.get(f"{d}x{k}_t{t}")
+        return fmt_num(gemm.get(t)) + (f" ({fmt_num(own)} this shape)" if own else "")
+
     c = res["config"]
     lines.append(f"### fisherkit benchmark (N = {c['n']}, bags of {c['bag_size']} descriptors, float32, "
                  f"median of {c['reps']})\n")
@@ -894,14 +909,14 @@ def report(res):
         gf = 8.0 * c["n"] * d * k / st / 1e9 if st else _get(row.get("fk_em"), "posteriors_gflops")
         lines.append(f"| EM iteration | {data} | {d}/{k} | {t} | {fmt_time(fk_it)} | {fmt_time(vl_it)} | {fmt_time(sk_it)} | "
                      f"{fmt_ratio(ratio(vl_it, fk_it))} | {fmt_ratio(ratio(sk_it, fk_it))} | {fmt_num(gf)} (E) | "
-                     f"{fmt_num(gemm.get(t))} |")
+                     f"{gemm_col(d, k, t)} |")
         fk_fv = _get(row.get("fk_fv"), "per_bag_s")
         vl_fv = _get(row.get("vl_fv"), "per_bag_s")
         sk_fv = _get(row.get("sk_fv"), "per_bag_s")
         gf = 8.0 * c["bag_size"] * d * k / fk_fv / 1e9 if fk_fv else None
         lines.append(f"| FV per bag | {data} | {d}/{k} | {t} | {fmt_time(fk_fv)} | {fmt_time(vl_fv)} | {fmt_time(sk_fv)} | "
                      f"{fmt_ratio(ratio(vl_fv, fk_fv))} | {fmt_ratio(ratio(sk_fv, fk_fv))} | {fmt_num(gf)} | "
-                     f"{fmt_num(gemm.get(t))} |")
+                     f"{gemm_col(d, k, t)} |")
         tgt[(data, d, k, t)] = dict(em=(fk_it, vl_it, sk_it), fv=(fk_fv, vl_fv, sk_fv))
     for row in res["mfa"]:
         d, k, rr, t = row["d"], row["k"], row["r"], row["threads"]
@@ -920,7 +935,8 @@ def report(res):
     lines.append("")
     lines.append("GFLOP/s: GMM EM = 8·N·D·K / time of the E-step statistics (two (N×2D)·(2D×K)-sized products); "
                  "FV = 8·n·D·K per bag; MFA = 4·N·D·K·R per iteration or bag. GEMM = best of a 2048³ and a "
-                 "(16384×1000)·(1000×256) f32 product through fisherkit::linalg::gemm.\n")
+                 "(16384×1000)·(1000×256) f32 product through fisherkit::linalg::gemm; \"this shape\" = the same "
+                 "tall product with the row's D and K, (16384×2D)·(2D×K), the GEMM the E-step is made of.\n")
 
     for t, g in res["gemm"].items():
         if g and g.get("scalar_exp_ns_after_gemm") and g.get("scalar_exp_ns_before_gemm"):
