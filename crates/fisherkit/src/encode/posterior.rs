@@ -5,22 +5,12 @@
 
 use crate::float::Float;
 use crate::kernels::exp::exp_nonpositive;
-use crate::kernels::softmax::{flush_cutoff as flush_cutoff_f64, row_max, softmax_rows_flushed};
+use crate::kernels::softmax::{flush_cutoff_in, row_max, softmax_rows_flushed};
 use ndarray::{ArrayView2, ArrayViewMut2};
-
-/// $\ln$ of the smallest posterior kept relative to a row's largest:
-/// $\tfrac12 \ln(\text{smallest normal})$, −43.7 in `f32` ($10^{-19}$),
-/// −354 in `f64` ($10^{-154}$), as in the EM's E-step. Smaller terms are
-/// flushed to exactly 0: they are invisible at the type's precision next to
-/// the row's posteriors (which sum to 1), and keeping them made the products
-/// $q z$ subnormal — on x86 each such operation takes a microcode assist.
-fn flush_cutoff<F: Float>() -> F {
-    F::from_f64_lossy(flush_cutoff_f64::<F>())
-}
 
 /// Posteriors in place, vectorised: `lp` (n, K) holds log-joints up to the
 /// per-component `bias` (K), which is added first; on return it holds
-/// $q_{ik}$, with the terms below [`flush_cutoff`] exactly 0 and NaN entries
+/// $q_{ik}$, with the terms below [`flush_cutoff_in`] exactly 0 and NaN entries
 /// 0. Returns the number of non-zero posteriors, or `None` (and `lp` holds
 /// the log-joints with the bias added) if some row's largest log-joint is not
 /// finite: the caller then takes [`SparsePosteriors::fill_from_log_joint`],
@@ -125,7 +115,7 @@ impl<F: Float> SparsePosteriors<F> {
         self.comp.clear();
         self.q.clear();
         self.start.push(0);
-        let cutoff = flush_cutoff::<F>();
+        let cutoff = flush_cutoff_in::<F>();
         let mut buf: Vec<(u32, f64)> = Vec::new();
         for row in rows {
             let m = row_max(row);

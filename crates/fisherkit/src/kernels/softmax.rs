@@ -15,6 +15,14 @@ pub(crate) fn flush_cutoff<F: Float>() -> f64 {
     0.5 * F::min_positive_value().as_f64().ln()
 }
 
+/// [`flush_cutoff`] rounded to `F`, for comparisons with log-joints held in `F`
+/// (the row softmax here and the encoders' sparse posteriors). Besides being
+/// invisible at the type's precision, the flushed terms would make products
+/// $q z$ subnormal, and on x86 each such operation takes a microcode assist.
+pub(crate) fn flush_cutoff_in<F: Float>() -> F {
+    F::from_f64_lossy(flush_cutoff::<F>())
+}
+
 /// [`crate::gmm::DiagGmm::log_joint_to_posteriors`] that flushes to exactly 0 the terms
 /// with $\ell_{ik} - \max_j \ell_{ij} < \tfrac12 \ln(\text{smallest normal})$
 /// (−43.7 in `f32`, −354 in `f64`): their posteriors, below $10^{-19}$
@@ -88,7 +96,7 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(mut self, _simd: S) -> usize {
         const L: usize = 8;
-        let cutoff = F::from_f64_lossy(flush_cutoff::<F>());
+        let cutoff = flush_cutoff_in::<F>();
         let mut nnz = 0;
         for (i, (mut row, ll)) in self
             .lp
