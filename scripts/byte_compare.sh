@@ -32,7 +32,21 @@ compare() { # name, then the command line after the binary (with @OUT@ for the o
     local bin; [ $side = old ] && bin=$old || bin=$new
     "$bin" --quiet "${@//@OUT@/$work/$side}" >/dev/null
   done
-  if cmp -s "$work/old/$name" "$work/new/$name"; then echo "same       $name"; else echo "DIFFERENT  $name"; status=1; fi
+  if cmp -s "$work/old/$name" "$work/new/$name"; then echo "same       $name"; else echo "DIFFERENT  $name$(ulps "$work/old/$name" "$work/new/$name")"; status=1; fi
+}
+ulps() { # for two .npy files of the same shape: the largest difference in units in the last place
+  case $1 in *.npy) ;; *) return 0 ;; esac
+  python3 -c "
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+if a.shape != b.shape or a.dtype != b.dtype or a.dtype.kind != 'f':
+    sys.exit()
+i = np.dtype('i%d' % a.dtype.itemsize)
+def ordered(x):  # the float's position on the number line as an integer
+    v = x.view(i).astype(np.int64)
+    return np.where(v < 0, np.iinfo(i).min - v, v)
+d = np.abs(ordered(a) - ordered(b))
+print(f' (max {d.max()} ulp, {np.count_nonzero(d)} of {d.size} values differ)')" "$1" "$2"
 }
 for t in float32 float64; do
   x=$work/x_$t.npy; b=$work/bags_$t.npz

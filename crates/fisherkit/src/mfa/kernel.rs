@@ -20,6 +20,7 @@ use super::sparse::{self, Direct, SparseScratch};
 use super::MfaError;
 use crate::float::{Float, LN_2PI};
 use crate::kernels::diag_gauss::mixture_mean;
+use crate::kernels::reduce::lane_sum;
 use crate::kernels::softmax::{flush_cutoff, softmax_columns_flushed};
 use crate::linalg::{gemm, Cholesky, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
@@ -533,23 +534,6 @@ fn row_sums<F: Float>(
             );
         }
     }
-}
-
-/// $\sum_i x_i$ in `f64`, in 8 interleaved partial sums (so the loop vectorises;
-/// the order is fixed, so the bits do not depend on anything but `x`).
-fn lane_sum(x: &[f64]) -> f64 {
-    let mut lanes = [0.0f64; 8];
-    let mut it = x.chunks_exact(8);
-    for c in &mut it {
-        for (l, v) in lanes.iter_mut().zip(c) {
-            *l += v;
-        }
-    }
-    for (l, v) in lanes.iter_mut().zip(it.remainder()) {
-        *l += v;
-    }
-    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 }
 
 /// $e_i = h_i g_i$ (written to `e` when given) and $\sum_i e_i$ in `f64`, in 8
