@@ -18,7 +18,7 @@
 use super::{EncodeError, Encoder};
 use crate::float::Float;
 use crate::linalg::{gemm, Par};
-use crate::mfa::kernel::{accumulate, Want};
+use crate::mfa::kernel::{accumulate, GAcc, Want};
 use crate::mfa::Mfa;
 use crate::normalize::Normalization;
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayViewMut1, Axis};
@@ -187,8 +187,9 @@ pub struct MfaFisherScore<F: Float> {
     mu_p: Array2<f64>,
     /// (P, D): $1/\psi$.
     inv_psi: Array2<f64>,
-    /// (K, D, R): $\Lambda_k C_k^{-\top}$.
-    lam_tilde: Array3<f64>,
+    /// (K, R, D): $\tilde\Lambda_k^\top = (\Lambda_k C_k^{-\top})^\top$, stored
+    /// transposed so that $\tilde\Lambda_k s_k$ runs along D.
+    lam_tilde_t: Array3<f64>,
     /// (K, D, R): $\beta_k^\top = \Psi_k^{-1}\Lambda_k M_k^{-1}$.
     beta_t: Array3<f64>,
 }
@@ -214,7 +215,7 @@ impl<F: Float> MfaFisherScore<F> {
         let mu_p =
             Array2::from_shape_fn((k, d), |(i, j)| model.means()[[i, j]].as_f64() - center[j]);
         let inv_psi = model.psi().mapv(|v| 1.0 / v.as_f64());
-        let mut lam_tilde = Array3::<f64>::zeros((k, d, r));
+        let mut lam_tilde_t = Array3::<f64>::zeros((k, r, d));
         let mut beta_t = Array3::<f64>::zeros((k, d, r));
         for kk in 0..k {
             let lam = model
@@ -222,9 +223,9 @@ impl<F: Float> MfaFisherScore<F> {
                 .index_axis(Axis(0), kk)
                 .mapv(|v| v.as_f64());
             let ci = model.kern.c_inv.index_axis(Axis(0), kk);
-            lam_tilde
+            lam_tilde_t
                 .index_axis_mut(Axis(0), kk)
-                .assign(&lam.dot(&ci.t()));
+                .assign(&ci.dot(&lam.t()));
             let ip = inv_psi.row(model.psi_row(kk));
             let mut bt = lam.dot(&model.kern.m_inv.index_axis(Axis(0), kk));
             for (mut row, &p) in bt.rows_mut().into_iter().zip(ip.iter()) {
@@ -240,7 +241,7 @@ impl<F: Float> MfaFisherScore<F> {
             white_scale: None,
             mu_p,
             inv_psi,
-            lam_tilde,
+            lam_tilde_t,
             beta_t,
         };
         if let Some(w) = params.whitening {
@@ -284,76 +285,110 @@ impl<F: Float> MfaFisherScore<F> {
         v
     }
 
-    /// Writes the un-normalised, un-whitened score of `bag` (N, D) (validated) into `out`.
+    /// Writes the un-normalised, un-whitened score of `bag` (N, D) (validated) into `out`:
+    /// the statistics of one pass of the kernel, then each component's blocks.
     fn raw_into(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
         let m = &self.model;
         let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
-        let kr = k * r;
         let want = if self.loading {
             Want::SCORES
         } else {
             Want::SCORES_MEAN
         };
         let g = accumulate(m, bag, want, false);
+        let out = out.as_slice_mut().expect("encoders write contiguous rows");
+        let (means, loadings) = out.split_at_mut(if self.mean { k * d } else { 0 });
+        let mut scratch = FinishScratch::new(d, r);
+        // the element-wise passes compiled for this CPU's widest vectors
+        crate::linalg::vectorized(
+            #[inline(always)]
+            || {
+                for kk in 0..k {
+                    if self.mean {
+                        let o = &mut means[kk * d..(kk + 1) * d];
+                        self.mean_block(&g, kk, &mut scratch.ls, o);
+                    }
+                    if self.loading {
+                        let o = &mut loadings[kk * d * r..(kk + 1) * d * r];
+                        self.loading_block(&g, kk, &mut scratch, o);
+                    }
+                }
+            },
+        )
+    }
+
+    /// $G_{\mu_k} = \Psi_k^{-1}[\sum h y - n_k\mu'_k - \tilde\Lambda_k s_k]/N$
+    /// into `o` (D); `ls` (D) is scratch for $\tilde\Lambda_k s_k$.
+    #[inline(always)]
+    fn mean_block(&self, g: &GAcc, kk: usize, ls: &mut [f64], o: &mut [F]) {
+        let (k, r) = (self.model.n_components(), self.model.n_factors());
         let inv_n = 1.0 / g.n_rows as f64;
-        let mut tmp = Array2::<f64>::zeros((d, r));
-        let mut t2 = Array2::<f64>::zeros((d, r));
-        for kk in 0..k {
-            let ip = self.inv_psi.row(m.psi_row(kk));
-            let nk = g.nk[kk];
-            let mu = self.mu_p.row(kk);
-            let lt = self.lam_tilde.index_axis(Axis(0), kk);
-            let sg = g.sg.row(kk);
-            if self.mean {
-                let ls = lt.dot(&sg);
-                let sy = g.syg.column(kr + kk);
-                let mut o = out.slice_mut(s![kk * d..(kk + 1) * d]);
-                ndarray::Zip::from(&mut o)
-                    .and(&ip)
-                    .and(&sy)
-                    .and(&mu)
-                    .and(&ls)
-                    .for_each(|o, &ip, &sy, &mu, &ls| {
-                        *o = F::from_f64_lossy(ip * (sy - nk * mu - ls) * inv_n);
-                    });
+        let nk = g.nk[kk];
+        ls.fill(0.0);
+        for (lt_a, &s_a) in self
+            .lam_tilde_t
+            .index_axis(Axis(0), kk)
+            .rows()
+            .into_iter()
+            .zip(g.sg.row(kk))
+        {
+            let lt_a = lt_a.to_slice().expect("contiguous");
+            ls.iter_mut().zip(lt_a).for_each(|(l, &v)| *l += v * s_a);
+        }
+        let ip = self.inv_psi.row(self.model.psi_row(kk));
+        let mu = self.mu_p.row(kk);
+        let sy = g.syg.column(k * r + kk);
+        ndarray::Zip::from(o)
+            .and(&ip)
+            .and(&sy)
+            .and(&mu)
+            .and(&*ls)
+            .for_each(|o, &ip, &sy, &mu, &ls| {
+                *o = F::from_f64_lossy(ip * (sy - nk * mu - ls) * inv_n)
+            });
+    }
+
+    /// $G_{\Lambda_k} = (\Psi_k^{-1} T C_k^{-1} - n_k\beta_k^\top)/N$ into `o`
+    /// (D·R, row-major (D, R)), with $T = \sum h y g^\top - \mu'_k s_k^\top
+    /// - \tilde\Lambda_k \sum h g g^\top$ distributed over $C_k^{-1}$:
+    /// $T C^{-1} = (\sum h y g^\top) C^{-1} - \mu'_k (C^{-\top} s_k)^\top
+    /// - \tilde\Lambda_k (\sum h g g^\top C^{-1})$ — two (D, R)·(R, R)
+    /// products and a fused element-wise pass, no (D, R) temporaries.
+    #[inline(always)]
+    fn loading_block(&self, g: &GAcc, kk: usize, sc: &mut FinishScratch, o: &mut [F]) {
+        let m = &self.model;
+        let r = m.n_factors();
+        let inv_n = 1.0 / g.n_rows as f64;
+        let nk = g.nk[kk];
+        let ci = m.kern.c_inv.index_axis(Axis(0), kk);
+        // A = (Σ h g gᵀ) C⁻¹ and u = C⁻ᵀ s, (R, R) and (R)
+        let sgg = g.sgg.index_axis(Axis(0), kk);
+        let sg = g.sg.row(kk);
+        for a in 0..r {
+            for b in 0..r {
+                sc.a[[a, b]] = -(0..r).map(|c| sgg[[a, c]] * ci[[c, b]]).sum::<f64>();
             }
-            if self.loading {
-                // T = Σ h y gᵀ − μ' sgᵀ − Λ̃ Σ h g gᵀ, then G = Ψ⁻¹ T C⁻¹ − n β
-                tmp.assign(&g.syg.slice(s![.., kk * r..(kk + 1) * r]));
-                ndarray::Zip::from(tmp.rows_mut())
-                    .and(&mu)
-                    .for_each(|mut row, &m| row.zip_mut_with(&sg, |t, &s| *t -= m * s));
-                gemm(
-                    tmp.view_mut(),
-                    true,
-                    lt,
-                    g.sgg.index_axis(Axis(0), kk),
-                    -1.0,
-                    Par::Seq,
-                );
-                gemm(
-                    t2.view_mut(),
-                    false,
-                    tmp.view(),
-                    m.kern.c_inv.index_axis(Axis(0), kk),
-                    1.0,
-                    Par::Seq,
-                );
-                let bt = self.beta_t.index_axis(Axis(0), kk);
-                let base = if self.mean { k * d } else { 0 } + kk * d * r;
-                let mut o = out.slice_mut(s![base..base + d * r]);
-                ndarray::Zip::from(o.exact_chunks_mut(r))
-                    .and(t2.rows())
-                    .and(bt.rows())
-                    .and(&ip)
-                    .for_each(|mut oj, tj, bj, &ipj| {
-                        ndarray::Zip::from(&mut oj)
-                            .and(&tj)
-                            .and(&bj)
-                            .for_each(|o, &t, &b| {
-                                *o = F::from_f64_lossy((ipj * t - nk * b) * inv_n);
-                            });
-                    });
+            sc.u[a] = (0..r).map(|c| sg[c] * ci[[c, a]]).sum();
+        }
+        let syg_k = g.syg.slice(s![.., kk * r..(kk + 1) * r]);
+        gemm(sc.t.view_mut(), false, syg_k, ci, 1.0, Par::Seq);
+        let lt = self.lam_tilde_t.index_axis(Axis(0), kk);
+        gemm(sc.t.view_mut(), true, lt.t(), sc.a.view(), 1.0, Par::Seq);
+        let ip = self.inv_psi.row(m.psi_row(kk));
+        let mu = self.mu_p.row(kk);
+        let bt = self.beta_t.index_axis(Axis(0), kk);
+        let bt = bt.as_slice().expect("contiguous");
+        let t = sc.t.as_slice().expect("contiguous");
+        let u = &sc.u;
+        for (j, ((oj, tj), bj)) in o
+            .chunks_exact_mut(r)
+            .zip(t.chunks_exact(r))
+            .zip(bt.chunks_exact(r))
+            .enumerate()
+        {
+            let (ipj, muj) = (ip[j], mu[j]);
+            for b in 0..r {
+                oj[b] = F::from_f64_lossy((ipj * (tj[b] - muj * u[b]) - nk * bj[b]) * inv_n);
             }
         }
     }
@@ -410,6 +445,29 @@ impl<F: Float> MfaFisherScore<F> {
                 });
         }
         Ok(var.mapv(|v| F::from_f64_lossy(v / nb)))
+    }
+}
+
+/// Per-bag scratch of [`MfaFisherScore::loading_block`].
+struct FinishScratch {
+    /// (D, R): $T C^{-1}$ before the μ' term.
+    t: Array2<f64>,
+    /// (R, R): $-\sum h g g^\top C^{-1}$.
+    a: Array2<f64>,
+    /// (R): $C^{-\top} s_k$.
+    u: Vec<f64>,
+    /// (D): $\tilde\Lambda_k s_k$ of [`MfaFisherScore::mean_block`].
+    ls: Vec<f64>,
+}
+
+impl FinishScratch {
+    fn new(d: usize, r: usize) -> Self {
+        Self {
+            t: Array2::zeros((d, r)),
+            a: Array2::zeros((r, r)),
+            u: vec![0.0; r],
+            ls: vec![0.0; d],
+        }
     }
 }
 

@@ -172,10 +172,11 @@ pub(crate) fn softmax_columns_flushed(
     sx.clear();
     sx.resize(n, 0.0);
     for row in lj.rows() {
-        for (m, &v) in mx.iter_mut().zip(row.iter()) {
-            if v > *m {
-                *m = v;
-            }
+        let row = row.to_slice().expect("contiguous");
+        // an unconditional select, not a conditional store, so the loop
+        // vectorises instead of branching on every element
+        for (m, &v) in mx.iter_mut().zip(row) {
+            *m = if v > *m { v } else { *m };
         }
     }
     for mut row in lj.rows_mut() {

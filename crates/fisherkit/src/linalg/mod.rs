@@ -113,20 +113,25 @@ pub fn mirror_lower(a: &mut Array2<f64>) {
     }
 }
 
-/// Applies `f` to `a` seen as a faer matrix, copying only if `a` is neither
-/// row- nor column-major contiguous.
+/// Applies `f` to `a` seen as a faer matrix, with `a`'s own strides: a
+/// strided view (a column block of a wider matrix) is read in place, not
+/// copied.
 fn with_faer_ref<F: Float, R>(a: ArrayView2<'_, F>, f: impl FnOnce(MatRef<'_, F>) -> R) -> R {
     let (m, n) = a.dim();
-    if let Some(s) = a.as_slice() {
-        return f(MatRef::from_row_major_slice(s, m, n));
-    }
-    let t = a.t();
-    if let Some(s) = t.as_slice() {
-        return f(MatRef::from_column_major_slice(s, m, n));
-    }
-    let owned = a.as_standard_layout().into_owned();
-    let s = owned.as_slice().expect("standard layout is contiguous");
-    f(MatRef::from_row_major_slice(s, m, n))
+    let (rs, cs) = (a.strides()[0], a.strides()[1]);
+    // SAFETY: `from_raw_parts` needs (1) every element (i, j), i < m, j < n,
+    // at `ptr + i·rs + j·cs` inside one allocation reachable from `ptr`,
+    // (2) `ptr` aligned, (3) those elements initialised, (4) none of them
+    // written through another path while the `MatRef` lives. An
+    // `ArrayView2<'_, F>` guarantees exactly this for the elements it
+    // addresses with these strides: they are initialised elements of the one
+    // buffer the view borrows (its pointer derives from that buffer's, also
+    // when the view is empty, where ndarray keeps it aligned and non-null),
+    // and the shared borrow forbids writes to them for its lifetime, which
+    // outlives `f`'s use of the `MatRef`. faer reads only elements (i, j)
+    // with i < m, j < n.
+    let mat = unsafe { MatRef::from_raw_parts(a.as_ptr(), m, n, rs, cs) };
+    f(mat)
 }
 
 /// Runs `f` compiled for the best instruction set of this CPU (AVX2 + FMA on
@@ -248,10 +253,36 @@ mod tests {
         let at = a.t().to_owned();
         let bt = b.t().to_owned();
         assert_eq!(matmul_new(at.t(), bt.t(), Par::Seq), want);
-        // strided (non-contiguous) operand is copied
+        // strided (non-contiguous) operands are read in place, on either side
         let wide = array![[1.0, 9.0, 2.0, 9.0, 3.0], [4.0, 9.0, 5.0, 9.0, 6.0]];
         let strided = wide.slice(ndarray::s![.., ..;2]);
         assert_eq!(matmul_new(strided, b.view(), Par::Seq), want);
+        let big = Array2::from_shape_fn((6, 4), |(i, j)| {
+            if i % 2 == 0 && j % 2 == 0 {
+                b[[i / 2, j / 2]]
+            } else {
+                7.0
+            }
+        });
+        let b_strided = big.slice(ndarray::s![..;2, ..;2]); // both strides 2
+        assert_eq!(matmul_new(a.view(), b_strided, Par::Seq), want);
+        let block = big.slice(ndarray::s![.., 2..]); // a column block: row stride 4
+        let ones = Array2::<f64>::ones((1, 6));
+        assert_eq!(
+            matmul_new(ones.view(), block, Par::Seq),
+            array![[-1.0 + 2.0 + 0.0 + 21.0, 42.0]]
+        );
+        // negative strides (reversed axes) and empty operands
+        let rev = a.slice(ndarray::s![..;-1, ..;-1]).to_owned();
+        assert_eq!(
+            matmul_new(rev.slice(ndarray::s![..;-1, ..;-1]), b.view(), Par::Seq),
+            want
+        );
+        let empty = Array2::<f64>::zeros((2, 0));
+        assert_eq!(
+            matmul_new(empty.view(), Array2::<f64>::zeros((0, 3)).view(), Par::Seq),
+            Array2::<f64>::zeros((2, 3))
+        );
         // column-major output, accumulate
         let mut c = Array2::<f64>::ones((2, 2)).reversed_axes();
         gemm(c.view_mut(), true, a.view(), b.view(), 2.0, Par::Seq);
