@@ -349,11 +349,12 @@ impl<F: Float> MfaFisherScore<F> {
     }
 
     /// $G_{\Lambda_k} = (\Psi_k^{-1} T C_k^{-1} - n_k\beta_k^\top)/N$ into `o`
-    /// (D·R, row-major (D, R)), with $T = \sum h y g^\top - \mu'_k s_k^\top
-    /// - \tilde\Lambda_k \sum h g g^\top$ distributed over $C_k^{-1}$:
-    /// $T C^{-1} = (\sum h y g^\top) C^{-1} - \mu'_k (C^{-\top} s_k)^\top
-    /// - \tilde\Lambda_k (\sum h g g^\top C^{-1})$ — two (D, R)·(R, R)
-    /// products and a fused element-wise pass, no (D, R) temporaries.
+    /// (D·R, row-major (D, R)), with
+    /// $T = \sum h y g^\top - \mu'_k s_k^\top - \tilde\Lambda_k \sum h g g^\top$
+    /// distributed over $C_k^{-1}$:
+    /// $$T C^{-1} = \Big(\sum h y g^\top\Big) C^{-1} - \mu'_k (C^{-\top} s_k)^\top
+    ///   - \tilde\Lambda_k \Big(\sum h g g^\top C^{-1}\Big),$$
+    /// two (D, R)·(R, R) products and a fused element-wise pass, no (D, R) temporaries.
     #[inline(always)]
     fn loading_block(&self, g: &GAcc, kk: usize, sc: &mut FinishScratch, o: &mut [F]) {
         let m = &self.model;
