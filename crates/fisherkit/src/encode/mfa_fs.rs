@@ -352,8 +352,8 @@ impl<F: Float> MfaFisherScore<F> {
     /// (D·R, row-major (D, R)), with
     /// $T = \sum h y g^\top - \mu'_k s_k^\top - \tilde\Lambda_k \sum h g g^\top$
     /// distributed over $C_k^{-1}$:
-    /// $$T C^{-1} = \Big(\sum h y g^\top\Big) C^{-1} - \mu'_k (C^{-\top} s_k)^\top
-    ///   - \tilde\Lambda_k \Big(\sum h g g^\top C^{-1}\Big),$$
+    /// $$T C^{-1} = \Big(\sum h y g^\top\Big) C^{-1} - \mu'_k (C^{-\top} s_k)^\top -
+    ///   \tilde\Lambda_k \Big(\sum h g g^\top C^{-1}\Big),$$
     /// two (D, R)·(R, R) products and a fused element-wise pass, no (D, R) temporaries.
     #[inline(always)]
     fn loading_block(&self, g: &GAcc, kk: usize, sc: &mut FinishScratch, o: &mut [F]) {
