@@ -159,6 +159,7 @@ impl<F: Float> pulp::WithSimd for SoftmaxRows<'_, '_, F> {
 /// maximum flushed to exactly 0, and `loglik[i]` (n) $= m + \ln\sum_j e^{\ell_j - m}$.
 /// `mx`, `sx` are scratch (resized to n). The loops run along rows, so they
 /// vectorise over the n columns.
+#[inline(always)]
 pub(crate) fn softmax_columns_flushed(
     mut lj: ArrayViewMut2<'_, f64>,
     cutoff: f64,

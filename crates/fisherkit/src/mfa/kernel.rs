@@ -22,7 +22,7 @@ use crate::float::{Float, LN_2PI};
 use crate::kernels::diag_gauss::mixture_mean;
 use crate::kernels::reduce::lane_sum;
 use crate::kernels::softmax::{flush_cutoff, softmax_columns_flushed};
-use crate::linalg::{gemm, Cholesky, Par};
+use crate::linalg::{gemm, vectorized, Cholesky, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
@@ -299,10 +299,20 @@ pub(crate) fn process_chunk<F: Float>(
 ) {
     let n = x.nrows();
     let k = kp.n_components();
-    centre_and_square(kp, x, ws);
+    // element-wise steps compiled for this CPU's widest vectors (same
+    // operations in the same order: same bits)
+    vectorized(
+        #[inline(always)]
+        || centre_and_square(kp, x, ws),
+    );
     project(kp, n, ws, par);
-    log_joints(kp, n, ws);
-    posteriors::<F>(n, k, ws, ll);
+    vectorized(
+        #[inline(always)]
+        || {
+            log_joints(kp, n, ws);
+            posteriors::<F>(n, k, ws, ll);
+        },
+    );
     if sparse::wanted::<F>(view2(&mut ws.lj, (k, n)).view(), want) {
         let w = k * (kp.n_factors() + 1);
         let lj = view2(&mut ws.lj, (k, n));
@@ -333,6 +343,7 @@ pub(crate) fn process_chunk<F: Float>(
 }
 
 /// $y = x - c$ and $y^2$ of the chunk into `ws.y`, `ws.y2` (n, D).
+#[inline(always)]
 fn centre_and_square<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, ws: &mut Workspace<F>) {
     let (n, d) = x.dim();
     let mut y = view2(&mut ws.y, (n, d));
@@ -382,6 +393,7 @@ fn project<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>, par:
 /// Log-joints $b_k - \frac12(q - 2p_k) + \frac12\lVert g\rVert^2$ into
 /// `ws.lj` (K, n), `f64`; turns the factor rows of `ws.pt` into
 /// $g = P_k - W_k^\top\mu'_k$.
+#[inline(always)]
 fn log_joints<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>) {
     let (k, r) = (kp.n_components(), kp.n_factors());
     let (kr, w, p) = (k * r, k * r + k, kp.inv_psi.nrows());
@@ -415,6 +427,7 @@ fn log_joints<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>) {
 
 /// Posteriors $h$ and $\log p(x_i)$ from the log-joints in `ws.lj` (K, n):
 /// the column softmax of [`softmax_columns_flushed`] (`f32` cutoff for `f32`).
+#[inline(always)]
 fn posteriors<F: Float>(n: usize, k: usize, ws: &mut Workspace<F>, ll: &mut [f64]) {
     let lj = view2(&mut ws.lj, (k, n));
     softmax_columns_flushed(lj, flush_cutoff::<F>(), &mut ll[..n], &mut ws.m, &mut ws.s);
