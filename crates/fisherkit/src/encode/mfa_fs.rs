@@ -354,7 +354,8 @@ impl<F: Float> MfaFisherScore<F> {
     /// distributed over $C_k^{-1}$:
     /// $$T C^{-1} = \Big(\sum h y g^\top\Big) C^{-1} - \mu'_k (C^{-\top} s_k)^\top -
     ///   \tilde\Lambda_k \Big(\sum h g g^\top C^{-1}\Big),$$
-    /// two (D, R)·(R, R) products and a fused element-wise pass, no (D, R) temporaries.
+    /// two (D, R)·(R, R) products and a fused element-wise pass, no (D, R)
+    /// temporaries (docs/math.md §5.2).
     #[inline(always)]
     fn loading_block(&self, g: &GAcc, kk: usize, sc: &mut FinishScratch, o: &mut [F]) {
         let m = &self.model;
