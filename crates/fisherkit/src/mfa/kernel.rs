@@ -348,20 +348,23 @@ fn centre_and_square<F: Float>(kp: &KernelParams<F>, x: ArrayView2<'_, F>, ws: &
     let (n, d) = x.dim();
     let mut y = view2(&mut ws.y, (n, d));
     let mut y2 = view2(&mut ws.y2, (n, d));
-    ndarray::Zip::from(y.rows_mut())
-        .and(y2.rows_mut())
-        .and(x.rows())
-        .for_each(|mut y, mut y2, xr| {
-            ndarray::Zip::from(&mut y)
-                .and(&mut y2)
-                .and(&xr)
-                .and(&kp.center)
-                .for_each(|y, y2, &xv, &c| {
-                    let v = xv - c;
-                    *y = v;
-                    *y2 = v * v;
-                });
-        });
+    let y = y.as_slice_mut().expect("workspace is contiguous");
+    let y2 = y2.as_slice_mut().expect("workspace is contiguous");
+    let center = kp.center.as_slice().expect("model arrays are contiguous");
+    // plain slice loops, so that they inline into (and vectorise with) the caller
+    let rows = y.chunks_exact_mut(d).zip(y2.chunks_exact_mut(d));
+    for ((yr, y2r), xr) in rows.zip(x.rows()) {
+        let put = |(y, y2): (&mut F, &mut F), (&xv, &c): (&F, &F)| {
+            let v = xv - c;
+            *y = v;
+            *y2 = v * v;
+        };
+        let out = yr.iter_mut().zip(y2r.iter_mut());
+        match xr.to_slice() {
+            Some(xs) => out.zip(xs.iter().zip(center)).for_each(|(o, i)| put(o, i)),
+            None => out.zip(xr.iter().zip(center)).for_each(|(o, i)| put(o, i)),
+        }
+    }
 }
 
 /// The two GEMMs (docs/math.md §4.3): $P^\top = [W | \Psi^{-1}\mu']^\top Y^\top$
@@ -404,12 +407,13 @@ fn log_joints<F: Float>(kp: &KernelParams<F>, n: usize, ws: &mut Workspace<F>) {
         let b = kp.log_const[kk];
         {
             let q = qt.row(kp.psi_row(kk));
+            let q = q.to_slice().expect("contiguous");
             let pm = pt.row(kr + kk);
-            let mut lj = lj.row_mut(kk);
-            ndarray::Zip::from(&mut lj)
-                .and(&q)
-                .and(&pm)
-                .for_each(|l, &q, &pm| *l = b - 0.5 * (q.as_f64() - 2.0 * pm.as_f64()));
+            let pm = pm.to_slice().expect("contiguous");
+            let lj = lj.row_mut(kk).into_slice().expect("contiguous");
+            for ((l, &q), &pm) in lj.iter_mut().zip(q).zip(pm) {
+                *l = b - 0.5 * (q.as_f64() - 2.0 * pm.as_f64());
+            }
         }
         let ljs = lj.row_mut(kk).into_slice().expect("contiguous");
         for a in 0..r {
