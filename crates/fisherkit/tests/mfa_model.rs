@@ -602,3 +602,25 @@ fn f32_sparse_path_is_within_1e_6_of_f64_far_from_the_origin() {
         assert!(e < 1e-6, "{mode:?}: raw Fisher scores off by {e:.2e}");
     }
 }
+
+#[test]
+fn encoding_into_a_strided_row_gives_the_same_bits() {
+    // `Encoder::encode_unchecked` may be handed any view, e.g. a column of a
+    // (dim, n_bags) matrix; the MFA-FS finishing writes contiguous slices.
+    let m = random_model(3, 12, 2, PsiMode::PerComponent, 5);
+    let bag = sample(&m, 80, 6);
+    for params in [
+        MfaFisherScoreParams::default(),
+        MfaFisherScoreParams {
+            parts: vec![MfaPart::Mean, MfaPart::Loading],
+            normalization: Normalization::NONE,
+            ..Default::default()
+        },
+    ] {
+        let enc = MfaFisherScore::new(m.clone(), params).unwrap();
+        let want = enc.encode(bag.view()).unwrap();
+        let mut cols = Array2::<f64>::zeros((enc.output_dim(), 3));
+        enc.encode_unchecked(bag.view(), cols.column_mut(1));
+        assert_eq!(cols.column(1), want);
+    }
+}

@@ -289,14 +289,32 @@ impl<F: Float> MfaFisherScore<F> {
     /// the statistics of one pass of the kernel, then each component's blocks.
     fn raw_into(&self, bag: ArrayView2<'_, F>, mut out: ArrayViewMut1<'_, F>) {
         let m = &self.model;
-        let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
         let want = if self.loading {
             Want::SCORES
         } else {
             Want::SCORES_MEAN
         };
         let g = accumulate(m, bag, want, false);
-        let out = out.as_slice_mut().expect("encoders write contiguous rows");
+        match out.as_slice_mut() {
+            Some(o) => self.finish(&g, o),
+            None => {
+                // a strided `out` (say a column of a matrix): finish into a
+                // contiguous copy
+                let mut o = vec![F::zero(); out.len()];
+                self.finish(&g, &mut o);
+                out.iter_mut().zip(o).for_each(|(dst, v)| *dst = v);
+            }
+        }
+    }
+
+    /// Each component's blocks of the score from the statistics `g` into `out`
+    /// (`output_dim()`).
+    fn finish(&self, g: &GAcc, out: &mut [F]) {
+        let (k, d, r) = (
+            self.model.n_components(),
+            self.model.dim(),
+            self.model.n_factors(),
+        );
         let (means, loadings) = out.split_at_mut(if self.mean { k * d } else { 0 });
         let mut scratch = FinishScratch::new(d, r);
         // the element-wise passes compiled for this CPU's widest vectors
@@ -306,11 +324,11 @@ impl<F: Float> MfaFisherScore<F> {
                 for kk in 0..k {
                     if self.mean {
                         let o = &mut means[kk * d..(kk + 1) * d];
-                        self.mean_block(&g, kk, &mut scratch.ls, o);
+                        self.mean_block(g, kk, &mut scratch.ls, o);
                     }
                     if self.loading {
                         let o = &mut loadings[kk * d * r..(kk + 1) * d * r];
-                        self.loading_block(&g, kk, &mut scratch, o);
+                        self.loading_block(g, kk, &mut scratch, o);
                     }
                 }
             },
@@ -450,7 +468,8 @@ impl<F: Float> MfaFisherScore<F> {
     }
 }
 
-/// Per-bag scratch of [`MfaFisherScore::loading_block`].
+/// Per-bag scratch of [`MfaFisherScore::mean_block`] and
+/// [`MfaFisherScore::loading_block`].
 struct FinishScratch {
     /// (D, R): $T C^{-1}$ before the μ' term.
     t: Array2<f64>,
