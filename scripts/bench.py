@@ -783,6 +783,11 @@ def main():
                 row["fk_fs"] = r.run("fisherkit MFA-FS", [fk, "mfa-fs", "--reps", reps, "--bags", path / "bags.npy",
                                      *m1, "--out-fs0", f("fk_fs0")], thr, peer=False)
                 row["np_fs"] = py("numpy-mfa-fs", thr, data=path, out_fs0=f("np_fs0"))
+                # the kernel's large products alone (same shapes, random data): the floor of the
+                # dense path, which the synthetic data take (real descriptors take the sparse one)
+                row["fk_products"] = None if kind != "synthetic" else r.run("fisherkit MFA products alone", [
+                    fk, "mfa-products", "--reps", reps, "--n", n, "--bag", a.bag_size, "--d", d, "--k", k,
+                    "--r", rr], thr, peer=False)
                 row["checks"] = {
                     "MFA means after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_means"),
                                                                                         f("np_mfa_means")),
@@ -932,6 +937,21 @@ def report(res):
         lines.append(f"| MFA-FS per bag | {data} | {d}/{k}/R{rr} | {t} | {fmt_time(fk_fs)} | – | {fmt_time(np_fs)} (numpy f64) "
                      f"| – | {fmt_ratio(ratio(np_fs, fk_fs))} | {fmt_num(gff)} | {fmt_num(gemm.get(t))} |")
         tgt[("mfa", data, t)] = dict(em=(fk_it, np_it), fs=(fk_fs, np_fs))
+    lines.append("")
+    for row in res["mfa"]:
+        prod = row.get("fk_products")
+        em_p, fs_p = _get(prod, "em_products_s"), _get(prod, "fs_products_s")
+        fk_it, fk_fs = _get(row.get("fk_em"), "iteration_s"), _get(row.get("fk_fs"), "per_bag_s")
+        g = gemm.get(row["threads"])
+        if em_p and fs_p and fk_it and fk_fs and g:
+            lines.append(
+                f"MFA products alone ({row.get('data', 'synthetic')}, {row['threads']} thr; "
+                f"`fisherkit-bench mfa-products`): EM {fmt_time(em_p)}, Fisher score {fmt_time(fs_p)} per bag; "
+                f"the EM iteration takes {fk_it / em_p:.2f}× and the Fisher score {fk_fs / fs_p:.2f}× their time. "
+                f"On the 4·N·D·K·R count the products alone reach "
+                f"{100 * _get(prod, 'em_counted_gflops') / g:.0f} % (EM) and "
+                f"{100 * _get(prod, 'fs_counted_gflops') / g:.0f} % (Fisher score) of the GEMM rate: they do "
+                f"4·N·D·K·(R + 2) and 2·N·D·K·(2R + 3) flops (docs/math.md §5.2).")
     lines.append("")
     lines.append("GFLOP/s: GMM EM = 8·N·D·K / time of the E-step statistics (two (N×2D)·(2D×K)-sized products); "
                  "FV = 8·n·D·K per bag; MFA = 4·N·D·K·R per iteration or bag. GEMM = best of a 2048³ and a "

@@ -68,6 +68,21 @@ enum Work {
         #[arg(long, default_value_t = 256)]
         k: usize,
     },
+    /// The MFA kernel's large products alone (its shapes and layouts, random data): an EM
+    /// iteration's on N rows and a Fisher score's on one bag, the floor under `mfa-em` and
+    /// `mfa-fs` (docs/math.md §5.2).
+    MfaProducts {
+        #[arg(long, default_value_t = 100_000)]
+        n: usize,
+        #[arg(long, default_value_t = 1000)]
+        bag: usize,
+        #[arg(long, default_value_t = 500)]
+        d: usize,
+        #[arg(long, default_value_t = 50)]
+        k: usize,
+        #[arg(long, default_value_t = 10)]
+        r: usize,
+    },
     /// One GMM EM iteration (E-step statistics + M-step) on X (N, D) from the given model.
     GmmEm {
         #[arg(long)]
@@ -280,6 +295,7 @@ fn run(cli: Cli) -> Result<Value, String> {
     let reps = cli.reps.max(1);
     let mut out = match cli.work {
         Work::Gemm { n, d, k } => gemm_rate(n, d, k, reps),
+        Work::MfaProducts { n, bag, d, k, r } => mfa_work::products_only(n, bag, d, k, r, reps),
         Work::GmmEm {
             x,
             model,

@@ -120,3 +120,83 @@ fn f32_vs_f64(mfa: &Mfa<f32>, bags: &[ArrayView2<'_, f32>]) -> Result<f64, Strin
     let e64 = MfaFisherScore::new(m64, raw()).map_err(|e| e.to_string())?;
     crate::worst_f32_vs_f64(&e32, &e64, bags)
 }
+
+/// The large products of the MFA kernel alone (`docs/math.md` §5.2), with the kernel's
+/// shapes and layouts, on chunks of `fisherkit::mfa::MFA_CHUNK_ROWS` rows: per chunk of n
+/// rows, $P^\top$ (K(R+1), n) $= [W | \Psi^{-1}\mu']^\top Y^\top$, $Q^\top$ (K, n) $=
+/// \Psi^{-1}(Y^2)^\top$, the statistics $Y^\top E^\top$ (D, K(R+1)) and — the EM only —
+/// $\sum h y^2$ (K, D). Times `rows` rows (the EM) and one bag of `bag` rows (the Fisher
+/// score), for comparison with [`em_iteration`] and [`fisher_scores`]: the kernel cannot be
+/// faster than its products.
+pub fn products_only(rows: usize, bag: usize, d: usize, k: usize, r: usize, reps: usize) -> Value {
+    use fisherkit::linalg::{gemm, par_all, Par};
+    let par = if rayon::current_num_threads() <= 1 {
+        Par::Seq
+    } else {
+        par_all()
+    };
+    let chunk = fisherkit::mfa::MFA_CHUNK_ROWS;
+    let w = k * (r + 1);
+    let fill = |a: usize, b: usize, s: f32| {
+        Array2::from_shape_fn((a, b), |(i, j)| ((i * 7 + j * 13) % 17) as f32 * s - 0.5)
+    };
+    let (stacked_t, inv_psi) = (fill(w, d, 0.01), fill(k, d, 0.01));
+    let (y, y2) = (fill(chunk, d, 0.03), fill(chunk, d, 0.02));
+    let et_full = fill(w, chunk, 0.01);
+    // (w, n) contiguous copies for every chunk length that occurs, made before the timing
+    let ets: std::collections::HashMap<usize, Array2<f32>> =
+        [chunk, rows % chunk, bag % chunk, bag.min(chunk)]
+            .into_iter()
+            .filter(|&n| n > 0)
+            .map(|n| {
+                (
+                    n,
+                    et_full
+                        .slice(ndarray::s![.., ..n])
+                        .as_standard_layout()
+                        .into_owned(),
+                )
+            })
+            .collect();
+    let (mut pt, mut qt) = (vec![0f32; w * chunk], vec![0f32; k * chunk]);
+    let (mut syg, mut syy) = (Array2::<f32>::zeros((d, w)), Array2::zeros((k, d)));
+    // One chunk of n rows, every buffer (rows, n) contiguous as in the kernel; `em` adds
+    // the Σ h y² product.
+    let mut run_chunk = |n: usize, em: bool| {
+        use ndarray::{s, ArrayViewMut2};
+        let (y, y2) = (y.slice(s![..n, ..]), y2.slice(s![..n, ..]));
+        let et = &ets[&n];
+        let ptv = ArrayViewMut2::from_shape((w, n), &mut pt[..w * n]).expect("w·n");
+        gemm(ptv, false, stacked_t.view(), y.t(), 1.0, par);
+        let qtv = ArrayViewMut2::from_shape((k, n), &mut qt[..k * n]).expect("k·n");
+        gemm(qtv, false, inv_psi.view(), y2.t(), 1.0, par);
+        gemm(syg.view_mut(), true, y.t(), et.t(), 1.0, par);
+        if em {
+            gemm(syy.view_mut(), true, et.slice(s![..k, ..]), y2, 1.0, par);
+        }
+    };
+    let mut over = |total: usize, em: bool| {
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(chunk);
+            run_chunk(n, em);
+            left -= n;
+        }
+    };
+    let em = time_reps(reps, || over(rows, true));
+    let fs = time_reps(reps, || over(bag, false));
+    let (em_s, fs_s) = (median(&em), median(&fs));
+    json!({
+        "work": "mfa-products",
+        "n": rows, "bag": bag, "d": d, "k": k, "r": r, "chunk_rows": chunk,
+        "em_products_s_all": em,
+        "em_products_s": em_s,
+        "fs_products_s_all": fs,
+        "fs_products_s": fs_s,
+        // the flops the products do, and the benchmark's count 4·N·D·K·R
+        "em_products_gflops": gflops(4.0 * (rows * d * k * (r + 2)) as f64, em_s),
+        "fs_products_gflops": gflops(2.0 * (bag * d * k * (2 * r + 3)) as f64, fs_s),
+        "em_counted_gflops": gflops(4.0 * (rows * d * k * r) as f64, em_s),
+        "fs_counted_gflops": gflops(4.0 * (bag * d * k * r) as f64, fs_s),
+    })
+}
