@@ -636,16 +636,137 @@ pub(crate) fn bias_act_inplace(dst: &mut [f32], bias: &[f32], act: Act) {
 
 /// A k×k convolution with TF "same" padding and stride `conv.stride` on a CHW input `x`
 /// (C, H, W), bias + `act`, output channel-last (⌈H/s⌉, ⌈W/s⌉, out): EfficientNet's stem.
-/// The input is copied once into a zero-bordered channel-last buffer; bands of output rows
-/// are im2col'ed (k·k·C floats per pixel, k contiguous runs of k·C) into scratch and multiplied
-/// by `conv.wt` in one GEMM each.
+///
+/// With packed weights on a CPU with AVX-512F and stride 1 or 2, [`stem_gathered`]: the input is copied once
+/// into a zero-bordered channel-first buffer, and the kernel reads each output pixel's k·k·C
+/// taps from it in place. Otherwise [`stem_im2col`]. Both give bitwise the same output (the
+/// same sums in the same order).
 pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
+    assert_eq!(x.dim().0, conv.in_ch, "conv: input channels");
+    match &conv.packed {
+        Some(pk) if crate::pointwise::gather_available(conv.stride) => {
+            stem_gathered(conv, pk, x, act, par)
+        }
+        _ => stem_im2col(conv, x, act, par),
+    }
+}
+
+/// The padded geometry of [`conv_chw_input`] on an `h`×`w` input: output sides, padding
+/// before, padded sides $(h_o - 1)s + k$, $(w_o - 1)s + k$.
+struct StemGeo {
+    ho: usize,
+    wo: usize,
+    pt: usize,
+    pl: usize,
+    hp: usize,
+    wp: usize,
+}
+
+impl StemGeo {
+    fn new(conv: &Conv, h: usize, w: usize) -> Self {
+        let (k, st) = (conv.kh, conv.stride);
+        let (ho, pt) = same_geometry(h, k, st);
+        let (wo, pl) = same_geometry(w, k, st);
+        Self {
+            ho,
+            wo,
+            pt,
+            pl,
+            hp: (ho - 1) * st + k,
+            wp: (wo - 1) * st + k,
+        }
+    }
+}
+
+/// [`conv_chw_input`] without an im2col copy: `x` (C, H, W) copied into a zero-bordered
+/// (C, h_p, w_p) buffer, then per output row i one [`crate::pointwise::pointwise_gather`]
+/// over its w_o pixels, pixel j's tap (u, v, c) at `(c·h_p + s·i + u)·w_p + s·j + v` (the
+/// order of `conv.wt`'s rows). Bands of output rows in parallel with `par`.
+fn stem_gathered(
+    conv: &Conv,
+    pk: &crate::pointwise::Packed,
+    x: ArrayView3<'_, f32>,
+    act: Act,
+    par: Par,
+) -> Hwc {
     let (c, h, w) = x.dim();
-    assert_eq!(c, conv.in_ch, "conv: input channels");
+    let g = StemGeo::new(conv, h, w);
+    let (k, st, n) = (conv.kh, conv.stride, conv.out_ch());
+    let xp = pad_chw(x, &g);
+    let offs: Vec<usize> = (0..k * k * c)
+        .map(|q| {
+            let (u, v, ch) = (q / (k * c), (q / c) % k, q % c);
+            (ch * g.hp + u) * g.wp + v
+        })
+        .collect();
+    let mut out = overwritable(g.ho * g.wo * n);
+    let threads = threads_of(par);
+    let rows_per = if threads > 1 {
+        g.ho.div_ceil(4 * threads)
+    } else {
+        g.ho
+    };
+    let bias = conv.bias.as_slice().expect("contiguous bias");
+    for_bands(&mut out, g.wo * n, rows_per, par, |r0, band, _| {
+        for (i, orow) in band.chunks_exact_mut(g.wo * n).enumerate() {
+            let a = &xp[(r0 + i) * st * g.wp..];
+            let done =
+                crate::pointwise::pointwise_gather(a, g.wo, st, &offs, pk, bias, act, orow, |j| {
+                    j * n
+                });
+            assert!(
+                done,
+                "stem: the gathering kernel was available a moment ago"
+            );
+        }
+    });
+    recycle(xp);
+    Hwc {
+        h: g.ho,
+        w: g.wo,
+        c: n,
+        data: out,
+    }
+}
+
+/// `x` (C, H, W) in a (C, h_p, w_p) buffer: image row y at padded row y + p_t, column x at
+/// x + p_l, zeros elsewhere (rows or columns beyond the padded sides are never read by a tap
+/// and are left out).
+fn pad_chw(x: ArrayView3<'_, f32>, g: &StemGeo) -> Vec<f32> {
+    let (c, h, w) = x.dim();
+    let (hp, wp) = (g.hp, g.wp);
+    let cols = w.min(wp - g.pl);
+    let mut xp = overwritable(c * hp * wp);
+    for (ch, plane) in xp.chunks_exact_mut(hp * wp).enumerate() {
+        for (r, dst) in plane.chunks_exact_mut(wp).enumerate() {
+            let y = r.wrapping_sub(g.pt);
+            if y >= h {
+                dst.fill(0.0);
+                continue;
+            }
+            dst[..g.pl].fill(0.0);
+            dst[g.pl + cols..].fill(0.0);
+            let src = x.slice(ndarray::s![ch, y, ..cols]);
+            match src.as_slice() {
+                Some(s) => dst[g.pl..g.pl + cols].copy_from_slice(s),
+                None => dst[g.pl..g.pl + cols]
+                    .iter_mut()
+                    .zip(src.iter())
+                    .for_each(|(d, &v)| *d = v),
+            }
+        }
+    }
+    xp
+}
+
+/// [`conv_chw_input`] by im2col: the input is copied once into a zero-bordered channel-last
+/// buffer; bands of output rows are im2col'ed (k·k·C floats per pixel, k contiguous runs of
+/// k·C) into scratch and multiplied by `conv.wt` in one GEMM (or packed-kernel call) each.
+fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
+    let (c, h, w) = x.dim();
+    let g = StemGeo::new(conv, h, w);
     let (k, st) = (conv.kh, conv.stride);
-    let (ho, pt) = same_geometry(h, k, st);
-    let (wo, pl) = same_geometry(w, k, st);
-    let (hp, wp) = ((ho - 1) * st + k, (wo - 1) * st + k);
+    let (ho, wo, pt, pl, hp, wp) = (g.ho, g.wo, g.pt, g.pl, g.hp, g.wp);
     let mut xp = zeroed(hp * wp * c);
     for ch in 0..c {
         for (iy, row) in x.index_axis(ndarray::Axis(0), ch).outer_iter().enumerate() {
@@ -962,6 +1083,43 @@ mod tests {
                     let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
                     assert_eq!((got.h, got.w, got.c), (ho, wo, n));
                     assert_close(&got.data, &want, &format!("stem {h}x{w}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gathered_stem_is_bitwise_the_im2col_stem() {
+        // EfficientNet's stem shape (3 → 32, 3×3 stride 2), odd and even sides, a side below
+        // the kernel, and a non-contiguous (transposed) input view.
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let (c, n, k) = (3, 32, 3);
+        let conv = Conv::new(
+            rand_vec(&mut rng, n * c * k * k),
+            rand_vec(&mut rng, n),
+            c,
+            k,
+            2,
+        )
+        .packed();
+        if !crate::pointwise::gather_available(2) {
+            return; // no AVX-512F: conv_chw_input is stem_im2col, tested above
+        }
+        for &(h, w) in &[(227, 227), (40, 71), (2, 9)] {
+            let chw = ndarray::Array3::from_shape_fn((c, h, w), |_| rng.random_range(-2.0f32..2.0));
+            let wide = ndarray::Array3::from_shape_fn((c, w, h), |(ch, j, i)| chw[[ch, i, j]]);
+            for par in [Par::Seq, Par::rayon(2)] {
+                let want = stem_im2col(&conv, chw.view(), Act::Relu6, par);
+                let pk = conv.packed.as_ref().unwrap();
+                for x in [chw.view(), wide.view().permuted_axes([0, 2, 1])] {
+                    let got = stem_gathered(&conv, pk, x, Act::Relu6, par);
+                    assert_eq!((got.h, got.w, got.c), (want.h, want.w, want.c));
+                    let same = got
+                        .data
+                        .iter()
+                        .zip(&want.data)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "stem {h}x{w}: gathered differs from im2col");
                 }
             }
         }

@@ -539,8 +539,12 @@ mod x86 {
     macro_rules! kernel {
         ($name:ident, $feat:literal, $v:ty, $lanes:literal, $zero:ident, $set1:ident,
          $load:ident, $store:ident, $fma:ident, $add:ident, $max:ident, $min:ident) => {
-            /// Channels in blocks of one vector × 8 pixels (then single pixels) of sums in
-            /// registers; the remaining channels by the portable code with FMA.
+            /// Blocks of 8 pixels × one vector of channels, their sums in registers; a row
+            /// whose width is not a multiple of 8 ends with a block over its last 8 pixels,
+            /// overlapping the one before (those pixels are computed twice, identically),
+            /// since a lone pixel's K² multiply-adds form one dependency chain that runs at a
+            /// fraction of the FMA rate; rows narrower than 8 pixel by pixel. The remaining
+            /// channels by the portable code with FMA.
             ///
             /// # Safety
             /// The CPU must have the target features; `rows[u].len() ≥ ((w_o − 1)S + K)·C`,
@@ -565,27 +569,38 @@ mod x86 {
                 // (j·C + c0 + t) below w_o·C ≤ out.len(); bias indices below C (caller's
                 // contract). The loads and stores are unaligned ones.
                 unsafe {
-                    for c0 in (0..cv).step_by($lanes) {
-                        let bv = $load(bp.add(c0));
-                        let mut j0 = 0;
-                        while j0 + P <= wo {
+                    // Pixel blocks outside, channel vectors inside: the taps then change in
+                    // the inner loop, so LLVM cannot hoist the K² weight vectors out of it
+                    // into registers (for K = 5, with channels outside, that left too few
+                    // registers for the sums, which went to the stack), and each pixel's
+                    // channels are read in address order.
+                    let mut j0 = 0;
+                    while j0 < wo && wo >= P {
+                        // The last block of a row whose width is not a multiple of P overlaps
+                        // the previous one (see above).
+                        let jb = j0.min(wo - P);
+                        for c0 in (0..cv).step_by($lanes) {
+                            let bv = $load(bp.add(c0));
                             let mut acc: [$v; P] = [zero; P];
                             for u in 0..K {
                                 for v in 0..K {
                                     let wv = $load(wp.add((u * K + v) * c + c0));
                                     for (p, a) in acc.iter_mut().enumerate() {
-                                        let x = $load(rp[u].add(((j0 + p) * S + v) * c + c0));
+                                        let x = $load(rp[u].add(((jb + p) * S + v) * c + c0));
                                         *a = $fma(x, wv, *a);
                                     }
                                 }
                             }
                             for (p, a) in acc.iter().enumerate() {
                                 let y = $min($max($add(*a, bv), zero), six);
-                                $store(op.add((j0 + p) * c + c0), y);
+                                $store(op.add((jb + p) * c + c0), y);
                             }
-                            j0 += P;
                         }
-                        while j0 < wo {
+                        j0 += P;
+                    }
+                    while j0 < wo {
+                        for c0 in (0..cv).step_by($lanes) {
+                            let bv = $load(bp.add(c0));
                             let mut a = zero;
                             for u in 0..K {
                                 for v in 0..K {
@@ -595,8 +610,8 @@ mod x86 {
                                 }
                             }
                             $store(op.add(j0 * c + c0), $min($max($add(a, bv), zero), six));
-                            j0 += 1;
                         }
+                        j0 += 1;
                     }
                 }
                 if cv < c {
@@ -979,12 +994,14 @@ mod tests {
     #[test]
     fn depthwise_row_builds_agree() {
         // Every (k, s) specialisation and the generic one, channel counts hitting the 16-, 8-
-        // and 1-channel blocks, widths hitting the 8-, 4- and 1-pixel blocks.
+        // and 1-channel blocks, widths hitting the 8-, 4- and 1-pixel blocks (and, in the
+        // vector kernels, a last 8-pixel block overlapping the one before).
         for (seed, &(k, s, c, wo)) in [
             (3, 1, 40, 13),
             (3, 2, 16, 9),
             (5, 1, 27, 17),
             (5, 2, 8, 3),
+            (5, 2, 48, 10),
             (7, 1, 5, 11),
             (1, 1, 33, 1),
         ]

@@ -164,7 +164,7 @@ pub(crate) fn pointwise_isa(
         // kernels rely on are asserted above (a, bias, resid) and, per row, inside them (out).
         unsafe {
             match isa {
-                Isa::V4 => x86v4::pointwise_v4(a, m, w, bias, act, resid, out, &dst),
+                Isa::V4 => x86v4::pointwise_v4(a, m, None, w, bias, act, resid, out, &dst),
                 Isa::V3 => x86::pointwise_v3(a, m, w, bias, act, resid, out, &dst),
             }
         }
@@ -173,6 +173,60 @@ pub(crate) fn pointwise_isa(
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (a, m, w, bias, act, resid, out, dst);
+        false
+    }
+}
+
+/// The row strides [`pointwise_gather`] has a kernel for.
+const GATHER_STRIDES: [usize; 2] = [1, 2];
+
+/// Whether [`pointwise_gather`] runs on this CPU (AVX-512F) with row stride `rs`.
+pub(crate) fn gather_available(rs: usize) -> bool {
+    Isa::V4.available() && GATHER_STRIDES.contains(&rs)
+}
+
+/// Rows i < m of $C = \mathrm{act}(A W + b)$ like [`pointwise`], but with A read in place from
+/// a larger array instead of packed rows: $A_{i,q}$ = `a[i·rs + offs[q]]` (`offs.len()` = k).
+/// A k×k convolution of stride s on a zero-padded channel-first image then needs no im2col
+/// copy: for the pixels of one output row, `rs` = s and `offs` lists the k·k·C taps
+/// (channel·H·W + u·W + v) in the weights' row order. The sums are the same operations in
+/// the same order as [`pointwise`]'s on the gathered rows, so the output is bitwise the same.
+/// AVX-512F and `rs` ∈ {1, 2} only: returns `false`, writing nothing, otherwise (the caller
+/// then gathers the rows itself and calls [`pointwise`]).
+/// Panics if a slice is too short for these shapes or a destination row falls outside `out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pointwise_gather(
+    a: &[f32],
+    m: usize,
+    rs: usize,
+    offs: &[usize],
+    w: &Packed,
+    bias: &[f32],
+    act: Act,
+    out: &mut [f32],
+    dst: impl Fn(usize) -> usize,
+) -> bool {
+    if !Isa::V4.available() || !GATHER_STRIDES.contains(&rs) {
+        return false;
+    }
+    if m == 0 {
+        return true;
+    }
+    let last = offs.iter().max().map_or(0, |&o| (m - 1) * rs + o);
+    assert!(
+        offs.len() == w.k && last < a.len() && bias.len() == w.n,
+        "pointwise_gather: shapes"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the CPU has AVX-512F (checked above); every A index i·rs + offs[q] (i < m)
+        // is at most `last` < a.len() (asserted above), the output rows are checked per row.
+        unsafe { x86v4::pointwise_v4(a, m, Some((rs, offs)), w, bias, act, None, out, &dst) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, rs, offs, w, bias, act, out, dst);
         false
     }
 }
@@ -242,13 +296,19 @@ mod x86v4 {
     /// = 27 of the 32 registers.
     const MR4: usize = 12;
 
+    /// `gather`: `None` for packed rows (A row i at `a[i·k ..]`), or `Some((rs, offs))` for
+    /// $A_{i,q}$ = `a[i·rs + offs[q]]` ([`super::pointwise_gather`]).
+    ///
     /// # Safety
-    /// The CPU has AVX-512F; `a.len() ≥ m·k`, `bias.len() = n`, `resid` (if any) ≥ m·n floats.
+    /// The CPU has AVX-512F; `a.len() ≥ m·k` (packed rows) or `a.len() > (m − 1)·rs + offs[q]`
+    /// for every q and `offs.len() = k` (gathered), `bias.len() = n`, `resid` (if any) ≥ m·n
+    /// floats.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn pointwise_v4<F: Fn(usize) -> usize>(
         a: &[f32],
         m: usize,
+        gather: Option<(usize, &[usize])>,
         w: &Packed,
         bias: &[f32],
         act: Act,
@@ -267,6 +327,7 @@ mod x86v4 {
             .collect();
         let job = Job {
             a,
+            gather,
             w,
             bias,
             act,
@@ -282,6 +343,8 @@ mod x86v4 {
     /// What every register block of one [`pointwise_v4`] call shares.
     struct Job<'a> {
         a: &'a [f32],
+        /// `Some((rs, offs))`: $A_{i,q}$ = `a[i·rs + offs[q]]`; `None`: `a[i·k + q]`.
+        gather: Option<(usize, &'a [usize])>,
         w: &'a Packed,
         bias: &'a [f32],
         act: Act,
@@ -360,6 +423,43 @@ mod x86v4 {
         acc
     }
 
+    /// [`sums`] with A gathered: $A_{r,q}$ = `ap[r·S + offs[q]]`. The row stride is a
+    /// constant so that each row's load is one instruction with a fixed displacement (with a
+    /// run-time stride LLVM kept the row addresses in registers and spilled sums to the stack).
+    ///
+    /// # Safety
+    /// AVX-512F; `offs` holds k offsets; `ap + r·S + offs[q]` (r < R, q < k) and
+    /// `pp .. pp + H·k·16` lie inside live `f32` slices.
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    #[allow(clippy::needless_range_loop)] // h also enters the address arithmetic
+    unsafe fn sums_gather<const R: usize, const H: usize, const S: usize>(
+        ap: *const f32,
+        offs: *const usize,
+        pp: *const f32,
+        k: usize,
+    ) -> [[__m512; H]; R] {
+        let zero = _mm512_setzero_ps();
+        let mut acc = [[zero; H]; R];
+        // SAFETY: q < k, r < R, h < H: the contract bounds A's and the panels' offsets.
+        unsafe {
+            for q in 0..k {
+                let mut wv = [zero; H];
+                for h in 0..H {
+                    wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
+                }
+                let base = ap.add(*offs.add(q));
+                for (r, acc_r) in acc.iter_mut().enumerate() {
+                    let x = _mm512_set1_ps(*base.add(r * S));
+                    for h in 0..H {
+                        acc_r[h] = _mm512_fmadd_ps(x, wv[h], acc_r[h]);
+                    }
+                }
+            }
+        }
+        acc
+    }
+
     /// R rows from `i0` × H panels from `p`: the sums over q, then bias, activation, residual
     /// and one (masked where the panel is partial) store per row and panel.
     ///
@@ -376,14 +476,21 @@ mod x86v4 {
     ) {
         let (k, n) = (j.w.k, j.w.n);
         let zero = _mm512_setzero_ps();
-        // SAFETY: A rows i0 .. i0 + R hold R·k floats from (i0·k); panels p .. p + H hold
-        // H·k·16 floats from p·k·16 (the caller's contract).
+        // SAFETY: A rows i0 .. i0 + R hold R·k floats from (i0·k), or (gathered) every
+        // i·rs + offs[q] with i < m is inside `a`; panels p .. p + H hold H·k·16 floats from
+        // p·k·16 (the caller's contract).
         let acc = unsafe {
-            sums::<R, H>(
-                j.a.as_ptr().add(i0 * k),
-                j.w.data.as_ptr().add(p * k * NR),
-                k,
-            )
+            let pp = j.w.data.as_ptr().add(p * k * NR);
+            match j.gather {
+                None => sums::<R, H>(j.a.as_ptr().add(i0 * k), pp, k),
+                Some((rs, offs)) => {
+                    let ap = j.a.as_ptr().add(i0 * rs);
+                    match rs {
+                        1 => sums_gather::<R, H, 1>(ap, offs.as_ptr(), pp, k),
+                        _ => sums_gather::<R, H, 2>(ap, offs.as_ptr(), pp, k),
+                    }
+                }
+            }
         };
         let six = _mm512_set1_ps(6.0);
         let op = out.as_mut_ptr();
