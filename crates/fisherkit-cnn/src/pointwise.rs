@@ -320,10 +320,15 @@ mod x86v4 {
         let panels = n.div_ceil(NR);
         let offsets = row_offsets(m, n, out.len(), dst);
         let blocks = row_blocks(m, MR4);
-        // Panels in pairs (p, count), the last one alone when their number is odd.
-        let pairs: Vec<(usize, usize)> = (0..panels)
+        // Panels in pairs (p, count, half), the last one alone when their number is odd;
+        // `half`: the group's last panel is the matrix's last and has at most 8 columns.
+        let last_half = n - (panels - 1) * NR <= NR / 2;
+        let pairs: Vec<(usize, usize, bool)> = (0..panels)
             .step_by(2)
-            .map(|p| (p, (panels - p).min(2)))
+            .map(|p| {
+                let np = (panels - p).min(2);
+                (p, np, last_half && p + np == panels)
+            })
             .collect();
         let job = Job {
             a,
@@ -334,9 +339,9 @@ mod x86v4 {
             resid,
             offsets: &offsets,
         };
-        for_each_tile(k, n, &blocks, &pairs, |(p, np), (i0, rows)| {
+        for_each_tile(k, n, &blocks, &pairs, |(p, np, half), (i0, rows)| {
             // SAFETY: as for this function; p + np ≤ panels, i0 + rows ≤ m, offsets checked.
-            unsafe { run(&job, p, np, i0, rows, out) }
+            unsafe { run(&job, p, np, half, i0, rows, out) }
         });
     }
 
@@ -352,36 +357,46 @@ mod x86v4 {
         offsets: &'a [usize],
     }
 
-    /// Rows `i0 .. i0 + rows` (1 ≤ rows ≤ 12) × panels `p .. p + np` (np ∈ {1, 2}).
+    /// Rows `i0 .. i0 + rows` (1 ≤ rows ≤ 12) × panels `p .. p + np` (np ∈ {1, 2}); `half`:
+    /// the last of them has at most 8 columns (its sums then take 8-lane instructions).
     ///
     /// # Safety
     /// As for [`pointwise_v4`]; p + np ≤ panels, i0 + rows ≤ m, every offset checked.
     #[target_feature(enable = "avx512f")]
-    unsafe fn run(j: &Job<'_>, p: usize, np: usize, i0: usize, rows: usize, out: &mut [f32]) {
+    unsafe fn run(
+        j: &Job<'_>,
+        p: usize,
+        np: usize,
+        half: bool,
+        i0: usize,
+        rows: usize,
+        out: &mut [f32],
+    ) {
         macro_rules! dispatch {
-            ($h:literal) => {
+            ($h:literal, $half:literal) => {
                 match rows {
-                    12 => block::<12, $h>(j, p, i0, out),
-                    11 => block::<11, $h>(j, p, i0, out),
-                    10 => block::<10, $h>(j, p, i0, out),
-                    9 => block::<9, $h>(j, p, i0, out),
-                    8 => block::<8, $h>(j, p, i0, out),
-                    7 => block::<7, $h>(j, p, i0, out),
-                    6 => block::<6, $h>(j, p, i0, out),
-                    5 => block::<5, $h>(j, p, i0, out),
-                    4 => block::<4, $h>(j, p, i0, out),
-                    3 => block::<3, $h>(j, p, i0, out),
-                    2 => block::<2, $h>(j, p, i0, out),
-                    _ => block::<1, $h>(j, p, i0, out),
+                    12 => block::<12, $h, $half>(j, p, i0, out),
+                    11 => block::<11, $h, $half>(j, p, i0, out),
+                    10 => block::<10, $h, $half>(j, p, i0, out),
+                    9 => block::<9, $h, $half>(j, p, i0, out),
+                    8 => block::<8, $h, $half>(j, p, i0, out),
+                    7 => block::<7, $h, $half>(j, p, i0, out),
+                    6 => block::<6, $h, $half>(j, p, i0, out),
+                    5 => block::<5, $h, $half>(j, p, i0, out),
+                    4 => block::<4, $h, $half>(j, p, i0, out),
+                    3 => block::<3, $h, $half>(j, p, i0, out),
+                    2 => block::<2, $h, $half>(j, p, i0, out),
+                    _ => block::<1, $h, $half>(j, p, i0, out),
                 }
             };
         }
         // SAFETY: forwarded from the caller.
         unsafe {
-            if np == 2 {
-                dispatch!(2)
-            } else {
-                dispatch!(1)
+            match (np, half) {
+                (2, false) => dispatch!(2, false),
+                (2, true) => dispatch!(2, true),
+                (_, false) => dispatch!(1, false),
+                (_, true) => dispatch!(1, true),
             }
         }
     }
@@ -392,12 +407,18 @@ mod x86v4 {
     /// whole loop (inlined, LLVM kept a copy of every sum on the stack, storing it after each
     /// multiply-add).
     ///
+    /// `HALF`: only lanes t < 8 of the last panel's sums are wanted (a last panel of at most 8
+    /// columns, e.g. 24 = 16 + 8 or 40 = 32 + 8 outputs): they are computed by 8-lane fused
+    /// multiply-adds on the low halves, lane by lane the same operations as the 16-lane ones
+    /// (so the same bits), at half the cost on a CPU that runs a 16-lane FMA as two 8-lane
+    /// halves (AMD Zen 4); lanes 8–15 of that panel are then unspecified.
+    ///
     /// # Safety
     /// AVX-512F; `ap .. ap + R·k` and `pp .. pp + H·k·16` lie inside live `f32` slices.
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
     #[allow(clippy::needless_range_loop)] // h also enters the address arithmetic
-    unsafe fn sums<const R: usize, const H: usize>(
+    unsafe fn sums<const R: usize, const H: usize, const HALF: bool>(
         ap: *const f32,
         pp: *const f32,
         k: usize,
@@ -415,7 +436,15 @@ mod x86v4 {
                 for (r, acc_r) in acc.iter_mut().enumerate() {
                     let x = _mm512_set1_ps(*ap.add(r * k + q));
                     for h in 0..H {
-                        acc_r[h] = _mm512_fmadd_ps(x, wv[h], acc_r[h]);
+                        acc_r[h] = if HALF && h == H - 1 {
+                            _mm512_castps256_ps512(_mm256_fmadd_ps(
+                                _mm512_castps512_ps256(x),
+                                _mm512_castps512_ps256(wv[h]),
+                                _mm512_castps512_ps256(acc_r[h]),
+                            ))
+                        } else {
+                            _mm512_fmadd_ps(x, wv[h], acc_r[h])
+                        };
                     }
                 }
             }
@@ -461,14 +490,15 @@ mod x86v4 {
     }
 
     /// R rows from `i0` × H panels from `p`: the sums over q, then bias, activation, residual
-    /// and one (masked where the panel is partial) store per row and panel.
+    /// and one (masked where the panel is partial) store per row and panel. `HALF`: the last
+    /// panel has at most 8 columns (see [`sums`]; its masked store writes only those lanes).
     ///
     /// # Safety
     /// AVX-512F; p + H ≤ panels, i0 + R ≤ m, `j.offsets[i0 + r] + n ≤ out.len()` for r < R,
     /// `j.a.len() ≥ m·k`, `j.resid` (if any) ≥ m·n floats, `j.bias.len() = n`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::needless_range_loop)] // h and r also enter the address arithmetic
-    unsafe fn block<const R: usize, const H: usize>(
+    unsafe fn block<const R: usize, const H: usize, const HALF: bool>(
         j: &Job<'_>,
         p: usize,
         i0: usize,
@@ -482,7 +512,7 @@ mod x86v4 {
         let acc = unsafe {
             let pp = j.w.data.as_ptr().add(p * k * NR);
             match j.gather {
-                None => sums::<R, H>(j.a.as_ptr().add(i0 * k), pp, k),
+                None => sums::<R, H, HALF>(j.a.as_ptr().add(i0 * k), pp, k),
                 Some((rs, offs)) => {
                     let ap = j.a.as_ptr().add(i0 * rs);
                     match rs {
