@@ -536,6 +536,9 @@ mod x86 {
         }
     }
 
+    /// Input pixels a block of 8 stride-2 outputs reads per row: (8 − 1)·2 + K for K ≤ 5.
+    const S2_PIXELS: usize = 19;
+
     macro_rules! kernel {
         ($name:ident, $feat:literal, $v:ty, $lanes:literal, $zero:ident, $set1:ident,
          $load:ident, $store:ident, $fma:ident, $add:ident, $max:ident, $min:ident) => {
@@ -582,12 +585,34 @@ mod x86 {
                         for c0 in (0..cv).step_by($lanes) {
                             let bv = $load(bp.add(c0));
                             let mut acc: [$v; P] = [zero; P];
-                            for u in 0..K {
-                                for v in 0..K {
-                                    let wv = $load(wp.add((u * K + v) * c + c0));
-                                    for (p, a) in acc.iter_mut().enumerate() {
-                                        let x = $load(rp[u].add(((jb + p) * S + v) * c + c0));
-                                        *a = $fma(x, wv, *a);
+                            if S == 2 {
+                                // The (P − 1)·2 + K input pixels of each row loaded once, by
+                                // a pointer stepping one pixel at a time: with the offsets
+                                // ((j·2 + v)·C) written out, LLVM kept 19 of them in
+                                // general registers, spilled and reloaded them around every
+                                // multiply-add, and ran at half the stride-1 rate.
+                                for u in 0..K {
+                                    let mut xs: [$v; S2_PIXELS] = [zero; S2_PIXELS];
+                                    let mut ptr = rp[u].add(jb * S * c + c0);
+                                    for x in xs.iter_mut().take((P - 1) * S + K) {
+                                        *x = $load(ptr);
+                                        ptr = ptr.add(c);
+                                    }
+                                    for v in 0..K {
+                                        let wv = $load(wp.add((u * K + v) * c + c0));
+                                        for (p, a) in acc.iter_mut().enumerate() {
+                                            *a = $fma(xs[p * S + v], wv, *a);
+                                        }
+                                    }
+                                }
+                            } else {
+                                for u in 0..K {
+                                    for v in 0..K {
+                                        let wv = $load(wp.add((u * K + v) * c + c0));
+                                        for (p, a) in acc.iter_mut().enumerate() {
+                                            let x = $load(rp[u].add(((jb + p) * S + v) * c + c0));
+                                            *a = $fma(x, wv, *a);
+                                        }
                                     }
                                 }
                             }
