@@ -98,6 +98,35 @@ pub(crate) fn same_geometry(n: usize, k: usize, stride: usize) -> (usize, usize)
     (out, pad / 2)
 }
 
+/// A k×k stride-s window with TF "same" padding on an h×w input: output sides
+/// $h_o = \lceil h/s \rceil$, $w_o$, padding before (top $p_t$, left $p_l$, from
+/// [`same_geometry`]) and the padded sides $h_p = (h_o - 1)s + k$, $w_p = (w_o - 1)s + k$
+/// the window reads. Shared by the stem and the MBConv blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SamePad {
+    pub ho: usize,
+    pub wo: usize,
+    pub pt: usize,
+    pub pl: usize,
+    pub hp: usize,
+    pub wp: usize,
+}
+
+impl SamePad {
+    pub(crate) fn new(h: usize, w: usize, k: usize, s: usize) -> Self {
+        let (ho, pt) = same_geometry(h, k, s);
+        let (wo, pl) = same_geometry(w, k, s);
+        Self {
+            ho,
+            wo,
+            pt,
+            pl,
+            hp: (ho - 1) * s + k,
+            wp: (wo - 1) * s + k,
+        }
+    }
+}
+
 /// Output side of a 3×3 stride-2 max-pool without padding (floor mode), `None` if `n < 3`.
 pub(crate) fn pool_out(n: usize) -> Option<usize> {
     (n >= POOL_K).then(|| (n - POOL_K) / POOL_S + 1)
@@ -651,33 +680,6 @@ pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par:
     }
 }
 
-/// The padded geometry of [`conv_chw_input`] on an `h`×`w` input: output sides, padding
-/// before, padded sides $(h_o - 1)s + k$, $(w_o - 1)s + k$.
-struct StemGeo {
-    ho: usize,
-    wo: usize,
-    pt: usize,
-    pl: usize,
-    hp: usize,
-    wp: usize,
-}
-
-impl StemGeo {
-    fn new(conv: &Conv, h: usize, w: usize) -> Self {
-        let (k, st) = (conv.kh, conv.stride);
-        let (ho, pt) = same_geometry(h, k, st);
-        let (wo, pl) = same_geometry(w, k, st);
-        Self {
-            ho,
-            wo,
-            pt,
-            pl,
-            hp: (ho - 1) * st + k,
-            wp: (wo - 1) * st + k,
-        }
-    }
-}
-
 /// [`conv_chw_input`] without an im2col copy: `x` (C, H, W) copied into a zero-bordered
 /// (C, h_p, w_p) buffer, then per output row i one [`crate::pointwise::pointwise_gather`]
 /// over its w_o pixels, pixel j's tap (u, v, c) at `(c·h_p + s·i + u)·w_p + s·j + v` (the
@@ -690,7 +692,7 @@ fn stem_gathered(
     par: Par,
 ) -> Hwc {
     let (c, h, w) = x.dim();
-    let g = StemGeo::new(conv, h, w);
+    let g = SamePad::new(h, w, conv.kh, conv.stride);
     let (k, st, n) = (conv.kh, conv.stride, conv.out_ch());
     let xp = pad_chw(x, &g);
     let offs: Vec<usize> = (0..k * k * c)
@@ -732,7 +734,7 @@ fn stem_gathered(
 /// `x` (C, H, W) in a (C, h_p, w_p) buffer: image row y at padded row y + p_t, column x at
 /// x + p_l, zeros elsewhere (rows or columns beyond the padded sides are never read by a tap
 /// and are left out).
-fn pad_chw(x: ArrayView3<'_, f32>, g: &StemGeo) -> Vec<f32> {
+fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad) -> Vec<f32> {
     let (c, h, w) = x.dim();
     let (hp, wp) = (g.hp, g.wp);
     let cols = w.min(wp - g.pl);
@@ -764,7 +766,7 @@ fn pad_chw(x: ArrayView3<'_, f32>, g: &StemGeo) -> Vec<f32> {
 /// k·C) into scratch and multiplied by `conv.wt` in one GEMM (or packed-kernel call) each.
 fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
     let (c, h, w) = x.dim();
-    let g = StemGeo::new(conv, h, w);
+    let g = SamePad::new(h, w, conv.kh, conv.stride);
     let (k, st) = (conv.kh, conv.stride);
     let (ho, wo, pt, pl, hp, wp) = (g.ho, g.wo, g.pt, g.pl, g.hp, g.wp);
     let mut xp = zeroed(hp * wp * c);

@@ -31,8 +31,8 @@
 //! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
 
 use crate::layers::{
-    bias_act_inplace, even_split, overwritable, same_geometry, view, view_mut, with_scratch, Act,
-    Conv, Depthwise, Hwc,
+    bias_act_inplace, even_split, overwritable, view, view_mut, with_scratch, Act, Conv, Depthwise,
+    Hwc, SamePad,
 };
 use crate::pointwise::pointwise;
 use fisherkit::linalg::{gemm, vectorized, Par};
@@ -64,14 +64,15 @@ struct Geo {
     cout: usize,
     k: usize,
     s: usize,
-    ho: usize,
-    wo: usize,
-    /// Padding before (top, left).
-    pt: usize,
-    pl: usize,
-    /// Padded input sides $(h_o - 1)s + k$, $(w_o - 1)s + k$.
-    hp: usize,
-    wp: usize,
+    /// Output sides, padding before, padded input sides (read through `Deref`: `g.ho`).
+    pad: SamePad,
+}
+
+impl std::ops::Deref for Geo {
+    type Target = SamePad;
+    fn deref(&self) -> &SamePad {
+        &self.pad
+    }
 }
 
 impl Geo {
@@ -107,8 +108,8 @@ pub(crate) fn mbconv(
         "mbconv: project geometry"
     );
     let (k, s) = (dw.k, dw.stride);
-    let (ho, pt) = same_geometry(x.h, k, s);
-    let (wo, pl) = same_geometry(x.w, k, s);
+    let pad = SamePad::new(x.h, x.w, k, s);
+    let (ho, wo, pt, pl) = (pad.ho, pad.wo, pad.pt, pad.pl);
     let g = Geo {
         h: x.h,
         w: x.w,
@@ -117,12 +118,7 @@ pub(crate) fn mbconv(
         cout: project.out_ch(),
         k,
         s,
-        ho,
-        wo,
-        pt,
-        pl,
-        hp: (ho - 1) * s + k,
-        wp: (wo - 1) * s + k,
+        pad,
     };
     assert!(
         g.wp >= pl + g.w && g.hp >= pt + g.h,
@@ -864,6 +860,7 @@ unsafe fn load<const N: usize>(p: *const f32, i: usize) -> [f32; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::same_geometry;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -1087,23 +1084,15 @@ mod tests {
     fn schedules_cover_both_paths() {
         // The test cases above reach both schedules: a 61-row k3 s1 map rolls in chunks, a
         // 9-row k5 s1 map runs in two phases.
-        let geo = |h: usize, k: usize, s: usize| {
-            let (ho, pt) = same_geometry(h, k, s);
-            Geo {
-                h,
-                w: h,
-                cin: 16,
-                c: 96,
-                cout: 16,
-                k,
-                s,
-                ho,
-                wo: ho,
-                pt,
-                pl: pt,
-                hp: (ho - 1) * s + k,
-                wp: (ho - 1) * s + k,
-            }
+        let geo = |h: usize, k: usize, s: usize| Geo {
+            h,
+            w: h,
+            cin: 16,
+            c: 96,
+            cout: 16,
+            k,
+            s,
+            pad: SamePad::new(h, h, k, s),
         };
         assert!(rolling_chunks(&geo(61, 3, 1)) >= MIN_CHUNKS);
         assert!(rolling_chunks(&geo(64, 3, 2)) >= MIN_CHUNKS);

@@ -402,10 +402,14 @@ mod x86v4 {
     }
 
     /// The R × H register block of sums $\sum_{q<k} A_{r,q} W_{q, 16h + t}$ from zero in order
-    /// of q, for A rows at `ap` (R rows of k floats) and H consecutive packed panels at `pp`.
-    /// Not inlined: in a function of its own the block provably stays in registers for the
-    /// whole loop (inlined, LLVM kept a copy of every sum on the stack, storing it after each
-    /// multiply-add).
+    /// of q, for R rows of A from `ap` and H consecutive packed panels at `pp`. `G` = 0: packed
+    /// rows, $A_{r,q}$ = `ap[r·k + q]` (`offs` unused); `G` ∈ {1, 2}: gathered,
+    /// $A_{r,q}$ = `ap[r·G + offs[q]]` ([`super::pointwise_gather`]). The gathered row stride
+    /// is a constant so that each row's load is one instruction with a fixed displacement
+    /// (with a run-time stride LLVM kept the row addresses in registers and spilled sums to
+    /// the stack). Not inlined: in a function of its own the block provably stays in
+    /// registers for the whole loop (inlined, LLVM kept a copy of every sum on the stack,
+    /// storing it after each multiply-add).
     ///
     /// `HALF`: only lanes t < 8 of the last panel's sums are wanted (a last panel of at most 8
     /// columns, e.g. 24 = 16 + 8 or 40 = 32 + 8 outputs): they are computed by 8-lane fused
@@ -414,27 +418,35 @@ mod x86v4 {
     /// halves (AMD Zen 4); lanes 8–15 of that panel are then unspecified.
     ///
     /// # Safety
-    /// AVX-512F; `ap .. ap + R·k` and `pp .. pp + H·k·16` lie inside live `f32` slices.
+    /// AVX-512F; `pp .. pp + H·k·16` lies inside a live `f32` slice, and so do
+    /// `ap .. ap + R·k` (G = 0) or, with `offs` holding k offsets, every `ap + r·G + offs[q]`
+    /// for r < R, q < k (G > 0).
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
     #[allow(clippy::needless_range_loop)] // h also enters the address arithmetic
-    unsafe fn sums<const R: usize, const H: usize, const HALF: bool>(
+    unsafe fn sums<const R: usize, const H: usize, const HALF: bool, const G: usize>(
         ap: *const f32,
+        offs: *const usize,
         pp: *const f32,
         k: usize,
     ) -> [[__m512; H]; R] {
         let zero = _mm512_setzero_ps();
         let mut acc = [[zero; H]; R];
-        // SAFETY: q < k, r < R, h < H: A offset r·k + q < R·k; panel offset (h·k + q)·16 + 15
-        // < H·k·16 (the contract).
+        let rs = if G == 0 { k } else { G };
+        // SAFETY: q < k, r < R, h < H: the A and panel offsets are bounded by the contract.
         unsafe {
             for q in 0..k {
                 let mut wv = [zero; H];
                 for h in 0..H {
                     wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
                 }
+                let base = if G == 0 {
+                    ap.add(q)
+                } else {
+                    ap.add(*offs.add(q))
+                };
                 for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let x = _mm512_set1_ps(*ap.add(r * k + q));
+                    let x = _mm512_set1_ps(*base.add(r * rs));
                     for h in 0..H {
                         acc_r[h] = if HALF && h == H - 1 {
                             _mm512_castps256_ps512(_mm256_fmadd_ps(
@@ -445,43 +457,6 @@ mod x86v4 {
                         } else {
                             _mm512_fmadd_ps(x, wv[h], acc_r[h])
                         };
-                    }
-                }
-            }
-        }
-        acc
-    }
-
-    /// [`sums`] with A gathered: $A_{r,q}$ = `ap[r·S + offs[q]]`. The row stride is a
-    /// constant so that each row's load is one instruction with a fixed displacement (with a
-    /// run-time stride LLVM kept the row addresses in registers and spilled sums to the stack).
-    ///
-    /// # Safety
-    /// AVX-512F; `offs` holds k offsets; `ap + r·S + offs[q]` (r < R, q < k) and
-    /// `pp .. pp + H·k·16` lie inside live `f32` slices.
-    #[target_feature(enable = "avx512f")]
-    #[inline(never)]
-    #[allow(clippy::needless_range_loop)] // h also enters the address arithmetic
-    unsafe fn sums_gather<const R: usize, const H: usize, const S: usize>(
-        ap: *const f32,
-        offs: *const usize,
-        pp: *const f32,
-        k: usize,
-    ) -> [[__m512; H]; R] {
-        let zero = _mm512_setzero_ps();
-        let mut acc = [[zero; H]; R];
-        // SAFETY: q < k, r < R, h < H: the contract bounds A's and the panels' offsets.
-        unsafe {
-            for q in 0..k {
-                let mut wv = [zero; H];
-                for h in 0..H {
-                    wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
-                }
-                let base = ap.add(*offs.add(q));
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let x = _mm512_set1_ps(*base.add(r * S));
-                    for h in 0..H {
-                        acc_r[h] = _mm512_fmadd_ps(x, wv[h], acc_r[h]);
                     }
                 }
             }
@@ -512,12 +487,12 @@ mod x86v4 {
         let acc = unsafe {
             let pp = j.w.data.as_ptr().add(p * k * NR);
             match j.gather {
-                None => sums::<R, H, HALF>(j.a.as_ptr().add(i0 * k), pp, k),
+                None => sums::<R, H, HALF, 0>(j.a.as_ptr().add(i0 * k), std::ptr::null(), pp, k),
                 Some((rs, offs)) => {
                     let ap = j.a.as_ptr().add(i0 * rs);
                     match rs {
-                        1 => sums_gather::<R, H, 1>(ap, offs.as_ptr(), pp, k),
-                        _ => sums_gather::<R, H, 2>(ap, offs.as_ptr(), pp, k),
+                        1 => sums::<R, H, HALF, 1>(ap, offs.as_ptr(), pp, k),
+                        _ => sums::<R, H, HALF, 2>(ap, offs.as_ptr(), pp, k),
                     }
                 }
             }
