@@ -766,9 +766,15 @@ fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad) -> Vec<f32> {
 /// k·C) into scratch and multiplied by `conv.wt` in one GEMM (or packed-kernel call) each.
 fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
     let (c, h, w) = x.dim();
-    let g = SamePad::new(h, w, conv.kh, conv.stride);
     let (k, st) = (conv.kh, conv.stride);
-    let (ho, wo, pt, pl, hp, wp) = (g.ho, g.wo, g.pt, g.pl, g.hp, g.wp);
+    let SamePad {
+        ho,
+        wo,
+        pt,
+        pl,
+        hp,
+        wp,
+    } = SamePad::new(h, w, k, st);
     let mut xp = zeroed(hp * wp * c);
     for ch in 0..c {
         for (iy, row) in x.index_axis(ndarray::Axis(0), ch).outer_iter().enumerate() {

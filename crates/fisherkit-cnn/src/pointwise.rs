@@ -206,7 +206,7 @@ pub(crate) fn pointwise_gather(
     out: &mut [f32],
     dst: impl Fn(usize) -> usize,
 ) -> bool {
-    if !Isa::V4.available() || !GATHER_STRIDES.contains(&rs) {
+    if !gather_available(rs) {
         return false;
     }
     if m == 0 {
