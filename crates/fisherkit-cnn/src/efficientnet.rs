@@ -32,6 +32,7 @@ use crate::layers::{
 };
 use crate::mbconv::mbconv;
 use crate::net::{load_conv, pool_scores, read_tensor, CnnError, NUM_CLASSES};
+use crate::team::{with_team, Team};
 use crate::ImageError;
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{Array1, Array3, ArrayView3};
@@ -218,21 +219,31 @@ impl EfficientNetLite0 {
     }
 
     pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        let mut x = conv_chw_input(&self.stem, input, Act::Relu6, par);
-        for b in &self.blocks {
-            let y = mbconv(b.expand.as_ref(), &b.depthwise, &b.project, b.skip, &x, par);
-            recycle(std::mem::replace(&mut x, y).data);
-        }
-        let (h, w) = (x.h, x.w);
-        let map = match head_fc_chw(&self.head, &self.fc, &x, par) {
-            Some(map) => map,
-            None => {
-                let f = conv1x1(&self.head, &x, Act::Relu6, None, par);
-                let map = conv1x1_chw(&self.fc, &f, par);
-                recycle(f.data);
-                map
+        let (x, fast) = with_team(par, |team| {
+            let mut x = conv_chw_input(&self.stem, input, Act::Relu6, team);
+            for b in &self.blocks {
+                let y = mbconv(
+                    b.expand.as_ref(),
+                    &b.depthwise,
+                    &b.project,
+                    b.skip,
+                    &x,
+                    team,
+                );
+                recycle(std::mem::replace(&mut x, y).data);
             }
-        };
+            let map = head_fc_chw(&self.head, &self.fc, &x, team);
+            (x, map)
+        });
+        let (h, w) = (x.h, x.w);
+        let map = fast.unwrap_or_else(|| {
+            // No packed kernel on this CPU: faer's GEMMs, parallel inside, outside the team.
+            let team = &Team::fork_join(par);
+            let f = conv1x1(&self.head, &x, Act::Relu6, None, team);
+            let map = conv1x1_chw(&self.fc, &f, team);
+            recycle(f.data);
+            map
+        });
         recycle(x.data);
         map.into_shape_with_order((NUM_CLASSES, h, w))
             .expect("contiguous")

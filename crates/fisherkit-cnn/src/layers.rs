@@ -11,17 +11,18 @@
 //! scratch buffer. The GEMM writes into scratch; the epilogue adds the bias, applies ReLU and
 //! stores the result where the next layer wants it (into its half of a fire module's
 //! concatenated output, or into a zero-bordered buffer that is the next 3×3 layer's padding).
-//! Bands are processed in parallel (rayon) when the caller passes a parallel [`Par`] and there
-//! are enough of them; otherwise sequentially, each GEMM then parallel inside (faer).
+//! Bands are spread over the threads of the caller's [`Team`] when there are enough of them;
+//! otherwise processed in order, each GEMM then parallel inside (faer) if the team lets a
+//! piece use rayon ([`Team::inner_par`]).
 //!
 //! Layers whose [`Conv`] carries packed weights ([`Conv::packed`]: EfficientNet's stem, head
 //! and classifier here, its blocks in [`crate::mbconv`]) run the AVX2 + FMA kernel of
 //! [`crate::pointwise`] instead of faer where the CPU has it; SqueezeNet's stay on faer.
 
 pub(crate) use crate::pointwise::Act;
+use crate::team::Team;
 use fisherkit::linalg::{gemm, vectorized, Par};
 use ndarray::{Array1, Array2, ArrayView2, ArrayView3, ArrayViewMut2};
-use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// A 2-D convolution with TensorFlow "same" padding (what ndf's `Conv2D(padding="same")` does):
@@ -163,32 +164,26 @@ pub(crate) fn even_split(total: usize, max_rows: usize) -> usize {
     total.div_ceil(parts).max(1)
 }
 
-fn threads_of(par: Par) -> usize {
-    match par {
-        Par::Seq => 1,
-        Par::Rayon(n) => n.get(),
-    }
-}
-
 /// Calls `f(first_row, band, inner_par)` on consecutive bands of `rows_per` rows of `out`
-/// (each row `row_len` floats; `out.len()` a multiple of it). In parallel over the bands
-/// when `par` is parallel and there are at least two bands per thread (GEMMs then
-/// sequential inside); else in order, passing `par` on to the GEMMs.
-fn for_bands<F>(out: &mut [f32], row_len: usize, rows_per: usize, par: Par, f: F)
+/// (each row `row_len` floats; `out.len()` a multiple of it). Spread over `team` when it has
+/// at least two bands per thread (GEMMs then sequential inside); else in order, passing the
+/// team's [`Team::inner_par`] on to the GEMMs.
+fn for_bands<F>(out: &mut [f32], row_len: usize, rows_per: usize, team: &Team<'_>, f: F)
 where
     F: Fn(usize, &mut [f32], Par) + Sync,
 {
     let rows = out.len() / row_len;
     let bands = rows.div_ceil(rows_per);
-    let threads = threads_of(par);
+    let threads = team.threads();
     if threads > 1 && bands >= 2 * threads {
-        out.par_chunks_mut(rows_per * row_len)
-            .enumerate()
-            .for_each(|(b, band)| f(b * rows_per, band, Par::Seq));
+        team.for_each_chunk(out, rows_per * row_len, |b, band| {
+            f(b * rows_per, band, Par::Seq)
+        });
     } else {
+        let ipar = team.inner_par();
         out.chunks_mut(rows_per * row_len)
             .enumerate()
-            .for_each(|(b, band)| f(b * rows_per, band, par));
+            .for_each(|(b, band)| f(b * rows_per, band, ipar));
     }
 }
 
@@ -298,7 +293,7 @@ fn bias_relu(dst: &mut [f32], src: &[f32], bias: &[f32]) {
 /// input `x` (3, H, W); returns the pooled (h, w, 64) tensor. Bands of pooled rows are computed
 /// from the conv rows they need (one shared conv row between neighbouring bands is computed
 /// twice), so the full-resolution conv output never exists in memory.
-pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
+pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, team: &Team<'_>) -> Hwc {
     let (c, h, w) = x.dim();
     assert_eq!(
         (c, conv.kh, conv.kw, conv.stride),
@@ -325,8 +320,8 @@ pub(crate) fn conv1_pool(conv: &Conv, x: ArrayView3<'_, f32>, par: Par) -> Hwc {
     let n = conv.out_ch();
     let k = 9 * c;
     let mut out = zeroed(ph * pw * n);
-    let rows_per = band_rows(ph, 2 * wo, k + n, threads_of(par));
-    for_bands(&mut out, pw * n, rows_per, par, |q0, band, ipar| {
+    let rows_per = band_rows(ph, 2 * wo, k + n, team.threads());
+    for_bands(&mut out, pw * n, rows_per, team, |q0, band, ipar| {
         let nq = band.len() / (pw * n);
         let nr = 2 * nq + 1; // conv rows 2 q0 .. 2 (q0 + nq) + 1
         let r0 = 2 * q0;
@@ -405,14 +400,14 @@ fn pool_rows(x: &[f32], w: usize, c: usize, out: &mut [f32], pw: usize) {
 
 /// Max-pool 3×3, stride 2, no padding, floor mode (ndf's `MaxPooling2D((3, 3), (2, 2))`):
 /// $y_{i,j,c} = \max_{0 \le u, v < 3} x_{2i+u, 2j+v, c}$. Input with h, w ≥ 3.
-pub(crate) fn max_pool(x: &Hwc, par: Par) -> Hwc {
+pub(crate) fn max_pool(x: &Hwc, team: &Team<'_>) -> Hwc {
     let ph = pool_out(x.h).expect("max_pool: height >= 3");
     let pw = pool_out(x.w).expect("max_pool: width >= 3");
     let c = x.c;
     let mut out = zeroed(ph * pw * c);
     let row = x.w * c;
-    let rows_per = band_rows(ph, 2 * x.w, c, threads_of(par));
-    for_bands(&mut out, pw * c, rows_per, par, |q0, band, _| {
+    let rows_per = band_rows(ph, 2 * x.w, c, team.threads());
+    for_bands(&mut out, pw * c, rows_per, team, |q0, band, _| {
         let nq = band.len() / (pw * c);
         let src = &x.data[2 * q0 * row..(2 * (q0 + nq) + 1) * row];
         vectorized(
@@ -430,7 +425,13 @@ pub(crate) fn max_pool(x: &Hwc, par: Par) -> Hwc {
 
 /// A fire module: squeeze 1×1 + ReLU, then [expand1x1 + ReLU ‖ expand3x3 + ReLU]
 /// concatenated along channels (expand1x1's first).
-pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par: Par) -> Hwc {
+pub(crate) fn fire(
+    squeeze: &Conv,
+    expand1: &Conv,
+    expand3: &Conv,
+    x: &Hwc,
+    team: &Team<'_>,
+) -> Hwc {
     let (h, w, cin) = (x.h, x.w, x.c);
     let s = squeeze.out_ch();
     assert_eq!(cin, squeeze.in_ch, "fire: input channels");
@@ -443,7 +444,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
         (expand1.kh, expand3.kh, expand3.kw, expand3.stride),
         (1, 3, 3, 1)
     );
-    let threads = threads_of(par);
+    let threads = team.threads();
     // Squeeze into the interior of an (h + 2, w + 2, s) zero-bordered buffer: the border is
     // expand3x3's "same" padding.
     let wp = w + 2;
@@ -454,7 +455,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
         &mut sq[wp * s..(h + 1) * wp * s],
         wp * s,
         rows_per,
-        par,
+        team,
         |r0, band, ipar| {
             let nr = band.len() / (wp * s);
             let m = nr * w;
@@ -496,7 +497,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
     let rows_per = band_rows(h, w, k3 + e + 2 * e1 / w.max(1), threads);
     let sq_buf = &mut sq;
     let sq = &*sq_buf;
-    for_bands(&mut out, w * e, rows_per, par, |r0, band, ipar| {
+    for_bands(&mut out, w * e, rows_per, team, |r0, band, ipar| {
         let nr = band.len() / (w * e);
         let (m1, m3) = (nr * wp, nr * w);
         with_scratch(m1 * e1 + m3 * (k3 + e3), |buf| {
@@ -567,7 +568,7 @@ pub(crate) fn fire(squeeze: &Conv, expand1: &Conv, expand3: &Conv, x: &Hwc, par:
 /// both layers by [`crate::pointwise`] with the head's activations kept in the band's scratch;
 /// then one transpose. `None` (nothing computed) when either layer has no packed weights or
 /// the CPU no AVX2 + FMA: the caller then runs [`conv1x1`] and [`conv1x1_chw`].
-pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<Array2<f32>> {
+pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> Option<Array2<f32>> {
     let (hp, fp) = (head.packed.as_ref()?, fc.packed.as_ref()?);
     assert_eq!(
         (x.c, fc.in_ch),
@@ -592,15 +593,7 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
             }
         });
     };
-    if threads_of(par) > 1 {
-        rows.par_chunks_mut(band * n)
-            .enumerate()
-            .for_each(|(bi, out)| run(bi, out));
-    } else {
-        rows.chunks_mut(band * n)
-            .enumerate()
-            .for_each(|(bi, out)| run(bi, out));
-    }
+    team.for_each_chunk(&mut rows, band * n, run);
     if !ok.into_inner() {
         recycle(rows);
         return None;
@@ -616,16 +609,14 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
         }
     };
     let chunk = 16;
-    if threads_of(par) > 1 {
-        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk)
-            .into_par_iter()
-            .enumerate()
-            .for_each(|(i, blk)| tr(i * chunk, blk));
-    } else {
-        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk)
-            .enumerate()
-            .for_each(|(i, blk)| tr(i * chunk, blk));
-    }
+    let blocks: Vec<_> = map
+        .axis_chunks_iter_mut(ndarray::Axis(0), chunk)
+        .map(|b| std::sync::Mutex::new(Some(b)))
+        .collect();
+    team.for_each(blocks.len(), &|i| {
+        let blk = blocks[i].lock().unwrap().take().expect("each block once");
+        tr(i * chunk, blk)
+    });
     recycle(rows);
     Some(map)
 }
@@ -634,8 +625,8 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, par: Par) -> Option<A
 const HEAD_FC_BAND: usize = 48;
 
 /// A 1×1 convolution without ReLU whose output is channel-first: (out, h·w) row-major
-/// $= W X^\top + b$, one GEMM (parallel inside with `par`).
-pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, par: Par) -> Array2<f32> {
+/// $= W X^\top + b$, one GEMM (parallel inside with the team's [`Team::inner_par`]).
+pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, team: &Team<'_>) -> Array2<f32> {
     assert_eq!((x.c, conv.kh), (conv.in_ch, 1), "conv1x1: input channels");
     let p = x.h * x.w;
     let mut out = Array2::<f32>::zeros((conv.out_ch(), p));
@@ -648,7 +639,7 @@ pub(crate) fn conv1x1_chw(conv: &Conv, x: &Hwc, par: Par) -> Array2<f32> {
         conv.weight.view(),
         view(&x.data, p, x.c).t(),
         1.0,
-        par,
+        team.inner_par(),
     );
     out
 }
@@ -670,26 +661,31 @@ pub(crate) fn bias_act_inplace(dst: &mut [f32], bias: &[f32], act: Act) {
 /// into a zero-bordered channel-first buffer, and the kernel reads each output pixel's k·k·C
 /// taps from it in place. Otherwise [`stem_im2col`]. Both give bitwise the same output (the
 /// same sums in the same order).
-pub(crate) fn conv_chw_input(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
+pub(crate) fn conv_chw_input(
+    conv: &Conv,
+    x: ArrayView3<'_, f32>,
+    act: Act,
+    team: &Team<'_>,
+) -> Hwc {
     assert_eq!(x.dim().0, conv.in_ch, "conv: input channels");
     match &conv.packed {
         Some(pk) if crate::pointwise::gather_available(conv.stride) => {
-            stem_gathered(conv, pk, x, act, par)
+            stem_gathered(conv, pk, x, act, team)
         }
-        _ => stem_im2col(conv, x, act, par),
+        _ => stem_im2col(conv, x, act, team),
     }
 }
 
 /// [`conv_chw_input`] without an im2col copy: `x` (C, H, W) copied into a zero-bordered
 /// (C, h_p, w_p) buffer, then per output row i one [`crate::pointwise::pointwise_gather`]
 /// over its w_o pixels, pixel j's tap (u, v, c) at `(c·h_p + s·i + u)·w_p + s·j + v` (the
-/// order of `conv.wt`'s rows). Bands of output rows in parallel with `par`.
+/// order of `conv.wt`'s rows). Bands of output rows spread over `team`.
 fn stem_gathered(
     conv: &Conv,
     pk: &crate::pointwise::Packed,
     x: ArrayView3<'_, f32>,
     act: Act,
-    par: Par,
+    team: &Team<'_>,
 ) -> Hwc {
     let (c, h, w) = x.dim();
     let g = SamePad::new(h, w, conv.kh, conv.stride);
@@ -702,14 +698,14 @@ fn stem_gathered(
         })
         .collect();
     let mut out = overwritable(g.ho * g.wo * n);
-    let threads = threads_of(par);
+    let threads = team.threads();
     let rows_per = if threads > 1 {
         g.ho.div_ceil(4 * threads)
     } else {
         g.ho
     };
     let bias = conv.bias.as_slice().expect("contiguous bias");
-    for_bands(&mut out, g.wo * n, rows_per, par, |r0, band, _| {
+    for_bands(&mut out, g.wo * n, rows_per, team, |r0, band, _| {
         for (i, orow) in band.chunks_exact_mut(g.wo * n).enumerate() {
             let a = &xp[(r0 + i) * st * g.wp..];
             let done =
@@ -764,7 +760,7 @@ fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad) -> Vec<f32> {
 /// [`conv_chw_input`] by im2col: the input is copied once into a zero-bordered channel-last
 /// buffer; bands of output rows are im2col'ed (k·k·C floats per pixel, k contiguous runs of
 /// k·C) into scratch and multiplied by `conv.wt` in one GEMM (or packed-kernel call) each.
-fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
+fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, team: &Team<'_>) -> Hwc {
     let (c, h, w) = x.dim();
     let (k, st) = (conv.kh, conv.stride);
     let SamePad {
@@ -787,9 +783,9 @@ fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
     let n = conv.out_ch();
     let kk = k * k * c;
     let mut out = zeroed(ho * wo * n);
-    let rows_per = band_rows(ho, wo, kk, threads_of(par));
+    let rows_per = band_rows(ho, wo, kk, team.threads());
     let bias = conv.bias.as_slice().expect("contiguous bias");
-    for_bands(&mut out, wo * n, rows_per, par, |r0, band, ipar| {
+    for_bands(&mut out, wo * n, rows_per, team, |r0, band, ipar| {
         let nr = band.len() / (wo * n);
         let m = nr * wo;
         with_scratch(m * kk, |cols| {
@@ -841,7 +837,13 @@ fn stem_im2col(conv: &Conv, x: ArrayView3<'_, f32>, act: Act, par: Par) -> Hwc {
 /// activation (EfficientNet's identity skip follows the linear projection, `act` = None).
 /// One GEMM per band of rows, written straight into the output; the epilogue runs on the band
 /// while it is in cache.
-pub(crate) fn conv1x1(conv: &Conv, x: &Hwc, act: Act, residual: Option<&Hwc>, par: Par) -> Hwc {
+pub(crate) fn conv1x1(
+    conv: &Conv,
+    x: &Hwc,
+    act: Act,
+    residual: Option<&Hwc>,
+    team: &Team<'_>,
+) -> Hwc {
     assert_eq!(
         (x.c, conv.kh, conv.kw, conv.stride),
         (conv.in_ch, 1, 1, 1),
@@ -852,9 +854,9 @@ pub(crate) fn conv1x1(conv: &Conv, x: &Hwc, act: Act, residual: Option<&Hwc>, pa
         assert_eq!((r.h, r.w, r.c), (h, w, n), "conv1x1: residual shape");
     }
     let mut out = zeroed(h * w * n);
-    let rows_per = band_rows(h, w, n, threads_of(par));
+    let rows_per = band_rows(h, w, n, team.threads());
     let bias = conv.bias.as_slice().expect("contiguous bias");
-    for_bands(&mut out, w * n, rows_per, par, |r0, band, ipar| {
+    for_bands(&mut out, w * n, rows_per, team, |r0, band, ipar| {
         let m = band.len() / n;
         let p0 = r0 * w;
         if let Some(pk) = &conv.packed {
@@ -934,6 +936,7 @@ impl Depthwise {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::team::with_team;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -969,7 +972,7 @@ mod tests {
                 }
             }
             for par in [Par::Seq, Par::rayon(2)] {
-                let got = max_pool(&x, par);
+                let got = max_pool(&x, &Team::fork_join(par));
                 assert_eq!((got.h, got.w, got.c), (ho, wo, c));
                 assert_eq!(got.data, want);
             }
@@ -1059,14 +1062,14 @@ mod tests {
                 .enumerate()
                 .map(|(i, v)| v + bias[i % cout] as f64 + r.data[i] as f64)
                 .collect();
-            let got = conv1x1(&conv, &x, Act::None, Some(&r), par);
+            let got = conv1x1(&conv, &x, Act::None, Some(&r), &Team::fork_join(par));
             assert_close(&got.data, &want, "conv1x1 + residual");
             let want6: Vec<f64> = lin
                 .iter()
                 .enumerate()
                 .map(|(i, v)| (v + bias[i % cout] as f64).clamp(0.0, 6.0))
                 .collect();
-            let got6 = conv1x1(&conv, &x, Act::Relu6, None, par);
+            let got6 = conv1x1(&conv, &x, Act::Relu6, None, &Team::fork_join(par));
             assert_close(&got6.data, &want6, "conv1x1 relu6");
         }
         // The stem: 3×3 stride 2 from a CHW input, odd and even sides.
@@ -1088,7 +1091,7 @@ mod tests {
             // Unpacked (faer) and packed (the pointwise kernel where the CPU has AVX2 + FMA).
             for conv in [conv.clone(), conv.packed()] {
                 for par in [Par::Seq, Par::rayon(2)] {
-                    let got = conv_chw_input(&conv, chw.view(), Act::Relu6, par);
+                    let got = with_team(par, |t| conv_chw_input(&conv, chw.view(), Act::Relu6, t));
                     assert_eq!((got.h, got.w, got.c), (ho, wo, n));
                     assert_close(&got.data, &want, &format!("stem {h}x{w}"));
                 }
@@ -1117,10 +1120,10 @@ mod tests {
             let chw = ndarray::Array3::from_shape_fn((c, h, w), |_| rng.random_range(-2.0f32..2.0));
             let wide = ndarray::Array3::from_shape_fn((c, w, h), |(ch, j, i)| chw[[ch, i, j]]);
             for par in [Par::Seq, Par::rayon(2)] {
-                let want = stem_im2col(&conv, chw.view(), Act::Relu6, par);
+                let want = stem_im2col(&conv, chw.view(), Act::Relu6, &Team::fork_join(par));
                 let pk = conv.packed.as_ref().unwrap();
                 for x in [chw.view(), wide.view().permuted_axes([0, 2, 1])] {
-                    let got = stem_gathered(&conv, pk, x, Act::Relu6, par);
+                    let got = with_team(par, |t| stem_gathered(&conv, pk, x, Act::Relu6, t));
                     assert_eq!((got.h, got.w, got.c), (want.h, want.w, want.c));
                     let same = got
                         .data

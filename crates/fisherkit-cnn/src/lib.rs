@@ -32,6 +32,7 @@ pub mod onnx;
 mod pointwise;
 #[cfg(test)]
 mod reference;
+mod team;
 
 pub use backbone::{Backbone, BackboneKind};
 pub use cnn::Cnn;

@@ -35,8 +35,8 @@ use crate::layers::{
     Hwc, SamePad,
 };
 use crate::pointwise::pointwise;
+use crate::team::Team;
 use fisherkit::linalg::{gemm, vectorized, Par};
-use rayon::prelude::*;
 
 /// Working-set target, in floats, of one group of the rolling schedule (ring + expand scratch
 /// + depthwise output): 128 K floats (512 KB), about a core's L2 cache.
@@ -91,8 +91,9 @@ pub(crate) fn mbconv(
     project: &Conv,
     skip: bool,
     x: &Hwc,
-    par: Par,
+    team: &Team<'_>,
 ) -> Hwc {
+    let par = team.par();
     let c = dw.channels();
     match expand {
         Some(e) => assert_eq!(
@@ -142,7 +143,7 @@ pub(crate) fn mbconv(
         let chunks = pieces.map_or(chunks, |p| chunks.min(p));
         let chunk_rows = even_split(ho, ho.div_ceil(chunks));
         let grp = group_rows(&g);
-        for_each_chunk(&mut out, chunk_rows * out_row, par, |ci, oband| {
+        team.for_each_chunk(&mut out, chunk_rows * out_row, |ci, oband| {
             let o0 = ci * chunk_rows;
             let o1 = o0 + oband.len() / out_row;
             roll_chunk(expand, dw, project, &g, x, residual, o0, o1, grp, oband);
@@ -156,7 +157,7 @@ pub(crate) fn mbconv(
             g.hp,
             (BAND_FLOATS / (g.w * c).max(1)).clamp(1, g.hp.div_ceil(min_bands).max(1)),
         );
-        for_each_chunk(&mut hidden, band * row, par, |bi, hb| {
+        team.for_each_chunk(&mut hidden, band * row, |bi, hb| {
             let pr0 = bi * band;
             let pr1 = pr0 + hb.len() / row;
             let sx = if expand.is_some() {
@@ -174,7 +175,7 @@ pub(crate) fn mbconv(
             (BAND_FLOATS / (wo * c).max(1)).clamp(1, ho.div_ceil(min_bands).max(1)),
         );
         let hidden_ref = &hidden;
-        for_each_chunk(&mut out, ob * out_row, par, |bi, oband| {
+        team.for_each_chunk(&mut out, ob * out_row, |bi, oband| {
             let o0 = bi * ob;
             let o1 = o0 + oband.len() / out_row;
             with_scratch((o1 - o0) * wo * c, |d| {
@@ -196,16 +197,17 @@ pub(crate) fn mbconv(
 /// How many pieces (chunks or bands) the block's rows are cut into for `par`, when the cut
 /// cannot change the output: every 1×1 layer of the block runs the pointwise kernel, whose
 /// row i depends only on row i of its input however the rows are batched
-/// ([`crate::pointwise::available`]). Then one piece for one thread — no expand row
-/// computed twice at chunk borders, and each band of a small map sweeping the 1×1 weights
-/// once less — and two per thread otherwise (some slack for unequal cores). `None`: the
+/// ([`crate::pointwise::available`]). Then one piece per thread: no expand row computed
+/// twice at chunk borders, and each band of a small map sweeping the 1×1 weights once less
+/// (two per thread, for slack between unequal cores, measured 1–3 % slower in a pass-long
+/// team at 227–454 px; docs/evidence/cnn-threads-2026-12-05.md). `None`: the
 /// geometry alone decides ([`MIN_BANDS`], [`rolling_chunks`]), as faer's sums may depend on
 /// the shapes and the output must be the same bits for any thread count.
 fn pieces_for(par: Par, expand: Option<&Conv>, project: &Conv) -> Option<usize> {
     let packed = project.packed.is_some() && expand.is_none_or(|e| e.packed.is_some());
     (packed && crate::pointwise::available()).then(|| match par {
         Par::Seq => 1,
-        Par::Rayon(n) => 2 * n.get(),
+        Par::Rayon(n) => n.get(),
     })
 }
 
@@ -226,24 +228,6 @@ fn group_rows(g: &Geo) -> usize {
         grp += 1;
     }
     grp
-}
-
-/// Calls `f(index, chunk)` on consecutive `chunk_len`-float chunks of `buf`, in parallel when
-/// `par` is.
-fn for_each_chunk<F>(buf: &mut [f32], chunk_len: usize, par: Par, f: F)
-where
-    F: Fn(usize, &mut [f32]) + Sync,
-{
-    match par {
-        Par::Seq => buf
-            .chunks_mut(chunk_len)
-            .enumerate()
-            .for_each(|(i, ch)| f(i, ch)),
-        Par::Rayon(_) => buf
-            .par_chunks_mut(chunk_len)
-            .enumerate()
-            .for_each(|(i, ch)| f(i, ch)),
-    }
 }
 
 /// Output rows `o0 .. o1` (into `oband`) of the block by the rolling schedule: groups of `grp`
@@ -863,6 +847,7 @@ unsafe fn load<const N: usize>(p: *const f32, i: usize) -> [f32; N] {
 mod tests {
     use super::*;
     use crate::layers::same_geometry;
+    use crate::team::with_team;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -983,13 +968,17 @@ mod tests {
             let ex = (e > 1).then_some((&we[..], &be[..]));
             let (ho, wo, want) = naive_block(&x, ex, (&wd, &bd), (&wp, &bp), k, s, skip);
             let what = format!("mbconv {h}x{w}x{cin} e{e} -> {cout} k{k} s{s}");
-            let g1 = mbconv(expand.as_ref(), &dw, &project, skip, &x, Par::Seq);
+            let g1 = with_team(Par::Seq, |tm| {
+                mbconv(expand.as_ref(), &dw, &project, skip, &x, tm)
+            });
             // The same block with packed 1×1 weights (the AVX2 pointwise kernel where the
             // CPU has it): the same values up to rounding, the same for any thread count.
             let (pe, pp) = (expand.clone().map(Conv::packed), project.clone().packed());
-            let gp = mbconv(pe.as_ref(), &dw, &pp, skip, &x, Par::Seq);
+            let gp = with_team(Par::Seq, |tm| mbconv(pe.as_ref(), &dw, &pp, skip, &x, tm));
             for t in [2, 3] {
-                let got = mbconv(pe.as_ref(), &dw, &pp, skip, &x, Par::rayon(t));
+                let got = with_team(Par::rayon(t), |tm| {
+                    mbconv(pe.as_ref(), &dw, &pp, skip, &x, tm)
+                });
                 assert_eq!(
                     got.data, gp.data,
                     "{what}: packed, {t} threads differ from 1"
@@ -1009,7 +998,9 @@ mod tests {
                 );
             }
             for t in [2, 3] {
-                let got = mbconv(expand.as_ref(), &dw, &project, skip, &x, Par::rayon(t));
+                let got = with_team(Par::rayon(t), |tm| {
+                    mbconv(expand.as_ref(), &dw, &project, skip, &x, tm)
+                });
                 assert_eq!(got.data, g1.data, "{what}: {t} threads differ from 1");
             }
         }

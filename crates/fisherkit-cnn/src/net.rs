@@ -17,6 +17,7 @@
 use crate::layers::{
     conv1_pool, conv1x1_chw, fire, max_pool, pool_out, recycle, same_geometry, Conv,
 };
+use crate::team::Team;
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array3, ArrayView3};
 use rayon::prelude::*;
@@ -263,17 +264,20 @@ impl SqueezeNet {
     }
 
     pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        let mut x = conv1_pool(&self.conv1, input, par);
+        // Rayon regions, not a pass-long team: the fire modules of small maps run their
+        // GEMMs in parallel inside one band.
+        let team = &Team::fork_join(par);
+        let mut x = conv1_pool(&self.conv1, input, team);
         for (i, f) in self.fires.iter().enumerate() {
             if i == 2 || i == 4 {
-                let y = max_pool(&x, par);
+                let y = max_pool(&x, team);
                 recycle(std::mem::replace(&mut x, y).data);
             }
-            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, par);
+            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, team);
             recycle(std::mem::replace(&mut x, y).data);
         }
         let (h, w) = (x.h, x.w);
-        let map = conv1x1_chw(&self.conv10, &x, par);
+        let map = conv1x1_chw(&self.conv10, &x, team);
         recycle(x.data);
         map.into_shape_with_order((NUM_CLASSES, h, w))
             .expect("contiguous")
