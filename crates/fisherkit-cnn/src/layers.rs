@@ -609,14 +609,10 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> O
         }
     };
     let chunk = 16;
-    let blocks: Vec<_> = map
-        .axis_chunks_iter_mut(ndarray::Axis(0), chunk)
-        .map(|b| std::sync::Mutex::new(Some(b)))
-        .collect();
-    team.for_each(blocks.len(), &|i| {
-        let blk = blocks[i].lock().unwrap().take().expect("each block once");
-        tr(i * chunk, blk)
-    });
+    team.for_each_item(
+        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk).collect(),
+        |i, blk| tr(i * chunk, blk),
+    );
     recycle(rows);
     Some(map)
 }

@@ -197,39 +197,35 @@ impl Team<'_> {
         }
     }
 
+    /// Calls `f(i, item)` on each item (`i` its index), spread over the team: each piece
+    /// takes its item by value (e.g. a disjoint `&mut` part of an output).
+    pub(crate) fn for_each_item<T, F>(&self, items: Vec<T>, f: F)
+    where
+        T: Send,
+        F: Fn(usize, T) + Sync,
+    {
+        match self {
+            Team::Seq => items.into_iter().enumerate().for_each(|(i, t)| f(i, t)),
+            Team::ForkJoin(_) => items.into_par_iter().enumerate().for_each(|(i, t)| f(i, t)),
+            Team::Pass { .. } => {
+                let slots: Vec<Mutex<Option<T>>> =
+                    items.into_iter().map(|t| Mutex::new(Some(t))).collect();
+                self.for_each(slots.len(), &|i| {
+                    let item = lock(&slots[i]).take().expect("each piece runs once");
+                    f(i, item)
+                });
+            }
+        }
+    }
+
     /// Calls `f(i, chunk)` on the consecutive `chunk_len`-float chunks of `buf` (the last
     /// may be shorter), spread over the team.
     pub(crate) fn for_each_chunk<F>(&self, buf: &mut [f32], chunk_len: usize, f: F)
     where
         F: Fn(usize, &mut [f32]) + Sync,
     {
-        let chunk_len = chunk_len.max(1);
-        match self {
-            Team::Seq => buf
-                .chunks_mut(chunk_len)
-                .enumerate()
-                .for_each(|(i, c)| f(i, c)),
-            Team::ForkJoin(_) => buf
-                .par_chunks_mut(chunk_len)
-                .enumerate()
-                .for_each(|(i, c)| f(i, c)),
-            Team::Pass { .. } => {
-                let chunks: Vec<Mutex<Option<&mut [f32]>>> = buf
-                    .chunks_mut(chunk_len)
-                    .map(|c| Mutex::new(Some(c)))
-                    .collect();
-                self.for_each(chunks.len(), &|i| f(i, take_once(&chunks[i])));
-            }
-        }
+        self.for_each_item(buf.chunks_mut(chunk_len.max(1)).collect(), f);
     }
-}
-
-/// The item in `slot`, which a region's piece `i` takes exactly once.
-pub(crate) fn take_once<T>(slot: &Mutex<Option<T>>) -> T {
-    slot.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .expect("each piece runs once")
 }
 
 /// Sets `finished` when the leader leaves the pass, also by a panic (else the scope would
