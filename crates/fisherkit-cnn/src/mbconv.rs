@@ -84,7 +84,7 @@ impl Geo {
 
 /// One MBConv block (see the module docs) on `x` (h, w, C_in) → (⌈h/s⌉, ⌈w/s⌉, C_out).
 /// `expand` is `None` for expansion ratio 1; `skip` adds `x` to the projection (stride 1,
-/// C_in = C_out). Chunks or bands in parallel (rayon) when `par` is parallel.
+/// C_in = C_out). Chunks or bands spread over `team`'s threads.
 pub(crate) fn mbconv(
     expand: Option<&Conv>,
     dw: &Depthwise,
@@ -93,7 +93,6 @@ pub(crate) fn mbconv(
     x: &Hwc,
     team: &Team<'_>,
 ) -> Hwc {
-    let par = team.par();
     let c = dw.channels();
     match expand {
         Some(e) => assert_eq!(
@@ -137,7 +136,7 @@ pub(crate) fn mbconv(
     let out_row = wo * g.cout;
     let mut out = overwritable(ho * out_row);
     let chunks = rolling_chunks(&g);
-    let pieces = pieces_for(par, expand, project);
+    let pieces = pieces_for(team.threads(), expand, project);
     let min_bands = pieces.unwrap_or(MIN_BANDS);
     if chunks >= MIN_CHUNKS {
         let chunks = pieces.map_or(chunks, |p| chunks.min(p));
@@ -194,7 +193,7 @@ pub(crate) fn mbconv(
     }
 }
 
-/// How many pieces (chunks or bands) the block's rows are cut into for `par`, when the cut
+/// How many pieces (chunks or bands) the block's rows are cut into for `threads`, when the cut
 /// cannot change the output: every 1×1 layer of the block runs the pointwise kernel, whose
 /// row i depends only on row i of its input however the rows are batched
 /// ([`crate::pointwise::available`]). Then one piece per thread: no expand row computed
@@ -203,12 +202,9 @@ pub(crate) fn mbconv(
 /// team at 227–454 px; docs/evidence/cnn-threads-2026-12-05.md). `None`: the
 /// geometry alone decides ([`MIN_BANDS`], [`rolling_chunks`]), as faer's sums may depend on
 /// the shapes and the output must be the same bits for any thread count.
-fn pieces_for(par: Par, expand: Option<&Conv>, project: &Conv) -> Option<usize> {
+fn pieces_for(threads: usize, expand: Option<&Conv>, project: &Conv) -> Option<usize> {
     let packed = project.packed.is_some() && expand.is_none_or(|e| e.packed.is_some());
-    (packed && crate::pointwise::available()).then(|| match par {
-        Par::Seq => 1,
-        Par::Rayon(n) => n.get(),
-    })
+    (packed && crate::pointwise::available()).then_some(threads)
 }
 
 /// Number of chunks of output rows for the rolling schedule: each spans at least

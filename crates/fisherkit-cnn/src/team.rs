@@ -170,14 +170,6 @@ impl Team<'_> {
         }
     }
 
-    /// The degree of parallelism the team stands for (what layers size their pieces by).
-    pub(crate) fn par(&self) -> Par {
-        match self.threads() {
-            1 => Par::Seq,
-            n => Par::rayon(n),
-        }
-    }
-
     /// The parallelism a piece run on its own may use inside (a GEMM's): the fork–join
     /// team's, and none inside a pass-long team, whose helpers never run rayon's jobs.
     pub(crate) fn inner_par(&self) -> Par {
