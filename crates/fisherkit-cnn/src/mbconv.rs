@@ -21,13 +21,16 @@
 //! chunk are computed twice) and read back from cache. Per group: one expand GEMM over the
 //! new rows (faer), the depthwise into a scratch (G·w_o, C) matrix, one project GEMM straight
 //! into the output rows, bias and skip added while they are in cache. When the map is so
-//! small that chunks could not be long enough to keep that overlap small, the block runs in
+//! small that chunks could not be long enough to keep that overlap small (enough chunks: one
+//! per thread with the packed kernel, see `min_chunks`, else four), the block runs in
 //! two parallel phases instead: expand every row into one zero-padded buffer, then depthwise +
 //! project per band of output rows.
 //!
-//! The chunk, group and band sizes depend only on the layer's geometry, never on the thread
-//! count, so every GEMM has the same shape and the output is bitwise the same for any number
-//! of threads. The depthwise sums the taps in the order (u, v) from zero and adds the bias
+//! With faer's GEMMs the chunk, group and band sizes depend only on the layer's geometry,
+//! never on the thread count, so every GEMM has the same shape and the output is bitwise the
+//! same for any number of threads; with the packed 1×1 kernel, whose row i depends only on
+//! row i of its input, the rows are cut into one piece per thread (`pieces_for`), with the
+//! same guarantee. The depthwise sums the taps in the order (u, v) from zero and adds the bias
 //! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
 
 use crate::layers::{
@@ -43,7 +46,8 @@ use fisherkit::linalg::{gemm, vectorized, Par};
 const TILE_FLOATS: usize = 128 * 1024;
 /// Most chunks a rolling block is split into (parallel slack for a few threads).
 const MAX_CHUNKS: usize = 16;
-/// Fewest chunks for the rolling schedule; with fewer the two-phase one is used.
+/// Fewest chunks for the rolling schedule when the geometry alone decides the cut; with fewer
+/// the two-phase one is used (see [`min_chunks`]).
 const MIN_CHUNKS: usize = 4;
 /// A chunk of output rows spans at least this many times the k − s rows it shares with its
 /// neighbour (so recomputed expand rows cost at most ~1/6 of the chunk's).
@@ -138,7 +142,7 @@ pub(crate) fn mbconv(
     let chunks = rolling_chunks(&g);
     let pieces = pieces_for(team.threads(), expand, project);
     let min_bands = pieces.unwrap_or(MIN_BANDS);
-    if chunks >= MIN_CHUNKS {
+    if chunks >= min_chunks(pieces) {
         let chunks = pieces.map_or(chunks, |p| chunks.min(p));
         let chunk_rows = even_split(ho, ho.div_ceil(chunks));
         let grp = group_rows(&g);
@@ -207,11 +211,23 @@ fn pieces_for(threads: usize, expand: Option<&Conv>, project: &Conv) -> Option<u
     (packed && crate::pointwise::available()).then_some(threads)
 }
 
+/// Fewest chunks ([`rolling_chunks`]) for which a block rolls: [`MIN_CHUNKS`], for parallel
+/// slack, when the geometry alone decides the cut; with `Some(pieces)` (one piece per thread,
+/// [`pieces_for`]) no more than `pieces`, since that is all the chunks the block is cut into.
+/// A map that can take one chunk per thread, each ≥ [`OVERLAP_FACTOR`]·(k − s) input rows, then
+/// rolls instead of materialising its expanded tensor: stage 3's first block at 227 px (57 →
+/// 29 rows, k = 5, s = 2, a 2.1 MB padded hidden tensor, twice the L2 cache) went from 433 to
+/// 277 µs with one thread, 233 to 146 µs with two (docs/evidence/cnn-small-maps-2026-12-06.md).
+fn min_chunks(pieces: Option<usize>) -> usize {
+    pieces.map_or(MIN_CHUNKS, |p| p.min(MIN_CHUNKS))
+}
+
 /// Number of chunks of output rows for the rolling schedule: each spans at least
-/// [`OVERLAP_FACTOR`]·(k − s) input rows, at most [`MAX_CHUNKS`] of them.
+/// [`OVERLAP_FACTOR`]·(k − s) input rows, at most [`MAX_CHUNKS`] of them (0 when the map is
+/// shorter than one such chunk).
 fn rolling_chunks(g: &Geo) -> usize {
     let overlap = g.k.saturating_sub(g.s).max(1);
-    (g.ho * g.s / (OVERLAP_FACTOR * overlap)).clamp(1, MAX_CHUNKS.min(g.ho))
+    (g.ho * g.s / (OVERLAP_FACTOR * overlap)).min(MAX_CHUNKS.min(g.ho))
 }
 
 /// Output rows per group of the rolling schedule: the most (≥ 1) whose ring of
@@ -1086,6 +1102,11 @@ mod tests {
         assert!(rolling_chunks(&geo(61, 3, 1)) >= MIN_CHUNKS);
         assert!(rolling_chunks(&geo(64, 3, 2)) >= MIN_CHUNKS);
         assert!(rolling_chunks(&geo(9, 5, 1)) < MIN_CHUNKS);
+        // With one piece per thread a map that takes one long chunk per thread rolls
+        // (57 → 29 rows, k5 s2: three chunks of ≥ 18 input rows), a smaller one does not.
+        assert!(rolling_chunks(&geo(57, 5, 2)) >= min_chunks(Some(2)));
+        assert!(rolling_chunks(&geo(57, 5, 2)) < min_chunks(None));
+        assert!(rolling_chunks(&geo(15, 5, 1)) < min_chunks(Some(1)));
         assert!(group_rows(&geo(61, 3, 1)) >= 2);
     }
 }
