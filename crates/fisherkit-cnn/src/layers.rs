@@ -564,9 +564,10 @@ pub(crate) fn fire(
 
 /// EfficientNet's head then classifier, per pixel, output channel-first:
 /// $Y = \big(\mathrm{relu6}(X W_h^\top + b_h)\, W_f^\top + b_f\big)^\top$, (fc out, h·w), for
-/// `x` (h, w, head in). Bands of [`HEAD_FC_BAND`]-ish pixels (fixed by h·w alone) in parallel,
-/// both layers by [`crate::pointwise`] with the head's activations kept in the band's scratch;
-/// then one transpose. `None` (nothing computed) when either layer has no packed weights or
+/// `x` (h, w, head in). The pixels in bands ([`head_fc_band`]) in parallel, both layers by
+/// [`crate::pointwise`] with the head's activations kept in the band's scratch; then one
+/// transpose. Each pixel's output depends on its own row alone, so the cut (which follows the
+/// thread count) changes no bit of it. `None` (nothing computed) when either layer has no packed weights or
 /// the CPU no AVX2 + FMA: the caller then runs [`conv1x1`] and [`conv1x1_chw`].
 pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> Option<Array2<f32>> {
     let (hp, fp) = (head.packed.as_ref()?, fc.packed.as_ref()?);
@@ -576,7 +577,7 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> O
         "head_fc: channels"
     );
     let (p, cin, ch, n) = (x.h * x.w, x.c, head.out_ch(), fc.out_ch());
-    let band = even_split(p, HEAD_FC_BAND);
+    let band = head_fc_band(p, team.threads());
     let hb = head.bias.as_slice().expect("contiguous bias");
     let fb = fc.bias.as_slice().expect("contiguous bias");
     let mut rows = overwritable(p * n);
@@ -617,8 +618,19 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> O
     Some(map)
 }
 
-/// Target pixels per band of [`head_fc_chw`] (its scratch: 1280 floats a pixel).
-const HEAD_FC_BAND: usize = 48;
+/// Most pixels per band of [`head_fc_chw`] (its scratch: 1280 floats a pixel, 1.3 MB at 256).
+const HEAD_FC_BAND: usize = 256;
+
+/// Pixels per band of [`head_fc_chw`] for `p` pixels and `threads` threads: as few bands as
+/// fit [`HEAD_FC_BAND`], their number a multiple of the thread count. Each band sweeps the
+/// classifier's 5.1 MB of weights once, so small maps take one band per thread: at 227 px
+/// (64 pixels) one thread's two bands of 32 took 1 317 µs, one band of 64 took 1 160 µs
+/// (docs/evidence/cnn-small-maps-2026-12-06.md).
+fn head_fc_band(p: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let bands = p.div_ceil(HEAD_FC_BAND).div_ceil(threads) * threads;
+    p.div_ceil(bands).max(1)
+}
 
 /// A 1×1 convolution without ReLU whose output is channel-first: (out, h·w) row-major
 /// $= W X^\top + b$, one GEMM (parallel inside with the team's [`Team::inner_par`]).
@@ -1144,6 +1156,24 @@ mod tests {
                         let oihw = ((o * cin + c) * k + u) * k + v;
                         assert_eq!(conv.wt[[(u * k + v) * cin + c, o]], oihw as f32);
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn head_fc_bands_are_one_per_thread_on_small_maps() {
+        for p in [1, 20, 64, 100, 225, 256, 257, 841, 3600] {
+            for t in 1..=4 {
+                let band = head_fc_band(p, t);
+                let bands = p.div_ceil(band);
+                assert!(band <= HEAD_FC_BAND, "{p} px, {t} threads: band {band}");
+                if p >= t * HEAD_FC_BAND / 2 {
+                    // Enough pixels: the bands keep every thread busy, in equal shares.
+                    assert_eq!(bands % t, 0, "{p} px, {t} threads: {bands} bands");
+                }
+                if p <= t * HEAD_FC_BAND && p >= t {
+                    assert_eq!(bands, t, "{p} px, {t} threads: {bands} bands");
                 }
             }
         }
