@@ -698,7 +698,7 @@ fn stem_gathered(
     let (c, h, w) = x.dim();
     let g = SamePad::new(h, w, conv.kh, conv.stride);
     let (k, st, n) = (conv.kh, conv.stride, conv.out_ch());
-    let xp = pad_chw(x, &g);
+    let xp = pad_chw(x, &g, team);
     let offs: Vec<usize> = (0..k * k * c)
         .map(|q| {
             let (u, v, ch) = (q / (k * c), (q / c) % k, q % c);
@@ -737,15 +737,19 @@ fn stem_gathered(
 
 /// `x` (C, H, W) in a (C, h_p, w_p) buffer: image row y at padded row y + p_t, column x at
 /// x + p_l, zeros elsewhere (rows or columns beyond the padded sides are never read by a tap
-/// and are left out).
-fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad) -> Vec<f32> {
+/// and are left out). Bands of padded rows spread over `team`: done serially, the copy kept
+/// the second thread idle; the stem took 183 → 173 µs (227 px) and 263 → 237 µs (256 px)
+/// with two threads in an in-process A/B (docs/evidence/cnn-small-maps-2026-12-06.md).
+fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad, team: &Team<'_>) -> Vec<f32> {
     let (c, h, w) = x.dim();
     let (hp, wp) = (g.hp, g.wp);
     let cols = w.min(wp - g.pl);
     let mut xp = overwritable(c * hp * wp);
-    for (ch, plane) in xp.chunks_exact_mut(hp * wp).enumerate() {
-        for (r, dst) in plane.chunks_exact_mut(wp).enumerate() {
-            let y = r.wrapping_sub(g.pt);
+    let rows_per = (c * hp).div_ceil(4 * team.threads());
+    team.for_each_chunk(&mut xp, rows_per * wp, |bi, band| {
+        for (i, dst) in band.chunks_exact_mut(wp).enumerate() {
+            let pr = bi * rows_per + i;
+            let (ch, y) = (pr / hp, (pr % hp).wrapping_sub(g.pt));
             if y >= h {
                 dst.fill(0.0);
                 continue;
@@ -761,7 +765,7 @@ fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad) -> Vec<f32> {
                     .for_each(|(d, &v)| *d = v),
             }
         }
-    }
+    });
     xp
 }
 
