@@ -296,6 +296,17 @@ mod x86v4 {
     /// = 27 of the 32 registers.
     const MR4: usize = 12;
 
+    /// How far ahead [`sums`] asks for the packed weights, in panel rows (one 64-byte cache
+    /// line each): 64 lines, 4 KB, about 0.2 µs of multiply-adds. A pass touches ~19 MB of
+    /// weights once each, more than this VM's share of L3 keeps between passes, so each
+    /// layer's weights arrive from memory, and the hardware prefetcher, which stops at every
+    /// 4 KB page, left the multiply-adds waiting: the 8×8 blocks ran 25 % slower than the
+    /// same block with its weights in L3. In-process A/B (pass by pass, no prefetch / 16 /
+    /// 32 / 48 / 64 / 96 lines ahead), 227 px: one thread 6.54 / 6.33 / 6.21 / 6.16 / 6.13 /
+    /// 6.16 ms, two threads 4.20 / 4.02 / 3.98 / 3.85 / 3.90 / 3.88 ms
+    /// (docs/evidence/cnn-small-maps-2026-12-06.md).
+    pub(super) const PREFETCH_ROWS: usize = 64;
+
     /// `gather`: `None` for packed rows (A row i at `a[i·k ..]`), or `Some((rs, offs))` for
     /// $A_{i,q}$ = `a[i·rs + offs[q]]` ([`super::pointwise_gather`]).
     ///
@@ -439,6 +450,10 @@ mod x86v4 {
                 let mut wv = [zero; H];
                 for h in 0..H {
                     wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
+                    // The packed panels are one stream; `wrapping_add`, as the hint may
+                    // point past the weights' end (a prefetch never faults).
+                    let ahead = pp.wrapping_add((h * k + q + PREFETCH_ROWS) * NR);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                 }
                 let base = if G == 0 {
                     ap.add(q)
@@ -532,6 +547,7 @@ mod x86v4 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::x86v4::PREFETCH_ROWS;
     use super::{for_each_tile, row_blocks, row_offsets, Act, Packed, MR, NR};
     use std::arch::x86_64::*;
 
@@ -703,6 +719,10 @@ mod x86 {
                 for (h, wh) in w.iter_mut().enumerate() {
                     *wh = _mm256_loadu_ps(pp.add(q * NR + 8 * h));
                 }
+                // As in the AVX-512F kernel (`x86v4::PREFETCH_ROWS`): one 64-byte panel row
+                // per q, the weights asked for 64 rows ahead (past the end: a mere hint).
+                // Forced onto this kernel, 227–256 px passes took 2–7 % less time.
+                _mm_prefetch::<_MM_HINT_T0>(pp.wrapping_add((q + PREFETCH_ROWS) * NR).cast());
                 for (r, acc_r) in acc.iter_mut().enumerate() {
                     let x = _mm256_broadcast_ss(&*ap.add(r * k + q));
                     for h in 0..H {
