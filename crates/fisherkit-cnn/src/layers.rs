@@ -565,8 +565,8 @@ pub(crate) fn fire(
 /// EfficientNet's head then classifier, per pixel, output channel-first:
 /// $Y = \big(\mathrm{relu6}(X W_h^\top + b_h)\, W_f^\top + b_f\big)^\top$, (fc out, h·w), for
 /// `x` (h, w, head in). The pixels in bands ([`head_fc_band`]) in parallel, both layers by
-/// [`crate::pointwise`] with the head's activations kept in the band's scratch; then one
-/// transpose. Each pixel's output depends on its own row alone, so the cut (which follows the
+/// [`crate::pointwise`] with the head's activations kept in the band's scratch, then its
+/// scores transposed into its columns of the map. Each pixel's output depends on its own row alone, so the cut (which follows the
 /// thread count) changes no bit of it. `None` (nothing computed) when either layer has no packed weights or
 /// the CPU no AVX2 + FMA: the caller then runs [`conv1x1`] and [`conv1x1_chw`].
 pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> Option<Array2<f32>> {
@@ -580,41 +580,32 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> O
     let band = head_fc_band(p, team.threads());
     let hb = head.bias.as_slice().expect("contiguous bias");
     let fb = fc.bias.as_slice().expect("contiguous bias");
-    let mut rows = overwritable(p * n);
-    let ok = std::sync::atomic::AtomicBool::new(true);
-    let run = |bi: usize, out: &mut [f32]| {
-        let m = out.len() / n;
-        let p0 = bi * band;
-        with_scratch(m * ch, |hid| {
-            let a = &x.data[p0 * cin..(p0 + m) * cin];
-            let done = crate::pointwise::pointwise(a, m, hp, hb, Act::Relu6, None, hid, |i| i * ch)
-                && crate::pointwise::pointwise(hid, m, fp, fb, Act::None, None, out, |i| i * n);
-            if !done {
-                ok.store(false, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-    };
-    team.for_each_chunk(&mut rows, band * n, run);
-    if !ok.into_inner() {
-        recycle(rows);
+    if !crate::pointwise::available() {
         return None;
     }
     let mut map = Array2::<f32>::zeros((n, p));
-    let rows_ref = &rows;
-    let tr = |k0: usize, mut blk: ndarray::ArrayViewMut2<'_, f32>| {
-        for px in 0..p {
-            let src = &rows_ref[px * n + k0..px * n + k0 + blk.nrows()];
-            for (r, &v) in src.iter().enumerate() {
-                blk[[r, px]] = v;
+    // Each band's map columns: its pixels' scores transposed while they are in its cache
+    // (a transpose of the whole map after the bands read every row from the other core's
+    // cache and did not speed up with a second thread).
+    let bands: Vec<_> = map.axis_chunks_iter_mut(ndarray::Axis(1), band).collect();
+    team.for_each_item(bands, |bi, mut cols| {
+        let (m, p0) = (cols.ncols(), bi * band);
+        with_scratch(m * (ch + n), |buf| {
+            let (hid, rows) = buf.split_at_mut(m * ch);
+            let a = &x.data[p0 * cin..(p0 + m) * cin];
+            let done = crate::pointwise::pointwise(a, m, hp, hb, Act::Relu6, None, hid, |i| i * ch)
+                && crate::pointwise::pointwise(hid, m, fp, fb, Act::None, None, rows, |i| i * n);
+            assert!(
+                done,
+                "head_fc: the packed kernel was available a moment ago"
+            );
+            for (k, mut scores) in cols.outer_iter_mut().enumerate() {
+                for (px, s) in scores.iter_mut().enumerate() {
+                    *s = rows[px * n + k];
+                }
             }
-        }
-    };
-    let chunk = 16;
-    team.for_each_item(
-        map.axis_chunks_iter_mut(ndarray::Axis(0), chunk).collect(),
-        |i, blk| tr(i * chunk, blk),
-    );
-    recycle(rows);
+        });
+    });
     Some(map)
 }
 
@@ -1162,6 +1153,42 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn head_fc_matches_the_two_convolutions_for_any_team() {
+        // 300 pixels: two bands of 150 with one or two threads, three of 100 with three.
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        let (h, w, cin, ch, n) = (15, 20, 24, 40, 33);
+        let x = Hwc {
+            h,
+            w,
+            c: cin,
+            data: rand_vec(&mut rng, h * w * cin),
+        };
+        let head = Conv::new(
+            rand_vec(&mut rng, ch * cin),
+            rand_vec(&mut rng, ch),
+            cin,
+            1,
+            1,
+        );
+        let fc = Conv::new(rand_vec(&mut rng, n * ch), rand_vec(&mut rng, n), ch, 1, 1);
+        let seq = Team::fork_join(Par::Seq);
+        let f = conv1x1(&head, &x, Act::Relu6, None, &seq);
+        let want = conv1x1_chw(&fc, &f, &seq);
+        let (head, fc) = (head.packed(), fc.packed());
+        let one = with_team(Par::Seq, |t| head_fc_chw(&head, &fc, &x, t));
+        let Some(one) = one else {
+            return; // no AVX2 + FMA here: the caller's fallback is what `want` ran
+        };
+        assert_eq!(one.dim(), (n, h * w));
+        let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert_close(one.as_slice().unwrap(), &want, "head_fc");
+        for t in [2, 3] {
+            let got = with_team(Par::rayon(t), |tm| head_fc_chw(&head, &fc, &x, tm));
+            assert_eq!(got.as_ref(), Some(&one), "{t} threads differ from one");
         }
     }
 
