@@ -296,17 +296,6 @@ mod x86v4 {
     /// = 27 of the 32 registers.
     const MR4: usize = 12;
 
-    /// How far ahead [`sums`] asks for the packed weights, in panel rows (one 64-byte cache
-    /// line each): 64 lines, 4 KB, about 0.2 µs of multiply-adds. A pass touches ~19 MB of
-    /// weights once each, more than this VM's share of L3 keeps between passes, so each
-    /// layer's weights arrive from memory, and the hardware prefetcher, which stops at every
-    /// 4 KB page, left the multiply-adds waiting: the 8×8 blocks ran 25 % slower than the
-    /// same block with its weights in L3. In-process A/B (pass by pass, no prefetch / 16 /
-    /// 32 / 48 / 64 / 96 lines ahead), 227 px: one thread 6.54 / 6.33 / 6.21 / 6.16 / 6.13 /
-    /// 6.16 ms, two threads 4.20 / 4.02 / 3.98 / 3.85 / 3.90 / 3.88 ms
-    /// (docs/evidence/cnn-small-maps-2026-12-06.md).
-    pub(super) const PREFETCH_ROWS: usize = 64;
-
     /// `gather`: `None` for packed rows (A row i at `a[i·k ..]`), or `Some((rs, offs))` for
     /// $A_{i,q}$ = `a[i·rs + offs[q]]` ([`super::pointwise_gather`]).
     ///
@@ -422,6 +411,19 @@ mod x86v4 {
     /// registers for the whole loop (inlined, LLVM kept a copy of every sum on the stack,
     /// storing it after each multiply-add).
     ///
+    /// Prefetch: it asks for the weights of the next register block while it multiplies: with
+    /// each 64-byte row of its H panels it prefetches the same row of the next H panels, so
+    /// the next block (the next panels of a row block's sweep, or of the first row block's
+    /// sweep when the panels are outermost) finds them in L1. A pass touches ~19 MB of
+    /// weights once each, more than this VM's share of L3 keeps between passes, so each
+    /// layer's weights arrive from memory, and the hardware prefetcher, which stops at every
+    /// 4 KB page, left the multiply-adds waiting: the 8×8 blocks ran 25 % slower than the
+    /// same block with its weights in L3. In-process A/B (pass by pass), 227 px: no prefetch
+    /// / 64 rows ahead in the stream / the next block's rows: one thread 6.92 / 6.58 / 6.39
+    /// ms, two threads 5.32 / 4.92 / 4.66 ms (a slow phase of the VM); the next block's rows
+    /// against 64 rows ahead: 0.7–2.4 % faster at 227–454 px, −1.0 / +1.8 % at 907 px with
+    /// one / two threads (docs/evidence/cnn-small-maps-2026-12-06.md).
+    ///
     /// `HALF`: only lanes t < 8 of the last panel's sums are wanted (a last panel of at most 8
     /// columns, e.g. 24 = 16 + 8 or 40 = 32 + 8 outputs): they are computed by 8-lane fused
     /// multiply-adds on the low halves, lane by lane the same operations as the 16-lane ones
@@ -450,9 +452,10 @@ mod x86v4 {
                 let mut wv = [zero; H];
                 for h in 0..H {
                     wv[h] = _mm512_loadu_ps(pp.add((h * k + q) * NR));
-                    // The packed panels are one stream; `wrapping_add`, as the hint may
-                    // point past the weights' end (a prefetch never faults).
-                    let ahead = pp.wrapping_add((h * k + q + PREFETCH_ROWS) * NR);
+                    // The same row of the next register block's panels (the next H panels
+                    // of the stream); `wrapping_add`, as the hint may point past the
+                    // weights' end (a prefetch never faults).
+                    let ahead = pp.wrapping_add(((H + h) * k + q) * NR);
                     _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                 }
                 let base = if G == 0 {
@@ -547,7 +550,6 @@ mod x86v4 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::x86v4::PREFETCH_ROWS;
     use super::{for_each_tile, row_blocks, row_offsets, Act, Packed, MR, NR};
     use std::arch::x86_64::*;
 
@@ -719,10 +721,12 @@ mod x86 {
                 for (h, wh) in w.iter_mut().enumerate() {
                     *wh = _mm256_loadu_ps(pp.add(q * NR + 8 * h));
                 }
-                // As in the AVX-512F kernel (`x86v4::PREFETCH_ROWS`): one 64-byte panel row
-                // per q, the weights asked for 64 rows ahead (past the end: a mere hint).
-                // Forced onto this kernel, 227–256 px passes took 2–7 % less time.
-                _mm_prefetch::<_MM_HINT_T0>(pp.wrapping_add((q + PREFETCH_ROWS) * NR).cast());
+                // As in the AVX-512F kernel (`x86v4::sums`): with each 64-byte row of this
+                // panel, the same row of the next panel (past the end: a mere hint). Forced
+                // onto this kernel on an AVX-512 machine: 2–7 % faster than no prefetch at
+                // 227–256 px (64 rows ahead), level with 64 rows ahead (−0.9 to +0.6 %).
+                // Computed with `wrapping_add`: the hint may point past the weights' end.
+                _mm_prefetch::<_MM_HINT_T0>(pp.wrapping_add((k + q) * NR).cast());
                 for (r, acc_r) in acc.iter_mut().enumerate() {
                     let x = _mm256_broadcast_ss(&*ap.add(r * k + q));
                     for h in 0..H {
