@@ -566,9 +566,10 @@ pub(crate) fn fire(
 /// $Y = \big(\mathrm{relu6}(X W_h^\top + b_h)\, W_f^\top + b_f\big)^\top$, (fc out, h·w), for
 /// `x` (h, w, head in). The pixels in bands ([`head_fc_band`]) in parallel, both layers by
 /// [`crate::pointwise`] with the head's activations kept in the band's scratch, then its
-/// scores transposed into its columns of the map. Each pixel's output depends on its own row alone, so the cut (which follows the
-/// thread count) changes no bit of it. `None` (nothing computed) when either layer has no packed weights or
-/// the CPU no AVX2 + FMA: the caller then runs [`conv1x1`] and [`conv1x1_chw`].
+/// scores transposed into its columns of the map. Each pixel's output depends on its own row
+/// alone, so the cut (which follows the thread count) changes no bit of it. `None` (nothing
+/// computed) when either layer has no packed weights or the CPU no AVX2 + FMA: the caller
+/// then runs [`conv1x1`] and [`conv1x1_chw`].
 pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> Option<Array2<f32>> {
     let (hp, fp) = (head.packed.as_ref()?, fc.packed.as_ref()?);
     assert_eq!(
@@ -609,7 +610,8 @@ pub(crate) fn head_fc_chw(head: &Conv, fc: &Conv, x: &Hwc, team: &Team<'_>) -> O
     Some(map)
 }
 
-/// Most pixels per band of [`head_fc_chw`] (its scratch: 1280 floats a pixel, 1.3 MB at 256).
+/// Most pixels per band of [`head_fc_chw`] (its scratch: 1280 + 1000 floats a pixel, 2.3 MB
+/// at 256).
 const HEAD_FC_BAND: usize = 256;
 
 /// Pixels per band of [`head_fc_chw`] for `p` pixels and `threads` threads: as few bands as

@@ -214,10 +214,11 @@ fn pieces_for(threads: usize, expand: Option<&Conv>, project: &Conv) -> Option<u
 /// Fewest chunks ([`rolling_chunks`]) for which a block rolls: [`MIN_CHUNKS`], for parallel
 /// slack, when the geometry alone decides the cut; with `Some(pieces)` (one piece per thread,
 /// [`pieces_for`]) no more than `pieces`, since that is all the chunks the block is cut into.
-/// A map that can take one chunk per thread, each ≥ [`OVERLAP_FACTOR`]·(k − s) input rows, then
-/// rolls instead of materialising its expanded tensor: stage 3's first block at 227 px (57 →
-/// 29 rows, k = 5, s = 2, a 2.1 MB padded hidden tensor, twice the L2 cache) went from 433 to
-/// 277 µs with one thread, 233 to 146 µs with two (docs/evidence/cnn-small-maps-2026-12-06.md).
+/// A map that can take one chunk per thread, each ≥ [`OVERLAP_FACTOR`]·(k − s) input rows,
+/// then rolls instead of materialising its expanded tensor: stage 3's first block at 227 px
+/// (57 → 29 rows, k = 5, s = 2, a 2.1 MB padded hidden tensor, twice the L2 cache) went from
+/// 433 to 277 µs with one thread, 233 to 146 µs with two
+/// (docs/evidence/cnn-small-maps-2026-12-06.md).
 fn min_chunks(pieces: Option<usize>) -> usize {
     pieces.map_or(MIN_CHUNKS, |p| p.min(MIN_CHUNKS))
 }
@@ -339,8 +340,8 @@ fn fill_rows(
                 if conv.packed.as_ref().is_some_and(|pk| {
                     // Each pixel straight into its place in its padded row. The offsets are
                     // listed row by row: `slot(a + i / w)` per pixel cost three integer
-                    // divisions, 9 % of the second block at 227 px (it is 3.5–4.6 % faster without,
-                    // in-process A/B; docs/evidence/cnn-small-maps-2026-12-06.md).
+                    // divisions, 9 % of the second block at 227 px (it is 3.5–4.6 % faster
+                    // without, in-process A/B; docs/evidence/cnn-small-maps-2026-12-06.md).
                     let bias = conv.bias.as_slice().expect("contiguous bias");
                     let offsets: Vec<usize> = (a..b)
                         .flat_map(|r| {
