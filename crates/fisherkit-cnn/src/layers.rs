@@ -142,15 +142,25 @@ const BAND_FLOATS: usize = 96 * 1024;
 /// Fewest pixels per band (below this, per-GEMM overhead and weight packing dominate).
 const MIN_BAND_PIXELS: usize = 96;
 
+/// Bands per thread a parallel layer aims for (slack for unequal cores).
+const BANDS_PER_THREAD: usize = 4;
+
+/// Rows per band that give each of `threads` threads about [`BANDS_PER_THREAD`] bands of an
+/// `h`-row output; all `h` rows in one band with one thread.
+fn rows_per_thread_band(h: usize, threads: usize) -> usize {
+    if threads > 1 {
+        h.div_ceil(BANDS_PER_THREAD * threads).max(1)
+    } else {
+        h.max(1)
+    }
+}
+
 /// Rows per band for an image `w` pixels wide needing `floats_per_px` scratch floats per
 /// pixel; with `threads` > 1, small enough to give each thread about four bands.
 fn band_rows(h: usize, w: usize, floats_per_px: usize, threads: usize) -> usize {
     let px = (BAND_FLOATS / floats_per_px.max(1)).max(MIN_BAND_PIXELS);
-    let mut rows = px.div_ceil(w.max(1)).max(1);
-    if threads > 1 {
-        rows = rows.min(h.div_ceil(4 * threads)).max(1);
-    }
-    rows
+    let rows = px.div_ceil(w.max(1)).max(1);
+    rows.min(rows_per_thread_band(h, threads))
 }
 
 /// Rows per part when `total` rows are cut into parts of at most `max_rows` rows, the
@@ -699,12 +709,7 @@ fn stem_gathered(
         })
         .collect();
     let mut out = overwritable(g.ho * g.wo * n);
-    let threads = team.threads();
-    let rows_per = if threads > 1 {
-        g.ho.div_ceil(4 * threads)
-    } else {
-        g.ho
-    };
+    let rows_per = rows_per_thread_band(g.ho, team.threads());
     let bias = conv.bias.as_slice().expect("contiguous bias");
     for_bands(&mut out, g.wo * n, rows_per, team, |r0, band, _| {
         for (i, orow) in band.chunks_exact_mut(g.wo * n).enumerate() {
@@ -738,7 +743,7 @@ fn pad_chw(x: ArrayView3<'_, f32>, g: &SamePad, team: &Team<'_>) -> Vec<f32> {
     let (hp, wp) = (g.hp, g.wp);
     let cols = w.min(wp - g.pl);
     let mut xp = overwritable(c * hp * wp);
-    let rows_per = (c * hp).div_ceil(4 * team.threads());
+    let rows_per = rows_per_thread_band(c * hp, team.threads());
     team.for_each_chunk(&mut xp, rows_per * wp, |bi, band| {
         for (i, dst) in band.chunks_exact_mut(wp).enumerate() {
             let pr = bi * rows_per + i;
