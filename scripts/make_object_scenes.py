@@ -6,7 +6,9 @@ colour gradient with mild texture and noise) on which real Fashion-MNIST object
 photos (Zalando Research, MIT licence; Debian package ``dataset-fashion-mnist``)
 are upscaled, optionally tinted and pasted with their intensity as alpha. It is
 not a set of real scenes; it stands in for MIT Indoor (67 classes, 80 training +
-20 test images per class) where real scene data cannot be downloaded.
+20 test images per class; the default, --shape mit-indoor) or SUN397 (397
+classes, 50 training + 50 test images per class; --shape sun397) where real
+scene data cannot be downloaded.
 
 A scene class is a seeded, generated distribution over the 10 object categories,
 the number of objects, their sizes and their placement (shelves, grid, clusters,
@@ -16,6 +18,19 @@ probability >= 0.05) plus a little clutter from all the others; the core sets
 are drawn so that every category is core in many classes and each layout is used
 by many classes. So no single category (nor layout) identifies a class: the
 class lives in the combination. Tints and backgrounds do not depend on the class.
+
+With 397 classes (SUN397's shape) the 10 categories still give distinct
+classes: 582 possible core sets (of 3, 4 or 5 categories) times 8 layouts, and
+no two classes share a (core set, layout). Seed 0 gives 294 different core
+sets (at most 4 classes share one, then with different layouts), every
+category core in 159 classes, max P(class | one object's category) <= 0.02
+(chance 0.0025), and each class's category distribution at total-variation
+distance >= 0.078 from every other (median nearest 0.19; 67 classes: >= 0.097,
+median 0.25). So SUN397-shaped classes are more confusable than the 67, as
+SUN397's are: fine-grained classes differ in layout and object proportions more
+than in which objects occur. Class names are zero-padded to the width of the
+largest number (scene_00 … scene_66, scene_000 … scene_396) so that text order,
+fisherkit's class order, is number order.
 
 Training scenes take objects only from the Fashion-MNIST training file, test
 scenes only from the t10k (test) file. Output::
@@ -32,6 +47,7 @@ image number), so the same seed and options give byte-identical files whatever
 
     python3 scripts/make_object_scenes.py --out /work/scenes                  # 67 x (80 + 20)
     python3 scripts/make_object_scenes.py --out /work/scenes-quarter --fraction 0.25
+    python3 scripts/make_object_scenes.py --out /work/sun397-scenes --shape sun397   # 397 x (50 + 50)
     fisherkit run --train /work/scenes/train --test /work/scenes/test --report report.json
 """
 
@@ -60,6 +76,11 @@ CORE_SIZES = (3, 4, 5)
 OBJECT_MIN_PX, OBJECT_MAX_PX = 40, 160  # nominal object sizes (clamped to half the short side)
 JPEG_QUALITY = 90
 DEFAULTS = dict(classes=67, train_per_class=80, test_per_class=20, seed=0, min_side=384, max_side=512, fraction=1.0)
+# --shape presets: the class and image counts of the benchmark a set stands in for.
+SHAPES = {
+    "mit-indoor": dict(classes=67, train_per_class=80, test_per_class=20),
+    "sun397": dict(classes=397, train_per_class=50, test_per_class=50),
+}
 
 
 # --------------------------------------------------------------------------- source data
@@ -126,6 +147,7 @@ def generate_classes(n_classes, seed):
     over the other categories (each < NONTRIVIAL).
     """
     rng = np.random.default_rng([seed, 0])
+    width = max(2, len(str(n_classes - 1)))  # scene_00 … scene_66, scene_000 … scene_396
     cat_usage = {c: 0 for c in range(len(CATEGORIES))}
     layout_usage = {l: 0 for l in LAYOUTS}
     seen = set()
@@ -162,7 +184,7 @@ def generate_classes(n_classes, seed):
         half = float(rng.uniform(14, 32))
         classes.append(
             {
-                "name": f"scene_{k:02d}",
+                "name": f"scene_{k:0{width}d}",
                 "category_probabilities": {CATEGORIES[c]: round(float(p[c]), 6) for c in range(len(CATEGORIES))},
                 "core_categories": sorted(CATEGORIES[c] for c in core),
                 "count_range": [lo, lo + int(rng.integers(2, 7))],
@@ -376,11 +398,14 @@ def parse_args(argv=None):
     """Command-line options (see --help)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder (its train/ and test/ are replaced)")
-    ap.add_argument("--classes", type=int, default=DEFAULTS["classes"], help="number of scene classes (default 67)")
-    ap.add_argument("--train-per-class", type=int, default=DEFAULTS["train_per_class"],
-                    help="training scenes per class before --fraction (default 80)")
-    ap.add_argument("--test-per-class", type=int, default=DEFAULTS["test_per_class"],
-                    help="test scenes per class before --fraction (default 20)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="mit-indoor",
+                    help="preset of --classes/--train-per-class/--test-per-class: mit-indoor (67 x (80 + 20), "
+                    "the default) or sun397 (397 x (50 + 50)); the options given explicitly win")
+    ap.add_argument("--classes", type=int, default=None, help="number of scene classes (default: --shape's, 67)")
+    ap.add_argument("--train-per-class", type=int, default=None,
+                    help="training scenes per class before --fraction (default: --shape's, 80)")
+    ap.add_argument("--test-per-class", type=int, default=None,
+                    help="test scenes per class before --fraction (default: --shape's, 20)")
     ap.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of classes and scenes (default 0)")
     ap.add_argument("--min-side", type=int, default=DEFAULTS["min_side"], help="smallest canvas width/height (default 384)")
     ap.add_argument("--max-side", type=int, default=DEFAULTS["max_side"], help="largest canvas width/height (default 512)")
@@ -388,6 +413,9 @@ def parse_args(argv=None):
                     help="keep this fraction of the scenes per class, e.g. 0.25 (the first ones: a prefix of the full set)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: CPU count)")
     a = ap.parse_args(argv)
+    for key, value in SHAPES[a.shape].items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
     if a.classes < 2:
         ap.error("--classes must be >= 2")
     if a.train_per_class < 1 or a.test_per_class < 1:

@@ -404,6 +404,26 @@ impl OnnxArgs {
     }
 }
 
+/// `--store`: fisherkit_pipeline::StoreFormat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreArg {
+    /// About 1 byte a value.
+    Q8,
+    /// 4 bytes a value, exact.
+    F32,
+}
+
+/// `--classifier`: fisherkit_pipeline::Classifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClassifierArg {
+    /// Kernel path up to 8192 images, primal above.
+    Auto,
+    /// N x N linear kernels, dual solver.
+    Kernel,
+    /// Out-of-core primal solver.
+    Primal,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WhiteningArg {
     /// The paper's MFA Fisher scores.
@@ -576,6 +596,16 @@ pub struct RunArgs {
     /// Cross-validation folds.
     #[arg(long, value_name = "N", default_value_t = defaults::CV_FOLDS)]
     pub cv_folds: usize,
+    /// How the SVMs are trained: `kernel` (N x N linear kernels from the stores,
+    /// memory N^2), `primal` (out of core on row blocks: memory K x D weights plus
+    /// one block, any N), `auto` (kernel up to 8192 images, primal above).
+    #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
+    pub classifier: ClassifierArg,
+    /// How the run folder keeps the encodings: q8 (about 1 byte a value,
+    /// square-root-companded 8-bit codes with a scale per 256 values) or f32 (4 bytes,
+    /// exact). A q8 run reuses the f32 encodings of an earlier run of the same settings.
+    #[arg(long, value_enum, default_value_t = StoreArg::Q8)]
+    pub store: StoreArg,
     /// Seed of every random choice.
     #[arg(long, value_name = "S", default_value_t = defaults::SEED)]
     pub seed: u64,
@@ -632,6 +662,8 @@ impl RunArgs {
             power: 0.5,
             c_grid: "0.1,1,10".into(),
             cv_folds: 3,
+            classifier: ClassifierArg::Auto,
+            store: StoreArg::Q8,
             seed: 0,
             cache: PathBuf::from(".fisherkit-cache"),
             no_cache: false,

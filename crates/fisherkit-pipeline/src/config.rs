@@ -3,6 +3,7 @@
 //! options take their defaults from here.
 
 use crate::spec::EncoderSpec;
+use crate::store::StoreFormat;
 use crate::PipelineError;
 use fisherkit::Normalization;
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
@@ -49,6 +50,36 @@ pub mod defaults {
     pub const DEMO_CNN: &str = "squeezenet";
     /// The run-folder root of `fisherkit run`.
     pub const CACHE_DIR: &str = ".fisherkit-cache";
+    /// Largest number of images (train + test) for which
+    /// [`super::Classifier::Auto`] takes the kernel path: its (N, N) `f64`
+    /// kernels are then at most 512 MB each (about 3 GB held at three scales),
+    /// the size the MIT-Indoor-shaped runs (6 700 images) were measured at.
+    /// Above it the primal path, whose memory does not grow with N².
+    pub const KERNEL_MAX_IMAGES: usize = 8192;
+}
+
+/// How the one-vs-rest SVMs of a run are trained (docs/pipeline.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Classifier {
+    /// The kernel path up to [`defaults::KERNEL_MAX_IMAGES`] images, the primal path above.
+    #[default]
+    Auto,
+    /// Linear kernels (N, N) from the stores, dual solver on them: memory N².
+    Kernel,
+    /// Out-of-core primal solver on row blocks read from the stores: memory
+    /// K × D weights plus one block.
+    Primal,
+}
+
+impl Classifier {
+    /// Whether a run of `n_images` (train + test) takes the primal path.
+    pub fn primal_for(self, n_images: usize) -> bool {
+        match self {
+            Classifier::Auto => n_images > defaults::KERNEL_MAX_IMAGES,
+            Classifier::Kernel => false,
+            Classifier::Primal => true,
+        }
+    }
 }
 
 /// Whether MFA Fisher scores are whitened by the diagonal Fisher-information
@@ -112,6 +143,11 @@ pub struct RunConfig {
     pub c_grid: Vec<f64>,
     /// Cross-validation folds. Default 3.
     pub cv_folds: usize,
+    /// Kernel or primal SVM training. Default [`Classifier::Auto`].
+    pub classifier: Classifier,
+    /// How the run folder keeps the encodings. Default [`StoreFormat::Q8`]
+    /// (about 1 byte a value; `F32`: 4 bytes, exact).
+    pub store_format: StoreFormat,
     /// Seed of every random choice.
     pub seed: u64,
     /// Descriptor cache folder (`None`: no cache).
@@ -152,6 +188,8 @@ impl RunConfig {
             normalization: Normalization::default(),
             c_grid: defaults::C_GRID.to_vec(),
             cv_folds: defaults::CV_FOLDS,
+            classifier: Classifier::Auto,
+            store_format: StoreFormat::Q8,
             seed: defaults::SEED,
             cache_dir: None,
             output_dir: None,
@@ -255,6 +293,8 @@ impl RunConfig {
                 ),
             ),
             ("whitening".into(), format!("{:?}", self.whitening)),
+            ("classifier".into(), format!("{:?}", self.classifier)),
+            ("store_format".into(), self.store_format.name().into()),
             (
                 "normalization".into(),
                 format!(

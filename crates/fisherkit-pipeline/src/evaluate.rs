@@ -6,6 +6,7 @@ use crate::config::{RunConfig, Whitening};
 use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
+use crate::primal::{FeatureRows, PartNorms};
 use crate::report::{timed, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{Fitted, Learned, ModelKind, ModelSpec};
@@ -13,9 +14,10 @@ use crate::store::Store;
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{FvPart, MfaPart};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
-use fisherkit::svm::{GramSvc, LinearSvc, LinearSvcParams};
-use ndarray::{s, Array2};
-use std::collections::BTreeMap;
+use fisherkit::svm::{predict_rows, GramSvc, LinearSvc, LinearSvcParams, OutOfCoreSvmParams};
+use ndarray::{s, Array1, Array2};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -92,6 +94,17 @@ pub(crate) struct Classes<'a> {
     /// Where term kernels are kept (run folder), and the key of `rows`.
     pub(crate) kernel_dir: PathBuf,
     pub(crate) rows_key: String,
+    /// Primal path only: the norms and whitening of each part, by part name.
+    pub(crate) norms: RefCell<HashMap<String, PartNorms>>,
+}
+
+/// The outcome of [`Classes::classify_primal`]: the SVM, chosen C, the CV table, test predictions.
+type ClassifiedPrimal = (LinearSvc<f32>, f64, Vec<(f64, f64)>, Vec<usize>);
+
+/// A trained one-vs-rest SVM of either path, for the output folder.
+enum Trained<'a> {
+    Gram(&'a GramSvc),
+    Primal(&'a LinearSvc<f32>),
 }
 
 /// One evaluated encoder: its kernel per scale and what the outputs need.
@@ -129,6 +142,37 @@ impl Classes<'_> {
         }
     }
 
+    /// The parts of `spec` in output order: (term index, scale), `cnn-global`
+    /// once (with the first scale), every other term at every scale.
+    fn part_list(&self, spec: &EncoderSpec) -> Vec<(usize, usize)> {
+        let n_scales = self.inputs.scale_names.len();
+        let mut v = Vec::new();
+        for (ti, term) in spec.terms.iter().enumerate() {
+            let scales = if *term == Term::CnnGlobal {
+                1
+            } else {
+                n_scales
+            };
+            v.extend((0..scales).map(|s| (ti, s)));
+        }
+        v
+    }
+
+    /// The file or cache name of a part's kernel or norms.
+    fn part_name(&self, term: &Term, cols: &TermColumns<'_>) -> String {
+        format!(
+            "{}-{}-w{}-{}",
+            cols.store
+                .dir()
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy(),
+            file_stem(&term.name()),
+            cols.whiten as u8,
+            self.rows_key
+        )
+    }
+
     /// The kernels of `spec` at every scale (cnn-global counted once, with the first scale).
     fn kernels(
         &self,
@@ -142,49 +186,33 @@ impl Classes<'_> {
         let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
         let mut global: Option<Array2<f64>> = None;
         let mut parts = Vec::new();
-        for (ti, term) in spec.terms.iter().enumerate() {
-            let scales: Vec<usize> = if *term == Term::CnnGlobal {
-                vec![0]
-            } else {
-                (0..n_scales).collect()
-            };
-            for s in scales {
-                let cols = self.columns(term, s, kinds, whiten);
-                let name = format!(
-                    "{}-{}-w{}-{}",
-                    cols.store
-                        .dir()
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy(),
-                    file_stem(&term.name()),
-                    cols.whiten as u8,
-                    self.rows_key
-                );
-                let mut k = match load_kernel(&self.kernel_dir, &name, n, cols.whiten) {
-                    Some(k) => k,
-                    None => {
-                        let k = timed(
-                            timings,
-                            format!(
-                                "kernel {} scale {}",
-                                term.name(),
-                                self.inputs.scale_names[s]
-                            ),
-                            || cols.kernel(self.rows, self.n_train),
-                        )?;
-                        save_kernel(&self.kernel_dir, &name, &k)?;
-                        k
-                    }
-                };
-                let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
-                if *term == Term::CnnGlobal {
-                    *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
-                } else {
-                    per_scale[s] += &gram;
+        for (ti, s) in self.part_list(spec) {
+            let term = &spec.terms[ti];
+            let cols = self.columns(term, s, kinds, whiten);
+            let name = self.part_name(term, &cols);
+            let mut k = match load_kernel(&self.kernel_dir, &name, n, cols.whiten) {
+                Some(k) => k,
+                None => {
+                    let k = timed(
+                        timings,
+                        format!(
+                            "kernel {} scale {}",
+                            term.name(),
+                            self.inputs.scale_names[s]
+                        ),
+                        || cols.kernel(self.rows, self.n_train),
+                    )?;
+                    save_kernel(&self.kernel_dir, &name, &k)?;
+                    k
                 }
-                parts.push((ti, s, k));
+            };
+            let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
+            if *term == Term::CnnGlobal {
+                *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
+            } else {
+                per_scale[s] += &gram;
             }
+            parts.push((ti, s, k));
         }
         Ok(SpecKernels {
             per_scale,
@@ -216,6 +244,117 @@ impl Classes<'_> {
             .predict(gram.slice(s![nt.., ..nt]))
             .map_err(PipelineError::stage("SVM"))?;
         Ok((svm, c, cv, pred))
+    }
+
+    /// The norms (and whitening) of every part of `spec`, computed once per
+    /// part and kept for the other rows of the report that use it.
+    fn part_norms(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<Vec<PartNorms>, PipelineError> {
+        let mut v = Vec::new();
+        for (ti, s) in self.part_list(spec) {
+            let term = &spec.terms[ti];
+            let cols = self.columns(term, s, kinds, whiten);
+            let name = self.part_name(term, &cols);
+            if let Some(n) = self.norms.borrow().get(&name) {
+                v.push(n.clone());
+                continue;
+            }
+            let n = timed(
+                timings,
+                format!("norms {} scale {}", term.name(), self.inputs.scale_names[s]),
+                || PartNorms::compute(&cols, self.rows, self.n_train),
+            )?;
+            self.norms.borrow_mut().insert(name, n.clone());
+            v.push(n);
+        }
+        Ok(v)
+    }
+
+    /// The features of the parts of `spec` at `scale` (all scales: `None`),
+    /// `cnn-global` with every scale, as an out-of-core row source.
+    fn feature_rows(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        norms: &[PartNorms],
+        scale: Option<usize>,
+    ) -> FeatureRows<'_> {
+        let parts = self
+            .part_list(spec)
+            .into_iter()
+            .zip(norms)
+            .filter(|((ti, s), _)| {
+                scale.is_none_or(|sc| *s == sc || spec.terms[*ti] == Term::CnnGlobal)
+            })
+            .map(|((ti, s), n)| (self.columns(&spec.terms[ti], s, kinds, whiten), n.clone()))
+            .collect();
+        FeatureRows::new(parts, self.rows)
+    }
+
+    /// Cross-validates C and trains out of core on the training rows of
+    /// `src`, then predicts its test rows (streamed).
+    fn classify_primal(&self, src: &FeatureRows<'_>) -> Result<ClassifiedPrimal, PipelineError> {
+        let nt = self.n_train;
+        let ytr: Vec<usize> = self.rows[..nt]
+            .iter()
+            .map(|&i| self.inputs.labels[i])
+            .collect();
+        let params = OutOfCoreSvmParams {
+            svm: LinearSvcParams {
+                seed: self.cfg.seed,
+                max_iter: OutOfCoreSvmParams::DEFAULT_MAX_PASSES,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let p = params.check().map_err(PipelineError::stage("SVM"))?;
+        let train: Vec<usize> = (0..nt).collect();
+        let (svm, c, cv) = p
+            .fit_with_cv(
+                src,
+                &train,
+                &ytr,
+                self.inputs.classes.len(),
+                &self.cfg.c_grid,
+                self.cfg.cv_folds,
+                self.cfg.seed,
+            )
+            .map_err(PipelineError::stage("SVM"))?;
+        let test: Vec<usize> = (nt..self.rows.len()).collect();
+        let pred = predict_rows(&svm, src, &test, params.block_bytes)
+            .map_err(PipelineError::stage("SVM"))?;
+        Ok((svm, c, cv, pred))
+    }
+
+    /// The predictions of `spec` on the test rows by whichever path the run takes (the sweep).
+    fn predict_spec(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<Vec<usize>, PipelineError> {
+        if self.primal() {
+            let norms = self.part_norms(spec, kinds, false, timings)?;
+            let src = self.feature_rows(spec, kinds, false, &norms, None);
+            return Ok(self.classify_primal(&src)?.3);
+        }
+        let ks = self.kernels(spec, kinds, false, timings)?;
+        let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
+        for s in &ks.per_scale {
+            g += s;
+        }
+        Ok(self.classify(&g)?.3)
+    }
+
+    /// Whether this run trains its SVMs on the primal path.
+    fn primal(&self) -> bool {
+        self.cfg.classifier.primal_for(self.rows.len())
     }
 
     fn test_labels(&self) -> Vec<usize> {
@@ -258,8 +397,24 @@ pub(crate) fn evaluate(
     }
     let n_scales = c.inputs.scale_names.len();
     let mut results = Vec::new();
+    let primal = c.primal();
+    if primal && cfg.compact_dim.is_some() {
+        return Err(PipelineError::Config(format!(
+            "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {} images trains on the primal path (more than {} images): drop --compact-pca or pass --classifier kernel",
+            c.rows.len(),
+            crate::defaults::KERNEL_MAX_IMAGES
+        )));
+    }
     for (spec, whiten) in jobs {
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
+        if primal {
+            progress.start(&format!("primal SVM {name}"), 1);
+            let rows = evaluate_primal(c, spec, whiten, kinds, timings, progress)?;
+            progress.inc(1);
+            progress.finish(&format!("{} result rows", rows.len()));
+            results.extend(rows);
+            continue;
+        }
         progress.start(&format!("kernel + SVM {name}"), 1);
         let t = Instant::now();
         let mut ks = c.kernels(spec, kinds, whiten, timings)?;
@@ -314,7 +469,16 @@ pub(crate) fn evaluate(
             row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
             if scale.is_none() {
                 if let Some(out) = c.out {
-                    save_outputs(c, out, spec, whiten, kinds, &ks, &svm, cc)?;
+                    save_outputs(
+                        c,
+                        out,
+                        spec,
+                        whiten,
+                        kinds,
+                        &ks.parts,
+                        Trained::Gram(&svm),
+                        cc,
+                    )?;
                 }
             }
             progress.warn(&format!(
@@ -357,7 +521,7 @@ pub(crate) fn evaluate(
             }
         }
         progress.inc(1);
-        progress.finish(&name);
+        progress.finish("done");
     }
     let sweep = sweep(c, kinds, &yte, timings, progress)?;
     Ok((results, sweep))
@@ -396,15 +560,10 @@ fn sweep(
         let spec = EncoderSpec {
             terms: vec![term.clone()],
         };
-        let ks = c.kernels(&spec, k, false, timings)?;
-        let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
-        for s in &ks.per_scale {
-            g += s;
-        }
-        let (_, _, _, pred) = c.classify(&g)?;
+        let pred = c.predict_spec(&spec, k, timings)?;
         let accuracy = mean_per_class_accuracy(yte, &pred, n_classes)
             .map_err(PipelineError::stage("metrics"))?;
-        let dim: usize = (0..ks.per_scale.len())
+        let dim: usize = (0..c.inputs.scale_names.len())
             .map(|s| c.columns(&term, s, k, false).width())
             .sum();
         let (components, factors) = match kind {
@@ -437,19 +596,22 @@ fn save_outputs(
     spec: &EncoderSpec,
     whiten: bool,
     kinds: (ModelKind, ModelKind),
-    ks: &SpecKernels,
-    svm: &GramSvc,
+    parts: &[(usize, usize, TermKernel)],
+    trained: Trained<'_>,
     cost: f64,
 ) -> Result<(), PipelineError> {
     let nt = c.n_train;
     let (train_rows, test_rows) = c.rows.split_at(nt);
-    let dim: usize = ks
-        .parts
+    let n_classes = match &trained {
+        Trained::Gram(svm) => svm.n_classes(),
+        Trained::Primal(svm) => svm.n_classes(),
+    };
+    let dim: usize = parts
         .iter()
         .map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width())
         .sum();
     let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
-    let mut weights = Array2::<f64>::zeros((svm.n_classes(), dim));
+    let mut weights = Array2::<f64>::zeros((n_classes, dim));
     let mut writers = if out.encodings {
         Some((
             out.encoding_writer(&stem, "train", nt, dim)?,
@@ -459,12 +621,16 @@ fn save_outputs(
         None
     };
     let mut off = 0;
-    for (ti, s, k) in &ks.parts {
+    for (ti, s, k) in parts {
         let cols = c.columns(&spec.terms[*ti], *s, kinds, whiten);
         let (inv_tr, inv_te) = k.inv_norm.as_slice().expect("contiguous").split_at(nt);
-        cols.for_each_block(train_rows, k, inv_tr, |x| {
-            let w = svm.weights_block(x).map_err(PipelineError::stage("SVM"))?;
-            weights.slice_mut(s![.., off..off + x.ncols()]).assign(&w);
+        // The primal path has its weights: rows are read only to write the encodings.
+        let needs_rows = matches!(trained, Trained::Gram(_)) || writers.is_some();
+        cols.for_each_block(if needs_rows { train_rows } else { &[] }, k, inv_tr, |x| {
+            if let Trained::Gram(svm) = &trained {
+                let w = svm.weights_block(x).map_err(PipelineError::stage("SVM"))?;
+                weights.slice_mut(s![.., off..off + x.ncols()]).assign(&w);
+            }
             if let Some((tr, _)) = writers.as_mut() {
                 tr.write_columns(off, x)
                     .map_err(|e| PipelineError::at("output", e))?;
@@ -495,11 +661,14 @@ fn save_outputs(
         tr.finish().map_err(|e| PipelineError::at("output", e))?;
         te.finish().map_err(|e| PipelineError::at("output", e))?;
     }
-    let model = LinearSvc::from_parts(
-        weights.mapv(|v| v as f32),
-        svm.intercept().mapv(|v| v as f32),
-    )
-    .map_err(PipelineError::stage("SVM"))?;
+    let model = match trained {
+        Trained::Gram(svm) => LinearSvc::from_parts(
+            weights.mapv(|v| v as f32),
+            svm.intercept().mapv(|v| v as f32),
+        )
+        .map_err(PipelineError::stage("SVM"))?,
+        Trained::Primal(svm) => svm.clone(),
+    };
     out.svm(&stem, model, &c.inputs.classes, cost)
 }
 
@@ -559,4 +728,101 @@ fn result_row(
         scale: None,
         compact: None,
     })
+}
+
+/// The result rows of one encoder on the primal path: per scale (with
+/// several scales), all scales, then the output folder's files.
+fn evaluate_primal(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<Vec<ResultRow>, PipelineError> {
+    let n_classes = c.inputs.classes.len();
+    let yte = c.test_labels();
+    let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
+    let t = Instant::now();
+    let norms = c.part_norms(spec, kinds, whiten, timings)?;
+    let norm_seconds = t.elapsed().as_secs_f64();
+    let n_scales = c.inputs.scale_names.len();
+    let mut scales: Vec<Option<usize>> = Vec::new();
+    if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
+        scales.extend((0..n_scales).map(Some));
+    }
+    scales.push(None);
+    let mut rows = Vec::new();
+    for scale in scales {
+        let src = c.feature_rows(spec, kinds, whiten, &norms, scale);
+        let t = Instant::now();
+        let (svm, cc, cv, pred) = c.classify_primal(&src)?;
+        let svm_seconds = t.elapsed().as_secs_f64();
+        timings.push((
+            format!(
+                "primal SVM {name}{}",
+                scale
+                    .map(|s| format!(" scale {}", c.inputs.scale_names[s]))
+                    .unwrap_or_default()
+            ),
+            svm_seconds,
+        ));
+        let stopped = svm.converged().iter().filter(|&&v| !v).count();
+        if stopped > 0 {
+            progress.warn(&format!(
+                "{name}: {stopped} of {n_classes} one-vs-rest SVMs stopped at the cap of {} passes before the stopping rule",
+                OutOfCoreSvmParams::DEFAULT_MAX_PASSES
+            ));
+        }
+        use fisherkit::svm::RowSource;
+        let mut row = result_row(
+            spec,
+            whiten,
+            src.dim(),
+            n_classes,
+            &yte,
+            &pred,
+            cc,
+            cv,
+            norm_seconds,
+            svm_seconds,
+        )?;
+        row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+        if let (None, Some(out)) = (scale, c.out) {
+            let parts: Vec<(usize, usize, TermKernel)> = c
+                .part_list(spec)
+                .into_iter()
+                .zip(&norms)
+                .map(|((ti, s), n)| {
+                    let k = TermKernel {
+                        gram: Array2::zeros((0, 0)),
+                        inv_norm: Array1::from(n.inv_norm.to_vec()),
+                        fim: n.fim.clone(),
+                    };
+                    (ti, s, k)
+                })
+                .collect();
+            save_outputs(
+                c,
+                out,
+                spec,
+                whiten,
+                kinds,
+                &parts,
+                Trained::Primal(&svm),
+                cc,
+            )?;
+        }
+        progress.warn(&format!(
+            "{name}{}: {:.2} % (dim {}, C = {cc}, primal)",
+            row.scale
+                .as_ref()
+                .map(|s| format!(" scale {s}"))
+                .unwrap_or_default(),
+            100.0 * row.accuracy,
+            row.dim
+        ));
+        rows.push(row);
+    }
+    Ok(rows)
 }

@@ -21,7 +21,7 @@ use crate::stages::{
     Fitted, ImageLog, Learned, ModelKind, ModelSpec, OnDescriptors, RunFolder, Sample, SamplePart,
     SampleSettings, Source,
 };
-use crate::store::Store;
+use crate::store::{Store, StoreFormat};
 use crate::{PipelineError, Progress};
 use fisherkit::pca::Pca;
 use ndarray::{concatenate, Axis};
@@ -528,22 +528,47 @@ impl<'a> Job<'a> {
         let learned = self.learned.as_ref().expect("fitted");
         let fit = self.fit_settings();
         let n = self.inputs.names.len();
+        let mut wanted = Vec::new();
         for (m, f) in &learned.models {
             let dim = f.raw_encoder()?.output_dim();
-            let dir = self.folder.path(&format!(
-                "{}.store",
-                m.stem(&self.inputs.scale_names[m.scale], &fit)
+            wanted.push((
+                Some(*m),
+                m.stem(&self.inputs.scale_names[m.scale], &fit),
+                dim,
             ));
-            self.stores.insert(*m, Store::open(&dir, n, dim)?);
         }
         if self.with_global() {
-            self.global = Some(Store::open(
-                &self.folder.path("global.store"),
-                n,
-                self.inputs.source.num_classes(),
-            )?);
+            wanted.push((None, "global".to_string(), self.inputs.source.num_classes()));
+        }
+        for (m, stem, dim) in wanted {
+            let store = self.open_store(&stem, n, dim)?;
+            match m {
+                Some(m) => {
+                    self.stores.insert(m, store);
+                }
+                None => self.global = Some(store),
+            }
         }
         Ok(())
+    }
+
+    /// Opens the store `stem` in the run's format (`stem.store` for `f32`,
+    /// `stem.q8.store` for `q8`). A `q8` store first imports the rows of
+    /// the same encodings kept in `f32` by an earlier run, if any (never the
+    /// other way: an `f32` store holds exact values only).
+    fn open_store(&self, stem: &str, n: usize, dim: usize) -> Result<Store, PipelineError> {
+        let name = |f: StoreFormat| match f {
+            StoreFormat::F32 => format!("{stem}.store"),
+            StoreFormat::Q8 => format!("{stem}.q8.store"),
+        };
+        let format = self.cfg.store_format;
+        let mut store = Store::open(&self.folder.path(&name(format)), n, dim, format)?;
+        let exact = self.folder.path(&name(StoreFormat::F32));
+        if format == StoreFormat::Q8 && exact.join("meta.json").exists() {
+            let old = Store::open(&exact, n, dim, StoreFormat::F32)?;
+            store.import(&old)?;
+        }
+        Ok(store)
     }
 
     /// Loads the PCA and models a worker needs from the run folder (written
@@ -670,7 +695,15 @@ impl<'a> Job<'a> {
         }
         let t = Instant::now();
         let n: usize = chunks.iter().map(Vec::len).sum();
-        progress.start("sample (CNN on the sample images)", n as u64);
+        let cnn = matches!(self.inputs.source, Source::Images { .. });
+        progress.start(
+            if cnn {
+                "sample (CNN on the sample images)"
+            } else {
+                "sample (descriptors of the sample images)"
+            },
+            n as u64,
+        );
         for chunk in chunks {
             let part = self.sample_chunk(&chunk)?;
             self.add_sample(part, progress)?;
@@ -700,7 +733,11 @@ impl<'a> Job<'a> {
             }),
             None => None,
         };
-        progress.start("CNN + encoding", todo.len() as u64);
+        let cnn = matches!(self.inputs.source, Source::Images { .. });
+        progress.start(
+            if cnn { "CNN + encoding" } else { "encoding" },
+            todo.len() as u64,
+        );
         let t = Instant::now();
         let batch_len = self.inputs.source.batch_len();
         for batch in todo.chunks(batch_len) {
@@ -736,8 +773,9 @@ impl<'a> Job<'a> {
         }
         let reused = self.inputs.names.len() - todo.len();
         progress.finish(&format!(
-            "{} images through the CNN, {reused} reused from the run folder",
-            todo.len()
+            "{} images {}, {reused} reused from the run folder",
+            todo.len(),
+            if cnn { "through the CNN" } else { "encoded" }
         ));
         self.timings.push((
             format!("cnn + encoding ({} images)", todo.len()),
@@ -777,6 +815,7 @@ impl<'a> Job<'a> {
             out: self.out.as_ref(),
             kernel_dir: self.folder.path("kernels"),
             rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
+            norms: Default::default(),
         };
         std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
             path: c.kernel_dir.display().to_string(),

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// Columns per block: at most ~256 MB of f32 per block for N rows.
-fn block_cols(n_rows: usize) -> usize {
+pub(crate) fn block_cols(n_rows: usize) -> usize {
     (64 << 20) / n_rows.max(1)
 }
 
@@ -50,7 +50,7 @@ impl TermColumns<'_> {
     }
 
     /// Blocks of at most `w` columns, as (store range, offset in the term).
-    fn blocks(&self, w: usize) -> Vec<(Range<usize>, usize)> {
+    pub(crate) fn blocks(&self, w: usize) -> Vec<(Range<usize>, usize)> {
         let mut v = Vec::new();
         let mut off = 0;
         for c in &self.cols {
@@ -66,7 +66,11 @@ impl TermColumns<'_> {
     }
 
     /// Reads columns `cols` of `rows` (parallel over rows) as an (N, |cols|) matrix.
-    fn read(&self, rows: &[usize], cols: Range<usize>) -> Result<Array2<f32>, PipelineError> {
+    pub(crate) fn read(
+        &self,
+        rows: &[usize],
+        cols: Range<usize>,
+    ) -> Result<Array2<f32>, PipelineError> {
         let w = cols.len();
         let mut out = Array2::<f32>::zeros((rows.len(), w));
         out.as_slice_mut()
@@ -79,7 +83,7 @@ impl TermColumns<'_> {
 
     /// The Fisher-information estimate of the whitening: the variance of each
     /// column over the training rows, $F_j = \frac1B\sum_b (g_{bj}-\bar g_j)^2$.
-    fn fisher_information(&self, train: &[usize]) -> Result<Array1<f32>, PipelineError> {
+    pub(crate) fn fisher_information(&self, train: &[usize]) -> Result<Array1<f32>, PipelineError> {
         let mut f = Array1::<f32>::zeros(self.width());
         for (cols, off) in self.blocks(block_cols(train.len())) {
             let x = self.read(train, cols.clone())?;
@@ -94,14 +98,14 @@ impl TermColumns<'_> {
     }
 
     /// The per-column scale of the whitening, as [`fisherkit::encode::MfaFisherScore::set_whitening`].
-    fn white_scale(fim: &Array1<f32>) -> Array1<f32> {
+    pub(crate) fn white_scale(fim: &Array1<f32>) -> Array1<f32> {
         let mean = fim.iter().map(|&v| v as f64).sum::<f64>() / fim.len().max(1) as f64;
         let floor = (1e-12 * mean).max(f64::MIN_POSITIVE);
         fim.mapv(|v| (1.0 / (v as f64).max(floor).sqrt()) as f32)
     }
 
     /// Whitening and signed power of a block in place.
-    fn transform(&self, x: &mut Array2<f32>, scale: Option<&[f32]>) {
+    pub(crate) fn transform(&self, x: &mut Array2<f32>, scale: Option<&[f32]>) {
         let p = self.norm.power;
         x.rows_mut().into_iter().for_each(|mut row| {
             if let Some(s) = scale {

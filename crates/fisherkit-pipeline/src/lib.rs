@@ -24,16 +24,18 @@ pub mod job;
 mod kernel;
 pub mod output;
 pub mod plot;
+mod primal;
 pub mod report;
 pub mod run;
 pub mod spec;
 pub mod stages;
 pub mod store;
 
-pub use config::{defaults, RunConfig, Whitening};
+pub use config::{defaults, Classifier, RunConfig, Whitening};
 pub use job::Job;
 pub use run::{run, run_descriptors};
 pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};
+pub use store::StoreFormat;
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,9 @@
 //! `fisherkit run` and `fisherkit demo`: the scene-classification pipeline on
 //! image folders, with progress bars and a results table.
 
-use crate::args::{CnnArg, DemoArgs, OnnxArgs, PatchModeArg, RunArgs, WhiteningArg};
+use crate::args::{
+    ClassifierArg, CnnArg, DemoArgs, OnnxArgs, PatchModeArg, RunArgs, StoreArg, WhiteningArg,
+};
 use crate::error::CliError;
 use crate::progress::Ui;
 use clap::Parser;
@@ -104,6 +106,15 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
     c.normalization.power = a.power;
     c.c_grid = parse_list("--c-grid", &a.c_grid)?;
     c.cv_folds = a.cv_folds;
+    c.classifier = match a.classifier {
+        ClassifierArg::Auto => fisherkit_pipeline::Classifier::Auto,
+        ClassifierArg::Kernel => fisherkit_pipeline::Classifier::Kernel,
+        ClassifierArg::Primal => fisherkit_pipeline::Classifier::Primal,
+    };
+    c.store_format = match a.store {
+        StoreArg::Q8 => fisherkit_pipeline::StoreFormat::Q8,
+        StoreArg::F32 => fisherkit_pipeline::StoreFormat::F32,
+    };
     c.seed = a.seed;
     c.save_descriptors = a.save_descriptors.clone();
     c.cache_dir = if a.no_cache {

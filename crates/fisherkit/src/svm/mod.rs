@@ -1,4 +1,6 @@
-//! One-vs-rest linear support vector machine trained by dual coordinate descent.
+//! One-vs-rest linear support vector machine trained by dual coordinate descent
+//! (in memory here; out of core, from rows read block by block, in
+//! [`OutOfCoreSvmParams`]).
 //!
 //! For each class $k$ a binary problem with labels $y_i = +1$ (class $k$) or
 //! $-1$ (any other class) is solved in the L2-regularised form of LIBLINEAR
@@ -41,6 +43,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+mod out_of_core;
+pub use out_of_core::{
+    for_each_decision_block, predict_rows, OutOfCoreSvmParams, RowSource, ValidOutOfCoreSvmParams,
+    GRAM_CACHE_BYTES,
+};
+
 /// Rows per chunk of [`LinearSvc::decision_function`].
 const CHUNK_ROWS: usize = 256;
 
@@ -76,6 +84,9 @@ pub enum SvmError {
     /// Bad cross-validation grid or fold count.
     #[error("invalid cross-validation setting: {0}")]
     InvalidCrossValidation(String),
+    /// The rows of an out-of-core fit could not be read (the source's message).
+    #[error("reading the SVM's rows: {0}")]
+    Source(String),
 }
 
 /// The loss of the primal problem.
