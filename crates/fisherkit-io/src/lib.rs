@@ -32,9 +32,11 @@ pub mod model;
 pub mod npy;
 pub mod npz;
 pub mod sample_part;
+mod space;
 
 pub use chunked::{NpyInfo, NpySource};
 pub use error::{IoError, Result};
+pub use space::available_space;
 
 /// Writes `bytes` to `path` atomically (temporary file beside it, sync, rename):
 /// for reports and plots; a failure leaves the old file or none.

@@ -209,7 +209,22 @@ impl<'a> Job<'a> {
             .filter_map(|m| read_fitted(&job.model_path(m), m.kind).map(|f| (*m, f)))
             .collect();
         job.resumable = job.count_sample_parts();
+        job.check_disk()?;
         Ok(job)
+    }
+
+    /// Refuses the run if its run folder's file system cannot hold what the
+    /// run will write there (crate::disk), before any CNN work.
+    fn check_disk(&self) -> Result<(), PipelineError> {
+        let need = crate::disk::estimate(
+            &self.cfg,
+            &self.plan,
+            self.inputs.names.len(),
+            self.inputs.source.descriptor_dim(),
+            self.inputs.scale_names.len(),
+            self.with_global().then(|| self.inputs.source.num_classes()),
+        );
+        crate::disk::check(&self.folder.dir, need, &self.cfg)
     }
 
     /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`

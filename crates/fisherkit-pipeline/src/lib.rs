@@ -18,6 +18,7 @@ pub mod dataset;
 /// The descriptor-file format (read and written by `fisherkit-io`).
 pub use fisherkit_io::descriptor_file;
 pub mod descriptors;
+mod disk;
 mod evaluate;
 mod inputs;
 pub mod job;

@@ -61,6 +61,15 @@ impl Source<'_> {
         }
     }
 
+    /// Width of a descriptor (before the PCA): the CNN's classes, or the
+    /// descriptor files' width.
+    pub(crate) fn descriptor_dim(&self) -> usize {
+        match self {
+            Source::Images { net, .. } => net.num_classes(),
+            Source::Bags(b) => b.first().map_or(0, |x| x.ncols()),
+        }
+    }
+
     /// Descriptors of the images `idx`, in order (`Err`: the image is skipped, with the reason).
     pub(crate) fn compute(
         &self,

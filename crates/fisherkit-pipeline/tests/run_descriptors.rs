@@ -330,3 +330,64 @@ print(f["coat/2.png"].shape)
     assert_eq!(lines[2], "float32 [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]]");
     assert_eq!(lines[3], "(4, 3)");
 }
+
+/// Writes `n` planted images per split (one array per image) into `dir`.
+fn planted_files(dir: &Path, n_train: usize, n_test: usize, seed: u64) -> (PathBuf, PathBuf) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut write = |name: &str, n: usize| {
+        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
+        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
+        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
+        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
+        let mut arrays = bag_arrays(&names, &views);
+        arrays.push(("labels", NpyRef::Int(&labels)));
+        let p = dir.join(name);
+        write_npz_arrays(&p, &arrays).unwrap();
+        p
+    };
+    (write("train.npz", n_train), write("test.npz", n_test))
+}
+
+#[test]
+fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
+    use fisherkit_pipeline::{Classifier, StoreFormat};
+    let t = tempfile::tempdir().unwrap();
+    let (train, test) = planted_files(t.path(), 60, 30, 11);
+    let run_with = |classifier, store| {
+        let mut cfg = planted_config(train.clone(), test.clone());
+        cfg.classifier = classifier;
+        cfg.store_format = store;
+        cfg.cache_dir = Some(t.path().join("cache"));
+        run_descriptors(&cfg, &NoProgress).unwrap()
+    };
+    let kernel = run_with(Classifier::Kernel, StoreFormat::F32);
+    let primal = run_with(Classifier::Primal, StoreFormat::F32);
+    // the q8 run imports the f32 stores of the runs above
+    let q8 = run_with(Classifier::Kernel, StoreFormat::Q8);
+    assert!(primal
+        .config
+        .contains(&("classifier".into(), "Primal".into())));
+    for other in [&primal, &q8] {
+        assert_eq!(other.results.len(), kernel.results.len());
+        for (a, b) in kernel.results.iter().zip(&other.results) {
+            assert_eq!((&a.spec, a.dim), (&b.spec, b.dim));
+            // the same problem solved to the same tolerance: at most one test image apart
+            assert!(
+                (a.accuracy - b.accuracy).abs() <= 1.0 / 30.0 + 1e-9,
+                "{}: {} vs {}",
+                a.spec,
+                a.accuracy,
+                b.accuracy
+            );
+            for ((c1, s1), (c2, s2)) in a.cv.iter().zip(&b.cv) {
+                assert_eq!(c1, c2);
+                assert!(
+                    (s1 - s2).abs() <= 0.06,
+                    "{}: CV at C = {c1}: {s1} vs {s2}",
+                    a.spec
+                );
+            }
+        }
+    }
+    assert!(t.path().join("cache").read_dir().unwrap().count() > 0);
+}

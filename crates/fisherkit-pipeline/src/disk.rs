@@ -1,0 +1,216 @@
+//! The disk a run needs, estimated before its first CNN pass
+//! (docs/pipeline.md §3): a run that cannot fit is refused with one line
+//! instead of failing hours later on a full disk.
+//!
+//! What grows with the data in the run folder: the encoding stores,
+//! $N \times$ the row bytes of each planned model (and of the CNN's global
+//! vectors), and on the kernel path the saved term kernels, $8N^2$ bytes
+//! each (one per term, scale and whitening of the evaluated encoders and the
+//! sweep). Samples, models and journals are small beside them and counted
+//! through the margin. What the folder already holds (a resumed run) is
+//! subtracted.
+
+use crate::config::{RunConfig, Whitening};
+use crate::spec::Term;
+use crate::stages::{ModelKind, ModelSpec};
+use crate::PipelineError;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Bytes of the estimate's parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DiskNeed {
+    pub stores: u64,
+    pub kernels: u64,
+}
+
+impl DiskNeed {
+    /// The run's whole need with a 5 % + 64 MB margin (samples, models, journals).
+    pub(crate) fn total(&self) -> u64 {
+        let t = self.stores + self.kernels;
+        t + t / 20 + (64 << 20)
+    }
+}
+
+/// Width of a model's raw encoding for descriptors of `dim` after PCA.
+fn encoding_dim(kind: ModelKind, dim: usize) -> usize {
+    match kind {
+        ModelKind::Gmm { k } => k * (1 + 2 * dim),
+        ModelKind::Mfa { k, r } => k * dim * (1 + r),
+    }
+}
+
+/// The estimate for `n_images` images whose descriptors have `desc_dim`
+/// values (before the PCA), at `n_scales` scales, with the models `plan`.
+pub(crate) fn estimate(
+    cfg: &RunConfig,
+    plan: &[ModelSpec],
+    n_images: usize,
+    desc_dim: usize,
+    n_scales: usize,
+    global_dim: Option<usize>,
+) -> DiskNeed {
+    let n = n_images as u64;
+    let dim = cfg.pca_dim.min(desc_dim);
+    let row = |d: usize| cfg.store_format.row_bytes(d) as u64;
+    let mut stores: u64 = plan
+        .iter()
+        .map(|m| n * row(encoding_dim(m.kind, dim)))
+        .sum();
+    if let Some(g) = global_dim {
+        stores += n * row(g);
+    }
+    let mut kernels = 0;
+    if !cfg.classifier.primal_for(n_images) {
+        // distinct kernel files: (term, whitened) at each scale (cnn-global once)
+        let mut parts = BTreeSet::new();
+        for spec in &cfg.encoders {
+            let whitenings: &[bool] = match (spec.uses_mfa(), cfg.whitening) {
+                (true, Whitening::On) => &[true],
+                (true, Whitening::Both) => &[false, true],
+                _ => &[false],
+            };
+            for &w in whitenings {
+                for t in &spec.terms {
+                    let w = w && matches!(t, Term::MfaFs(_));
+                    let scales = if *t == Term::CnnGlobal { 1 } else { n_scales };
+                    for s in 0..scales {
+                        parts.insert((t.name(), w, s, 0usize));
+                    }
+                }
+            }
+        }
+        for (i, _) in cfg
+            .sweep_gmm_components
+            .iter()
+            .chain(&cfg.sweep_mfa_factors)
+            .enumerate()
+        {
+            for s in 0..n_scales {
+                parts.insert((String::new(), false, s, i + 1));
+            }
+        }
+        kernels = parts.len() as u64 * 8 * n * (n + 1);
+    }
+    DiskNeed { stores, kernels }
+}
+
+/// Bytes the files under `dir` take on disk (allocated blocks: the stores are sparse).
+fn used_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => used_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn gb(b: u64) -> String {
+    format!("{:.1} GB", b as f64 / 1e9)
+}
+
+/// Refuses the run when `free` bytes cannot hold what `need` adds to the
+/// `used` bytes already in the run folder `dir`.
+pub(crate) fn check_with(
+    dir: &Path,
+    need: DiskNeed,
+    used: u64,
+    free: u64,
+    cfg: &RunConfig,
+) -> Result<(), PipelineError> {
+    let more = need.total().saturating_sub(used);
+    if more <= free {
+        return Ok(());
+    }
+    let mut ways = Vec::new();
+    if cfg.store_format == crate::store::StoreFormat::F32 {
+        ways.push("--store q8 (a quarter of the stores)");
+    }
+    if need.kernels > 0 {
+        ways.push("--classifier primal (no kernel files)");
+    }
+    ways.push("fewer --encoders, scales or a smaller --pca-dim");
+    ways.push("--cache on a larger disk");
+    Err(PipelineError::Io {
+        path: dir.display().to_string(),
+        message: format!(
+            "not enough disk: the run needs about {} more (encoding stores {}, kernels {}), the file system has {} free; lower it with {}",
+            gb(more),
+            gb(need.stores),
+            gb(need.kernels),
+            gb(free),
+            ways.join(", ")
+        ),
+    })
+}
+
+/// [`check_with`] on the run folder `dir`'s file system and usage.
+pub(crate) fn check(dir: &Path, need: DiskNeed, cfg: &RunConfig) -> Result<(), PipelineError> {
+    let free = fisherkit_io::available_space(dir)?;
+    check_with(dir, need, used_bytes(dir), free, cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> RunConfig {
+        RunConfig::new("a".into(), "b".into())
+    }
+
+    #[test]
+    fn the_estimate_counts_stores_and_kernels() {
+        let c = cfg();
+        let plan = [
+            ModelSpec {
+                scale: 0,
+                kind: ModelKind::Gmm { k: 50 },
+            },
+            ModelSpec {
+                scale: 0,
+                kind: ModelKind::Mfa { k: 50, r: 10 },
+            },
+        ];
+        // descriptor files of D = 512, PCA 500: GMM 50 050 values, MFA 275 000
+        let need = estimate(&c, &plan, 39_700, 512, 1, None);
+        let q8 = |d: u64| 4 * d.div_ceil(256) + d;
+        assert_eq!(need.stores, 39_700 * (q8(50_050) + q8(275_000)));
+        assert_eq!(need.kernels, 0, "the primal path above 8192 images");
+        let need = estimate(&c, &plan, 1_000, 512, 1, Some(1000));
+        assert!(need.kernels > 0);
+        assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));
+    }
+
+    #[test]
+    fn a_run_that_cannot_fit_is_refused_naming_need_free_and_flags() {
+        let mut c = cfg();
+        c.store_format = crate::store::StoreFormat::F32;
+        let need = DiskNeed {
+            stores: 10_000_000_000,
+            kernels: 2_000_000_000,
+        };
+        let e = check_with(Path::new("/run"), need, 0, 1_000_000_000, &c)
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "/run",
+            "not enough disk",
+            "12.",
+            "1.0 GB free",
+            "--store q8",
+            "--classifier primal",
+        ] {
+            assert!(e.contains(part), "`{part}` missing in: {e}");
+        }
+        assert!(!e.contains('\n'), "one line");
+        // a resumed run that already holds most of it passes
+        assert!(check_with(Path::new("/run"), need, 12_000_000_000, 1_000_000_000, &c).is_ok());
+        assert!(check_with(Path::new("/run"), need, 0, need.total(), &c).is_ok());
+    }
+}
