@@ -407,10 +407,10 @@ impl OnnxArgs {
 /// `--store`: fisherkit_pipeline::StoreFormat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreArg {
-    /// About 1 byte a value.
-    Q8,
     /// 4 bytes a value, exact.
     F32,
+    /// About 1 byte a value.
+    Q8,
 }
 
 /// `--classifier`: fisherkit_pipeline::Classifier.
@@ -601,10 +601,11 @@ pub struct RunArgs {
     /// one block, any N), `auto` (kernel up to 8192 images, primal above).
     #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
     pub classifier: ClassifierArg,
-    /// How the run folder keeps the encodings: q8 (about 1 byte a value,
-    /// square-root-companded 8-bit codes with a scale per 256 values) or f32 (4 bytes,
-    /// exact). A q8 run reuses the f32 encodings of an earlier run of the same settings.
-    #[arg(long, value_enum, default_value_t = StoreArg::Q8)]
+    /// How the run folder keeps the encodings: f32 (4 bytes a value, exact) or q8 (about
+    /// 1 byte a value, square-root-companded 8-bit codes with a scale per 256 values: a
+    /// quarter of the disk). A q8 run reuses the f32 encodings of an earlier run of the
+    /// same settings.
+    #[arg(long, value_enum, default_value_t = StoreArg::F32)]
     pub store: StoreArg,
     /// Seed of every random choice.
     #[arg(long, value_name = "S", default_value_t = defaults::SEED)]
@@ -663,7 +664,7 @@ impl RunArgs {
             c_grid: "0.1,1,10".into(),
             cv_folds: 3,
             classifier: ClassifierArg::Auto,
-            store: StoreArg::Q8,
+            store: StoreArg::F32,
             seed: 0,
             cache: PathBuf::from(".fisherkit-cache"),
             no_cache: false,

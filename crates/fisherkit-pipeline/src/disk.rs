@@ -166,7 +166,8 @@ mod tests {
 
     #[test]
     fn the_estimate_counts_stores_and_kernels() {
-        let c = cfg();
+        let mut c = cfg();
+        c.store_format = crate::store::StoreFormat::Q8;
         let plan = [
             ModelSpec {
                 scale: 0,

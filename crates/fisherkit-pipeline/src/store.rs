@@ -12,7 +12,7 @@
 //! Two row formats ([`StoreFormat`]):
 //!
 //! * `f32` (`rows.f32`): `dim` little-endian `f32` values, 4 bytes a value.
-//! * `q8` (`rows.q8`, the default): the row cut in blocks of
+//! * `q8` (`rows.q8`): the row cut in blocks of
 //!   [`Q8_BLOCK`] values; first the blocks' scales $m_b = \max_{j \in b}|v_j|$
 //!   (little-endian `f32`), then one signed byte per value,
 //!   $q_j = \mathrm{round}(127\,\mathrm{sign}(v_j)\sqrt{|v_j|/m_b})$,
@@ -42,10 +42,10 @@ pub const Q8_BLOCK: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreFormat {
     /// 4 bytes a value, exact.
+    #[default]
     F32,
     /// About 1 byte a value: square-root-companded 8-bit codes with a scale per
     /// [`Q8_BLOCK`] values.
-    #[default]
     Q8,
 }
 

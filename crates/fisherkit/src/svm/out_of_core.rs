@@ -1036,7 +1036,7 @@ mod tests {
         let rows: Vec<usize> = (0..20).collect();
         let e = p.fit(&x.view(), &rows, &y[..19], 2).unwrap_err();
         assert!(matches!(e, SvmError::LabelLengthMismatch { .. }));
-        let e = p.fit(&x.view(), &rows, &vec![0; 20], 2).unwrap_err();
+        let e = p.fit(&x.view(), &rows, &[0; 20], 2).unwrap_err();
         assert!(matches!(e, SvmError::MissingClass { class: 1, .. }));
         let e = p
             .fit_with_cv(&x.view(), &rows, &y, 2, &[], 2, 0)
