@@ -14,7 +14,9 @@ use crate::store::Store;
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{FvPart, MfaPart};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
-use fisherkit::svm::{predict_rows, GramSvc, LinearSvc, LinearSvcParams, OutOfCoreSvmParams};
+use fisherkit::svm::{
+    predict_rows, GramSvc, LinearSvc, LinearSvcParams, OutOfCoreSvmParams, RowSource,
+};
 use ndarray::{s, Array1, Array2};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -352,9 +354,22 @@ impl Classes<'_> {
         Ok(self.classify(&g)?.3)
     }
 
-    /// Whether this run trains its SVMs on the primal path.
+    /// The report rows of `spec`: each scale (with several scales and a
+    /// term other than `cnn-global`), then all scales (`None`).
+    fn report_scales(&self, spec: &EncoderSpec) -> Vec<Option<usize>> {
+        let n_scales = self.inputs.scale_names.len();
+        let mut scales: Vec<Option<usize>> = Vec::new();
+        if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
+            scales.extend((0..n_scales).map(Some));
+        }
+        scales.push(None);
+        scales
+    }
+
+    /// Whether this run trains its SVMs on the primal path (decided on all
+    /// the run's images, as its checks before the first pass were).
     fn primal(&self) -> bool {
-        self.cfg.classifier.primal_for(self.rows.len())
+        self.cfg.classifier.primal_for(self.inputs.names.len())
     }
 
     fn test_labels(&self) -> Vec<usize> {
@@ -395,16 +410,8 @@ pub(crate) fn evaluate(
             _ => jobs.push((spec, false)),
         }
     }
-    let n_scales = c.inputs.scale_names.len();
     let mut results = Vec::new();
     let primal = c.primal();
-    if primal && cfg.compact_dim.is_some() {
-        return Err(PipelineError::Config(format!(
-            "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {} images trains on the primal path (more than {} images): drop --compact-pca or pass --classifier kernel",
-            c.rows.len(),
-            crate::defaults::KERNEL_MAX_IMAGES
-        )));
-    }
     for (spec, whiten) in jobs {
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
         if primal {
@@ -441,12 +448,7 @@ pub(crate) fn evaluate(
         let mut total = Some(with_global(total));
         // Per-scale rows first, each kernel moved out (not copied): at most
         // the scales' kernels, the total and the global one are held (n × n f64 each).
-        let mut scales: Vec<Option<usize>> = Vec::new();
-        if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
-            scales.extend((0..n_scales).map(Some));
-        }
-        scales.push(None);
-        for scale in scales {
+        for scale in c.report_scales(spec) {
             let g = match scale {
                 Some(s) => with_global(std::mem::take(&mut ks.per_scale[s])),
                 None => total.take().expect("the total is used once, last"),
@@ -481,15 +483,7 @@ pub(crate) fn evaluate(
                     )?;
                 }
             }
-            progress.warn(&format!(
-                "{name}{}: {:.2} % (dim {}, C = {cc})",
-                row.scale
-                    .as_ref()
-                    .map(|s| format!(" scale {s}"))
-                    .unwrap_or_default(),
-                100.0 * row.accuracy,
-                row.dim
-            ));
+            progress.warn(&row_line(&name, &row, ""));
             results.push(row);
             if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
                 let t = Instant::now();
@@ -730,6 +724,20 @@ fn result_row(
     })
 }
 
+/// The progress line of a result row: `name [scale s]: acc % (dim d, C = c<extra>)`.
+fn row_line(name: &str, row: &ResultRow, extra: &str) -> String {
+    format!(
+        "{name}{}: {:.2} % (dim {}, C = {}{extra})",
+        row.scale
+            .as_ref()
+            .map(|s| format!(" scale {s}"))
+            .unwrap_or_default(),
+        100.0 * row.accuracy,
+        row.dim,
+        row.c
+    )
+}
+
 /// The result rows of one encoder on the primal path: per scale (with
 /// several scales), all scales, then the output folder's files.
 fn evaluate_primal(
@@ -746,14 +754,8 @@ fn evaluate_primal(
     let t = Instant::now();
     let norms = c.part_norms(spec, kinds, whiten, timings)?;
     let norm_seconds = t.elapsed().as_secs_f64();
-    let n_scales = c.inputs.scale_names.len();
-    let mut scales: Vec<Option<usize>> = Vec::new();
-    if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
-        scales.extend((0..n_scales).map(Some));
-    }
-    scales.push(None);
     let mut rows = Vec::new();
-    for scale in scales {
+    for scale in c.report_scales(spec) {
         let src = c.feature_rows(spec, kinds, whiten, &norms, scale);
         let t = Instant::now();
         let (svm, cc, cv, pred) = c.classify_primal(&src)?;
@@ -774,7 +776,6 @@ fn evaluate_primal(
                 OutOfCoreSvmParams::DEFAULT_MAX_PASSES
             ));
         }
-        use fisherkit::svm::RowSource;
         let mut row = result_row(
             spec,
             whiten,
@@ -813,15 +814,7 @@ fn evaluate_primal(
                 cc,
             )?;
         }
-        progress.warn(&format!(
-            "{name}{}: {:.2} % (dim {}, C = {cc}, primal)",
-            row.scale
-                .as_ref()
-                .map(|s| format!(" scale {s}"))
-                .unwrap_or_default(),
-            100.0 * row.accuracy,
-            row.dim
-        ));
+        progress.warn(&row_line(&name, &row, ", primal"));
         rows.push(row);
     }
     Ok(rows)

@@ -209,8 +209,22 @@ impl<'a> Job<'a> {
             .filter_map(|m| read_fitted(&job.model_path(m), m.kind).map(|f| (*m, f)))
             .collect();
         job.resumable = job.count_sample_parts();
+        job.check_classifier()?;
         job.check_disk()?;
         Ok(job)
+    }
+
+    /// Refuses, before any pass, the compact variant on the primal path (it
+    /// is computed from the N × N kernels).
+    fn check_classifier(&self) -> Result<(), PipelineError> {
+        let n = self.inputs.names.len();
+        if self.cfg.compact_dim.is_some() && self.cfg.classifier.primal_for(n) {
+            return Err(PipelineError::Config(format!(
+                "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {n} images trains on the primal path (more than {} images or --classifier primal): drop --compact-pca or pass --classifier kernel",
+                crate::defaults::KERNEL_MAX_IMAGES
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses the run if its run folder's file system cannot hold what the

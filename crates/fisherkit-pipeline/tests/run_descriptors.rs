@@ -390,4 +390,13 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
         }
     }
     assert!(t.path().join("cache").read_dir().unwrap().count() > 0);
+    // the compact variant needs the kernels: refused before any pass on the primal path
+    let mut cfg = planted_config(train.clone(), test.clone());
+    cfg.classifier = Classifier::Primal;
+    cfg.compact_dim = Some(5);
+    let e = run_descriptors(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(
+        e.contains("--compact-pca") && e.contains("--classifier kernel"),
+        "{e}"
+    );
 }

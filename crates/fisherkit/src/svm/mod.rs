@@ -84,6 +84,11 @@ pub enum SvmError {
     /// Bad cross-validation grid or fold count.
     #[error("invalid cross-validation setting: {0}")]
     InvalidCrossValidation(String),
+    /// A buffer sized by the data that cannot be allocated.
+    #[error(
+        "the SVM's {what} need {bytes} bytes, more than can be allocated: fewer classes or a shorter encoding"
+    )]
+    TooLarge { what: &'static str, bytes: usize },
     /// The rows of an out-of-core fit could not be read (the source's message).
     #[error("reading the SVM's rows: {0}")]
     Source(String),
@@ -396,6 +401,23 @@ impl DualState for GramState<'_> {
     }
 }
 
+/// The box and diagonal of the dual for `loss` at cost `c`: $(D_{ii}, U)$.
+fn loss_terms(loss: SvmLoss, c: f64) -> (f64, f64) {
+    match loss {
+        SvmLoss::SquaredHinge => (0.5 / c, f64::INFINITY),
+        SvmLoss::Hinge => (0.0, c),
+    }
+}
+
+/// How [`dual_cd_from`] runs: the loss's $(D_{ii}, U)$, passes at most, the
+/// stopping tolerance and LIBLINEAR's shrinking.
+struct CdSettings {
+    loss: (f64, f64),
+    max_passes: usize,
+    tol: f64,
+    shrinking: bool,
+}
+
 /// Dual coordinate descent (LIBLINEAR's `solve_l2r_l1l2_svc`) over `l` rows
 /// with signs `ys` and $\|\bar x_s\|^2$ = `sqnorm[s]`. Returns (α, iterations, converged).
 fn dual_cd(
@@ -405,21 +427,42 @@ fn dual_cd(
     p: &LinearSvcParams,
     stream: u64,
 ) -> (Vec<f64>, usize, bool) {
-    let l = ys.len();
-    let (diag, upper) = match p.loss {
-        SvmLoss::SquaredHinge => (0.5 / p.c, f64::INFINITY),
-        SvmLoss::Hinge => (0.0, p.c),
-    };
-    let qd: Vec<f64> = sqnorm.iter().map(|q| q + diag).collect();
-    let mut alpha = vec![0.0f64; l];
-    let mut index: Vec<usize> = (0..l).collect();
-    let mut active = l;
+    let mut alpha = vec![0.0f64; ys.len()];
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     rng.set_stream(stream);
+    let settings = CdSettings {
+        loss: loss_terms(p.loss, p.c),
+        max_passes: p.max_iter,
+        tol: p.tol,
+        shrinking: p.shrinking,
+    };
+    let (iter, converged, _) = dual_cd_from(state, ys, sqnorm, &mut alpha, &mut rng, &settings);
+    (alpha, iter, converged)
+}
+
+/// [`dual_cd`]'s passes from the dual variables `alpha` (updated in place,
+/// with `state` consistent with them) and the coordinate order drawn from
+/// `rng`. Returns (passes, converged, the first pass's largest and smallest
+/// projected gradient).
+fn dual_cd_from(
+    state: &mut impl DualState,
+    ys: &[f64],
+    sqnorm: &[f64],
+    alpha: &mut [f64],
+    rng: &mut ChaCha8Rng,
+    settings: &CdSettings,
+) -> (usize, bool, (f64, f64)) {
+    let l = ys.len();
+    let (diag, upper) = settings.loss;
+    let shrinking = settings.shrinking;
+    let qd: Vec<f64> = sqnorm.iter().map(|q| q + diag).collect();
+    let mut index: Vec<usize> = (0..l).collect();
+    let mut active = l;
     let (mut pgmax_old, mut pgmin_old) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut first = (f64::NEG_INFINITY, f64::INFINITY);
     let mut iter = 0;
     let mut converged = false;
-    while iter < p.max_iter {
+    while iter < settings.max_passes {
         let (mut pgmax_new, mut pgmin_new) = (f64::NEG_INFINITY, f64::INFINITY);
         for i in 0..active {
             let j = i + rng.random_range(0..active - i);
@@ -432,7 +475,7 @@ fn dual_cd(
             let g = yi * state.value(i) - 1.0 + alpha[i] * diag;
             let mut pg = 0.0;
             if alpha[i] == 0.0 {
-                if p.shrinking && g > pgmax_old {
+                if shrinking && g > pgmax_old {
                     active -= 1;
                     index.swap(s, active);
                     continue;
@@ -440,7 +483,7 @@ fn dual_cd(
                     pg = g;
                 }
             } else if alpha[i] == upper {
-                if p.shrinking && g < pgmin_old {
+                if shrinking && g < pgmin_old {
                     active -= 1;
                     index.swap(s, active);
                     continue;
@@ -466,8 +509,11 @@ fn dual_cd(
             }
             s += 1;
         }
+        if iter == 0 {
+            first = (pgmax_new, pgmin_new);
+        }
         iter += 1;
-        if pgmax_new - pgmin_new <= p.tol {
+        if pgmax_new - pgmin_new <= settings.tol {
             if active == l {
                 converged = true;
                 break;
@@ -488,7 +534,7 @@ fn dual_cd(
             pgmin_new
         };
     }
-    (alpha, iter, converged)
+    (iter, converged, first)
 }
 
 /// One binary problem on the rows `rows` of `sh`, $y = +1$ where

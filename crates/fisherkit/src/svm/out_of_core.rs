@@ -35,11 +35,14 @@
 //! Deterministic: block order fixed, class k's coordinate order from ChaCha8
 //! stream k of the seed, GEMMs split over output columns only.
 
-use super::{argmax, stratified_folds, LinearSvc, SvmError, SvmLoss, ValidLinearSvcParams};
+use super::{
+    argmax, dual_cd_from, loss_terms, stratified_folds, CdSettings, DualState, LinearSvc, SvmError,
+    ValidLinearSvcParams,
+};
 use crate::linalg::{gemm, par_all};
 use crate::metrics::mean_per_class_accuracy;
 use ndarray::{s, Array1, Array2, ArrayView2, ArrayViewMut2};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -268,10 +271,21 @@ struct State {
 }
 
 impl State {
-    fn new(n_classes: usize, n: usize, dim: usize, seed: u64) -> Self {
-        Self {
-            alpha: vec![vec![0.0; n]; n_classes],
-            w: Array2::zeros((n_classes, dim)),
+    /// The starting point α = 0, W = 0. The two buffers sized by the data,
+    /// W (K × D f32) and α (K × N f64), are allocated fallibly: a request
+    /// the machine cannot grant is an error naming it, not an abort.
+    fn new(n_classes: usize, n: usize, dim: usize, seed: u64) -> Result<Self, SvmError> {
+        let w = zeros::<f32>(
+            n_classes.saturating_mul(dim),
+            "weights (classes × dimension, f32)",
+        )?;
+        let mut alpha = Vec::with_capacity(n_classes);
+        for _ in 0..n_classes {
+            alpha.push(zeros::<f64>(n, "dual variables (classes × rows, f64)")?);
+        }
+        Ok(Self {
+            alpha,
+            w: Array2::from_shape_vec((n_classes, dim), w).expect("K·D values"),
             b: vec![0.0; n_classes],
             rngs: (0..n_classes)
                 .map(|k| {
@@ -280,8 +294,19 @@ impl State {
                     r
                 })
                 .collect(),
-        }
+        })
     }
+}
+
+/// `len` zeros, or [`SvmError::TooLarge`] naming `what` if they cannot be allocated.
+fn zeros<T: Clone + Default>(len: usize, what: &'static str) -> Result<Vec<T>, SvmError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| SvmError::TooLarge {
+        what,
+        bytes: len.saturating_mul(std::mem::size_of::<T>()),
+    })?;
+    v.resize(len, T::default());
+    Ok(v)
 }
 
 /// The smallest contiguous range of classes holding every `true` of `mask`.
@@ -291,137 +316,72 @@ fn class_span(mask: &[bool]) -> Option<Range<usize>> {
     Some(first..last + 1)
 }
 
-/// The block sub-problem of one class: dual coordinate descent over the
-/// block's rows with $\bar G_B$ (`gram` (B, B) plus `bias`), the decision
-/// values `u` (B, updated), `alpha` (B, updated). Returns the change of
-/// $\alpha y$ per row and the projected-gradient spread of the first pass.
-#[allow(clippy::too_many_arguments)]
-fn block_cd(
-    gram: &Array2<f32>,
+/// Gram mode of a block visit: keeps $u_t = f(x_t)$ for the block's rows
+/// through its Gram matrix `gram` (B, B, row-major; the bias feature adds
+/// `bias` to every entry) and the change of $\alpha y$ of each row.
+struct BlockGram<'a> {
+    gram: &'a [f32],
     bias: f64,
-    u: &mut [f64],
-    alpha: &mut [f64],
-    ys: &[f64],
-    (diag, upper): (f64, f64),
-    passes: usize,
-    tol: f64,
-    rng: &mut ChaCha8Rng,
-) -> (Vec<f64>, f64, f64) {
-    let n = u.len();
-    let g = gram.as_slice().expect("row-major Gram");
-    let qd: Vec<f64> = (0..n).map(|t| g[t * n + t] as f64 + bias + diag).collect();
-    let mut delta = vec![0.0f64; n];
-    let mut order: Vec<usize> = (0..n).collect();
-    let (mut first_max, mut first_min) = (f64::NEG_INFINITY, f64::INFINITY);
-    for pass in 0..passes {
-        for i in 0..n {
-            let j = i + rng.random_range(0..n - i);
-            order.swap(i, j);
-        }
-        let (mut pmax, mut pmin) = (f64::NEG_INFINITY, f64::INFINITY);
-        for &t in &order {
-            let grad = ys[t] * u[t] - 1.0 + alpha[t] * diag;
-            let pg = if alpha[t] == 0.0 {
-                grad.min(0.0)
-            } else if alpha[t] == upper {
-                grad.max(0.0)
-            } else {
-                grad
-            };
-            pmax = pmax.max(pg);
-            pmin = pmin.min(pg);
-            if pg.abs() > 1e-12 {
-                let old = alpha[t];
-                let new = if qd[t] > 0.0 {
-                    (old - grad / qd[t]).max(0.0).min(upper)
-                } else {
-                    upper
-                };
-                alpha[t] = new;
-                let d = (new - old) * ys[t];
-                delta[t] += d;
-                for (us, &gs) in u.iter_mut().zip(&g[t * n..(t + 1) * n]) {
-                    *us += d * (gs as f64 + bias);
-                }
-            }
-        }
-        if pass == 0 {
-            (first_max, first_min) = (pmax, pmin);
-        }
-        if pmax - pmin <= tol {
-            break;
-        }
-    }
-    (delta, first_max, first_min)
+    u: Vec<f64>,
+    delta: Vec<f64>,
 }
 
-/// The block sub-problem of one class in direct mode: dual coordinate
-/// descent over the rows of `xb` (B, D) with squared norms `sqn` (B),
-/// updating the class's weights `w` (D, kept in `f64` during the visit),
-/// intercept `b` and `alpha` (B). Returns the first pass's projected-gradient spread.
-#[allow(clippy::too_many_arguments)]
-fn direct_cd(
-    xb: &Array2<f32>,
-    sqn: &[f64],
-    mut w: ndarray::ArrayViewMut1<'_, f32>,
-    b: &mut f64,
-    bias: f64,
-    alpha: &mut [f64],
-    ys: &[f64],
-    (diag, upper): (f64, f64),
-    passes: usize,
-    tol: f64,
-    rng: &mut ChaCha8Rng,
-) -> (f64, f64) {
-    let n = alpha.len();
-    let mut w64: Vec<f64> = w.iter().map(|&v| v as f64).collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    let (mut first_max, mut first_min) = (f64::NEG_INFINITY, f64::INFINITY);
-    for pass in 0..passes {
-        for i in 0..n {
-            let j = i + rng.random_range(0..n - i);
-            order.swap(i, j);
-        }
-        let (mut pmax, mut pmin) = (f64::NEG_INFINITY, f64::INFINITY);
-        for &t in &order {
-            let x = xb.row(t);
-            let x = x.as_slice().expect("row-major block");
-            let grad = ys[t] * (super::dot(&w64, x) + *b * bias) - 1.0 + alpha[t] * diag;
-            let pg = if alpha[t] == 0.0 {
-                grad.min(0.0)
-            } else if alpha[t] == upper {
-                grad.max(0.0)
-            } else {
-                grad
-            };
-            pmax = pmax.max(pg);
-            pmin = pmin.min(pg);
-            let qd = sqn[t] + bias + diag;
-            if pg.abs() > 1e-12 {
-                let old = alpha[t];
-                let new = if qd > 0.0 {
-                    (old - grad / qd).max(0.0).min(upper)
-                } else {
-                    upper
-                };
-                alpha[t] = new;
-                let d = (new - old) * ys[t];
-                super::axpy(d, x, &mut w64);
-                *b += d * bias;
-            }
-        }
-        if pass == 0 {
-            (first_max, first_min) = (pmax, pmin);
-        }
-        if pmax - pmin <= tol {
-            break;
+impl DualState for BlockGram<'_> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        self.u[s]
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        let n = self.u.len();
+        self.delta[s] += delta;
+        for (us, &gs) in self.u.iter_mut().zip(&self.gram[s * n..(s + 1) * n]) {
+            *us += delta * (gs as f64 + self.bias);
         }
     }
-    w.iter_mut().zip(&w64).for_each(|(o, &v)| *o = v as f32);
-    (first_max, first_min)
+}
+
+/// Direct mode of a block visit: keeps one class's weights (in `f64` during
+/// the visit) and intercept; a value or an update is one pass over a row of
+/// the block `xb` (B, D).
+struct BlockDirect<'a> {
+    xb: &'a Array2<f32>,
+    w: Vec<f64>,
+    b: f64,
+    bias: f64,
+}
+
+impl BlockDirect<'_> {
+    fn row(&self, s: usize) -> &[f32] {
+        self.xb.row(s).to_slice().expect("row-major block")
+    }
+}
+
+impl DualState for BlockDirect<'_> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        super::dot(&self.w, self.row(s)) + self.b * self.bias
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        let x = self.xb.row(s).to_slice().expect("row-major block");
+        super::axpy(delta, x, &mut self.w);
+        self.b += delta * self.bias;
+    }
 }
 
 impl ValidOutOfCoreSvmParams {
+    /// A block visit's coordinate descent: at most `inner_passes` passes,
+    /// stopping at the block's own spread `tol`, no shrinking.
+    fn inner_settings(&self, loss: (f64, f64)) -> CdSettings {
+        CdSettings {
+            loss,
+            max_passes: self.inner_passes,
+            tol: self.svm.tol,
+            shrinking: false,
+        }
+    }
+
     fn problem<'a, S: RowSource>(
         &self,
         src: &'a S,
@@ -468,10 +428,7 @@ impl ValidOutOfCoreSvmParams {
     ) -> Result<(Vec<usize>, Vec<bool>), SvmError> {
         let kk = pb.n_classes;
         let p = &self.svm;
-        let loss = match p.loss {
-            SvmLoss::SquaredHinge => (0.5 / c, f64::INFINITY),
-            SvmLoss::Hinge => (0.0, c),
-        };
+        let loss = loss_terms(p.loss, c);
         let mut active = vec![true; kk];
         let mut passes = vec![0usize; kk];
         let mut converged = vec![false; kk];
@@ -531,7 +488,7 @@ impl ValidOutOfCoreSvmParams {
             .collect();
         let bias = if self.svm.bias { 1.0 } else { 0.0 };
         let y_block = &pb.y[r.clone()];
-        let (passes, tol) = (self.inner_passes, self.svm.tol);
+        let settings = self.inner_settings(loss);
         Ok(st
             .w
             .axis_iter_mut(ndarray::Axis(0))
@@ -541,24 +498,22 @@ impl ValidOutOfCoreSvmParams {
             .zip(st.b.par_iter_mut())
             .enumerate()
             .filter(|(k, _)| active[*k])
-            .map(|(k, (((w, alpha), rng), b))| {
+            .map(|(k, (((mut w, alpha), rng), b))| {
                 let ys: Vec<f64> = y_block
                     .iter()
                     .map(|&l| if l == k { 1.0 } else { -1.0 })
                     .collect();
-                let (pmax, pmin) = direct_cd(
+                let mut state = BlockDirect {
                     xb,
-                    &sqn,
-                    w,
-                    b,
+                    w: w.iter().map(|&v| v as f64).collect(),
+                    b: *b,
                     bias,
-                    &mut alpha[r.clone()],
-                    &ys,
-                    loss,
-                    passes,
-                    tol,
-                    rng,
-                );
+                };
+                let sq: Vec<f64> = sqn.iter().map(|q| q + bias).collect();
+                let (_, _, (pmax, pmin)) =
+                    dual_cd_from(&mut state, &ys, &sq, &mut alpha[r.clone()], rng, &settings);
+                w.iter_mut().zip(&state.w).for_each(|(o, &v)| *o = v as f32);
+                *b = state.b;
                 (k, pmax, pmin)
             })
             .collect())
@@ -592,7 +547,9 @@ impl ValidOutOfCoreSvmParams {
             par_all(),
         );
         let y_block = &pb.y[r.clone()];
-        let (passes, tol) = (self.inner_passes, self.svm.tol);
+        let settings = self.inner_settings(loss);
+        let g = gram.as_slice().expect("row-major Gram");
+        let sq: Vec<f64> = (0..bl).map(|t| g[t * bl + t] as f64 + bias).collect();
         let results: Vec<(usize, Vec<f64>, f64, f64)> = st
             .alpha
             .par_iter_mut()
@@ -604,22 +561,18 @@ impl ValidOutOfCoreSvmParams {
                     .iter()
                     .map(|&l| if l == k { 1.0 } else { -1.0 })
                     .collect();
-                let mut uk: Vec<f64> = u
-                    .column(k - span.start)
-                    .iter()
-                    .map(|&v| v as f64 + st.b[k] * bias)
-                    .collect();
-                let (delta, pmax, pmin) = block_cd(
-                    &gram,
+                let mut state = BlockGram {
+                    gram: g,
                     bias,
-                    &mut uk,
-                    &mut alpha[r.clone()],
-                    &ys,
-                    loss,
-                    passes,
-                    tol,
-                    rng,
-                );
+                    u: u.column(k - span.start)
+                        .iter()
+                        .map(|&v| v as f64 + st.b[k] * bias)
+                        .collect(),
+                    delta: vec![0.0; bl],
+                };
+                let (_, _, (pmax, pmin)) =
+                    dual_cd_from(&mut state, &ys, &sq, &mut alpha[r.clone()], rng, &settings);
+                let delta = state.delta;
                 (k, delta, pmax, pmin)
             })
             .collect();
@@ -741,7 +694,7 @@ impl ValidOutOfCoreSvmParams {
     ) -> Result<LinearSvc<f32>, SvmError> {
         self.check_rows(src, rows, y, n_classes)?;
         let mut pb = self.problem(src, rows.to_vec(), y.to_vec(), n_classes);
-        let mut st = State::new(n_classes, rows.len(), src.dim(), self.svm.seed);
+        let mut st = State::new(n_classes, rows.len(), src.dim(), self.svm.seed)?;
         let (n_iter, converged) = self.solve(&mut pb, &mut st, self.svm.c)?;
         Ok(model(st, n_iter, converged))
     }
@@ -796,7 +749,7 @@ impl ValidOutOfCoreSvmParams {
             let te_rows: Vec<usize> = te.iter().map(|&i| rows[i]).collect();
             let te_y: Vec<usize> = te.iter().map(|&i| y[i]).collect();
             let mut pb = self.problem(src, tr_rows, tr_y, n_classes);
-            let mut st = State::new(n_classes, pb.rows.len(), src.dim(), self.svm.seed);
+            let mut st = State::new(n_classes, pb.rows.len(), src.dim(), self.svm.seed)?;
             for &g in &order {
                 let (it, conv) = self.solve(&mut pb, &mut st, grid[g])?;
                 let m = LinearSvc {
@@ -819,7 +772,7 @@ impl ValidOutOfCoreSvmParams {
             }
         }
         let mut pb = self.problem(src, rows.to_vec(), y.to_vec(), n_classes);
-        let mut st = State::new(n_classes, rows.len(), src.dim(), self.svm.seed);
+        let mut st = State::new(n_classes, rows.len(), src.dim(), self.svm.seed)?;
         let mut last = (vec![], vec![]);
         for &g in order.iter().filter(|&&g| grid[g] <= best.0) {
             last = self.solve(&mut pb, &mut st, grid[g])?;
@@ -901,7 +854,7 @@ pub fn for_each_decision_block<S: RowSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::svm::{DualSolver, LinearSvcParams};
+    use crate::svm::{DualSolver, LinearSvcParams, SvmLoss};
     use rand_distr::{Distribution, Normal};
 
     /// Planted classes: K Gaussian blobs in D dimensions with overlap.
@@ -1042,5 +995,8 @@ mod tests {
             .fit_with_cv(&x.view(), &rows, &y, 2, &[], 2, 0)
             .unwrap_err();
         assert!(e.to_string().contains("grid"));
+        // weights no machine can hold: one clear error, no allocation abort
+        let e = State::new(2, 10, usize::MAX / 4, 0).err().unwrap();
+        assert!(e.to_string().contains("weights"), "{e}");
     }
 }
