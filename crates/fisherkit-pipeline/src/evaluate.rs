@@ -6,7 +6,7 @@ use crate::config::{RunConfig, Whitening};
 use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
-use crate::primal::{FeatureRows, PartNorms};
+use crate::primal::{FeatureRows, Finished, PartNorms};
 use crate::report::{timed, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{Fitted, Learned, ModelKind, ModelSpec};
@@ -98,6 +98,8 @@ pub(crate) struct Classes<'a> {
     pub(crate) rows_key: String,
     /// Primal path only: the norms and whitening of each part, by part name.
     pub(crate) norms: RefCell<HashMap<String, PartNorms>>,
+    /// Primal path only: the report rows finished by this or an earlier (killed) run.
+    pub(crate) finished: Finished,
 }
 
 /// The outcome of [`Classes::classify_primal`]: the SVM, chosen C, the CV table, test predictions.
@@ -364,6 +366,23 @@ impl Classes<'_> {
         }
         scales.push(None);
         scales
+    }
+
+    /// The name under which the primal row of `spec` at `scale` is kept:
+    /// everything it depends on beyond the run folder's own key (the rows,
+    /// the SVM's settings, the normalisation, the store format).
+    fn finished_key(&self, spec: &EncoderSpec, whiten: bool, scale: Option<usize>) -> String {
+        let cfg = self.cfg;
+        let k = crate::stages::key(&[
+            spec.name(),
+            format!("whiten={whiten}"),
+            format!("scale={:?}", scale.map(|s| &self.inputs.scale_names[s])),
+            format!("c_grid={:?} folds={}", cfg.c_grid, cfg.cv_folds),
+            format!("norm={:?}", cfg.normalization),
+            format!("store={}", cfg.store_format.name()),
+            self.rows_key.clone(),
+        ]);
+        format!("{}-{k}", file_stem(&spec.name()))
     }
 
     /// Whether this run trains its SVMs on the primal path (decided on all
@@ -748,52 +767,52 @@ fn evaluate_primal(
     timings: &mut Vec<(String, f64)>,
     progress: &dyn Progress,
 ) -> Result<Vec<ResultRow>, PipelineError> {
-    let n_classes = c.inputs.classes.len();
-    let yte = c.test_labels();
     let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
-    let t = Instant::now();
-    let norms = c.part_norms(spec, kinds, whiten, timings)?;
-    let norm_seconds = t.elapsed().as_secs_f64();
+    // The parts' norms: computed when a row is trained or written out, not for rows a killed run finished.
+    let mut norms: Option<(Vec<PartNorms>, f64)> = None;
     let mut rows = Vec::new();
     for scale in c.report_scales(spec) {
-        let src = c.feature_rows(spec, kinds, whiten, &norms, scale);
-        let t = Instant::now();
-        let (svm, cc, cv, pred) = c.classify_primal(&src)?;
-        let svm_seconds = t.elapsed().as_secs_f64();
-        timings.push((
-            format!(
-                "primal SVM {name}{}",
-                scale
-                    .map(|s| format!(" scale {}", c.inputs.scale_names[s]))
-                    .unwrap_or_default()
-            ),
-            svm_seconds,
-        ));
-        let stopped = svm.converged().iter().filter(|&&v| !v).count();
-        if stopped > 0 {
-            progress.warn(&format!(
-                "{name}: {stopped} of {n_classes} one-vs-rest SVMs stopped at the cap of {} passes before the stopping rule",
-                OutOfCoreSvmParams::DEFAULT_MAX_PASSES
-            ));
-        }
-        let mut row = result_row(
-            spec,
-            whiten,
-            src.dim(),
-            n_classes,
-            &yte,
-            &pred,
-            cc,
-            cv,
-            norm_seconds,
-            svm_seconds,
-        )?;
-        row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
-        if let (None, Some(out)) = (scale, c.out) {
+        let key = c.finished_key(spec, whiten, scale);
+        let with_model = scale.is_none() && c.out.is_some();
+        let (row, svm) = match c.finished.load(&key, with_model) {
+            Some(done) => {
+                progress.warn(&row_line(&name, &done.0, ", primal, from the run folder"));
+                done
+            }
+            None => {
+                if norms.is_none() {
+                    let t = Instant::now();
+                    let n = c.part_norms(spec, kinds, whiten, timings)?;
+                    norms = Some((n, t.elapsed().as_secs_f64()));
+                }
+                let (n, norm_seconds) = norms.as_ref().expect("computed above");
+                let (row, svm) = train_primal(
+                    c,
+                    spec,
+                    whiten,
+                    kinds,
+                    n,
+                    *norm_seconds,
+                    scale,
+                    timings,
+                    progress,
+                )?;
+                let classes = c.inputs.classes.as_slice();
+                c.finished
+                    .save(&key, &row, with_model.then_some((&svm, classes)))?;
+                progress.warn(&row_line(&name, &row, ", primal"));
+                (row, Some(svm))
+            }
+        };
+        if let (true, Some(out), Some(svm)) = (with_model, c.out, &svm) {
+            if norms.is_none() {
+                norms = Some((c.part_norms(spec, kinds, whiten, timings)?, 0.0));
+            }
+            let (n, _) = norms.as_ref().expect("computed above");
             let parts: Vec<(usize, usize, TermKernel)> = c
                 .part_list(spec)
                 .into_iter()
-                .zip(&norms)
+                .zip(n)
                 .map(|((ti, s), n)| {
                     let k = TermKernel {
                         gram: Array2::zeros((0, 0)),
@@ -810,12 +829,62 @@ fn evaluate_primal(
                 whiten,
                 kinds,
                 &parts,
-                Trained::Primal(&svm),
-                cc,
+                Trained::Primal(svm),
+                row.c,
             )?;
         }
-        progress.warn(&row_line(&name, &row, ", primal"));
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Trains and evaluates one report row of `spec` on the primal path.
+#[allow(clippy::too_many_arguments)]
+fn train_primal(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    norms: &[PartNorms],
+    norm_seconds: f64,
+    scale: Option<usize>,
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<(ResultRow, LinearSvc<f32>), PipelineError> {
+    let n_classes = c.inputs.classes.len();
+    let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
+    let src = c.feature_rows(spec, kinds, whiten, norms, scale);
+    let t = Instant::now();
+    let (svm, cc, cv, pred) = c.classify_primal(&src)?;
+    let svm_seconds = t.elapsed().as_secs_f64();
+    timings.push((
+        format!(
+            "primal SVM {name}{}",
+            scale
+                .map(|s| format!(" scale {}", c.inputs.scale_names[s]))
+                .unwrap_or_default()
+        ),
+        svm_seconds,
+    ));
+    let stopped = svm.converged().iter().filter(|&&v| !v).count();
+    if stopped > 0 {
+        progress.warn(&format!(
+            "{name}: {stopped} of {n_classes} one-vs-rest SVMs stopped at the cap of {} passes before the stopping rule",
+            OutOfCoreSvmParams::DEFAULT_MAX_PASSES
+        ));
+    }
+    let mut row = result_row(
+        spec,
+        whiten,
+        src.dim(),
+        n_classes,
+        &c.test_labels(),
+        &pred,
+        cc,
+        cv,
+        norm_seconds,
+        svm_seconds,
+    )?;
+    row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+    Ok((row, svm))
 }

@@ -845,6 +845,7 @@ impl<'a> Job<'a> {
             kernel_dir: self.folder.path("kernels"),
             rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
             norms: Default::default(),
+            finished: crate::primal::Finished::new(self.folder.path("primal")),
         };
         std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
             path: c.kernel_dir.display().to_string(),

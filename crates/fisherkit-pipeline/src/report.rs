@@ -1,6 +1,6 @@
 //! The JSON report of a pipeline run (`fisherkit run --report`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -25,7 +25,7 @@ pub struct Report {
 }
 
 /// The result of one encoder.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
     /// Family of the (first) term: `gmm-fv`, `mfa-fs`, `cnn-global`, or `combination`.
     pub encoder: String,

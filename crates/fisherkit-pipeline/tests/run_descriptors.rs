@@ -389,7 +389,55 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
             }
         }
     }
-    assert!(t.path().join("cache").read_dir().unwrap().count() > 0);
+    // A run killed inside the primal stage: the rows it finished are kept in the
+    // run folder and reused as they are (their timings too); the others are
+    // trained again, to the same results.
+    let again = run_with(Classifier::Primal, StoreFormat::F32);
+    assert_eq!(again.results, primal.results, "every row reused");
+    let runs: Vec<_> = t.path().join("cache/runs").read_dir().unwrap().collect();
+    assert_eq!(runs.len(), 1);
+    let done = runs[0].as_ref().unwrap().path().join("primal");
+    let mut kept: Vec<_> = done
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    kept.sort();
+    assert_eq!(kept.len(), primal.results.len());
+    std::fs::remove_file(&kept[1]).unwrap();
+    let resumed = run_with(Classifier::Primal, StoreFormat::F32);
+    let strip = |r: &[fisherkit_pipeline::report::ResultRow]| {
+        r.iter()
+            .map(|x| {
+                (
+                    x.spec.clone(),
+                    x.accuracy,
+                    x.c,
+                    x.cv.clone(),
+                    x.confusion.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&resumed.results), strip(&primal.results));
+    let retrained = resumed
+        .results
+        .iter()
+        .zip(&primal.results)
+        .filter(|(a, b)| a.svm_seconds != b.svm_seconds)
+        .count();
+    assert_eq!(retrained, 1, "only the removed row is trained again");
+    // With an output folder the finished SVM is kept too: a second run writes the same file.
+    let svm_file = |out: &str| {
+        let mut cfg = planted_config(train.clone(), test.clone());
+        cfg.classifier = Classifier::Primal;
+        cfg.cache_dir = Some(t.path().join("cache"));
+        cfg.output_dir = Some(t.path().join(out));
+        run_descriptors(&cfg, &NoProgress).unwrap();
+        std::fs::read(t.path().join(out).join("svm-mfa-fs_loading.safetensors")).unwrap()
+    };
+    assert_eq!(svm_file("out1"), svm_file("out2"));
     // the compact variant needs the kernels: refused before any pass on the primal path
     let mut cfg = planted_config(train.clone(), test.clone());
     cfg.classifier = Classifier::Primal;
