@@ -105,10 +105,11 @@ pub(crate) struct Classes<'a> {
 /// The outcome of [`Classes::classify_primal`]: the SVM, chosen C, the CV table, test predictions.
 type ClassifiedPrimal = (LinearSvc<f32>, f64, Vec<(f64, f64)>, Vec<usize>);
 
-/// A trained one-vs-rest SVM of either path, for the output folder.
+/// A trained one-vs-rest SVM of either path, for the output folder (the
+/// primal one by value: at SUN397's size its weights are gigabytes).
 enum Trained<'a> {
     Gram(&'a GramSvc),
-    Primal(&'a LinearSvc<f32>),
+    Primal(LinearSvc<f32>),
 }
 
 /// One evaluated encoder: its kernel per scale and what the outputs need.
@@ -624,7 +625,11 @@ fn save_outputs(
         .map(|(ti, s, _)| c.columns(&spec.terms[*ti], *s, kinds, whiten).width())
         .sum();
     let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
-    let mut weights = Array2::<f64>::zeros((n_classes, dim));
+    // The Gram path forms its weights block by block below; the primal path has them.
+    let mut weights = match &trained {
+        Trained::Gram(_) => Array2::<f64>::zeros((n_classes, dim)),
+        Trained::Primal(_) => Array2::<f64>::zeros((0, 0)),
+    };
     let mut writers = if out.encodings {
         Some((
             out.encoding_writer(&stem, "train", nt, dim)?,
@@ -680,7 +685,7 @@ fn save_outputs(
             svm.intercept().mapv(|v| v as f32),
         )
         .map_err(PipelineError::stage("SVM"))?,
-        Trained::Primal(svm) => svm.clone(),
+        Trained::Primal(svm) => svm,
     };
     out.svm(&stem, model, &c.inputs.classes, cost)
 }
@@ -798,13 +803,14 @@ fn evaluate_primal(
                     progress,
                 )?;
                 let classes = c.inputs.classes.as_slice();
-                c.finished
-                    .save(&key, &row, with_model.then_some((&svm, classes)))?;
+                let svm = c
+                    .finished
+                    .save(&key, &row, svm, with_model.then_some(classes))?;
                 progress.warn(&row_line(&name, &row, ", primal"));
                 (row, Some(svm))
             }
         };
-        if let (true, Some(out), Some(svm)) = (with_model, c.out, &svm) {
+        if let (true, Some(out), Some(svm)) = (with_model, c.out, svm) {
             if norms.is_none() {
                 norms = Some((c.part_norms(spec, kinds, whiten, timings)?, 0.0));
             }

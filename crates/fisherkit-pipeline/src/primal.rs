@@ -173,7 +173,8 @@ impl Finished {
         }
     }
 
-    /// Keeps the row `name` (and its SVM with the class names, if given).
+    /// Keeps the row `name` and, given the class names, its SVM `svm`
+    /// (handed back: at SUN397's size its weights are gigabytes, not copied).
     ///
     /// # Errors
     /// A failed write.
@@ -181,8 +182,9 @@ impl Finished {
         &self,
         name: &str,
         row: &ResultRow,
-        model: Option<(&LinearSvc<f32>, &[String])>,
-    ) -> Result<(), PipelineError> {
+        svm: LinearSvc<f32>,
+        classes: Option<&[String]>,
+    ) -> Result<LinearSvc<f32>, PipelineError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| PipelineError::Io {
             path: self.dir.display().to_string(),
             message: format!("cannot create the folder of finished SVMs: {e}"),
@@ -192,19 +194,24 @@ impl Finished {
             path: p.display().to_string(),
             message: e.to_string(),
         };
-        if let Some((svm, classes)) = model {
-            let m = LabelledSvm {
-                svm: svm.clone(),
-                classes: ClassLabels::Str(classes.to_vec()),
-                c: Some(row.c),
-            };
-            fisherkit_io::write_linear_svm(&model_path, &m, &Default::default())
-                .map_err(|e| err(&model_path, e))?;
-        }
+        let svm = match classes {
+            Some(classes) => {
+                let m = LabelledSvm {
+                    svm,
+                    classes: ClassLabels::Str(classes.to_vec()),
+                    c: Some(row.c),
+                };
+                fisherkit_io::write_linear_svm(&model_path, &m, &Default::default())
+                    .map_err(|e| err(&model_path, e))?;
+                m.svm
+            }
+            None => svm,
+        };
         let json = serde_json::to_vec(row).map_err(|e| PipelineError::Io {
             path: row_path.display().to_string(),
             message: e.to_string(),
         })?;
-        fisherkit_io::write_file(&row_path, &json).map_err(|e| err(&row_path, e))
+        fisherkit_io::write_file(&row_path, &json).map_err(|e| err(&row_path, e))?;
+        Ok(svm)
     }
 }

@@ -393,29 +393,39 @@ impl ValidOutOfCoreSvmParams {
         Problem::new(src, rows, y, n_classes, self.block_bytes, direct)
     }
 
-    /// Reads the rows of block `j` of `pb` into `buf` (resized) and returns
-    /// its Gram matrix (cached or computed).
-    fn load_block<S: RowSource>(
-        &self,
-        pb: &mut Problem<'_, S>,
+    /// Reads the rows of block `j` of `pb` into `buf` (resized to them).
+    fn read_block<S: RowSource>(
+        pb: &Problem<'_, S>,
         j: usize,
         buf: &mut Array2<f32>,
-    ) -> Result<Array2<f32>, SvmError> {
+    ) -> Result<(), SvmError> {
         let r = pb.blocks[j].clone();
         let d = pb.src.dim();
         if buf.dim() != (r.len(), d) {
             *buf = Array2::zeros((r.len(), d));
         }
-        pb.src.read_rows(&pb.rows[r.clone()], buf.view_mut())?;
-        if let Some(g) = &pb.grams[j] {
-            return Ok(g.clone());
+        pb.src.read_rows(&pb.rows[r], buf.view_mut())
+    }
+
+    /// The Gram matrix of the block whose rows are in `xb`: the one in
+    /// `cached`, or computed into `scratch` (and kept in `cached` if `keep`).
+    fn block_gram<'p>(
+        cached: &'p mut Option<Array2<f32>>,
+        keep: bool,
+        xb: &Array2<f32>,
+        scratch: &'p mut Array2<f32>,
+    ) -> &'p Array2<f32> {
+        if cached.is_none() {
+            let bl = xb.nrows();
+            let mut g = Array2::<f32>::zeros((bl, bl));
+            gemm(g.view_mut(), false, xb.view(), xb.t(), 1.0, par_all());
+            if !keep {
+                *scratch = g;
+                return scratch;
+            }
+            *cached = Some(g);
         }
-        let mut g = Array2::<f32>::zeros((r.len(), r.len()));
-        gemm(g.view_mut(), false, buf.view(), buf.t(), 1.0, par_all());
-        if pb.cache_grams {
-            pb.grams[j] = Some(g.clone());
-        }
-        Ok(g)
+        cached.as_ref().expect("cached above")
     }
 
     /// Outer passes until every class meets the stopping rule or `max_iter`
@@ -474,12 +484,8 @@ impl ValidOutOfCoreSvmParams {
         loss: (f64, f64),
         buf: &mut Array2<f32>,
     ) -> Result<Vec<(usize, f64, f64)>, SvmError> {
+        Self::read_block(pb, j, buf)?;
         let r = pb.blocks[j].clone();
-        let d = pb.src.dim();
-        if buf.dim() != (r.len(), d) {
-            *buf = Array2::zeros((r.len(), d));
-        }
-        pb.src.read_rows(&pb.rows[r.clone()], buf.view_mut())?;
         let xb = &*buf;
         let sqn: Vec<f64> = xb
             .rows()
@@ -533,8 +539,10 @@ impl ValidOutOfCoreSvmParams {
         loss: (f64, f64),
         buf: &mut Array2<f32>,
     ) -> Result<Vec<(usize, f64, f64)>, SvmError> {
-        let gram = self.load_block(pb, j, buf)?;
+        Self::read_block(pb, j, buf)?;
         let r = pb.blocks[j].clone();
+        let mut scratch = Array2::<f32>::zeros((0, 0));
+        let gram = Self::block_gram(&mut pb.grams[j], pb.cache_grams, buf, &mut scratch);
         let bl = r.len();
         let bias = if self.svm.bias { 1.0 } else { 0.0 };
         let mut u = Array2::<f32>::zeros((bl, span.len()));
