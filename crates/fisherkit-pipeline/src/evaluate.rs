@@ -872,6 +872,12 @@ fn train_primal(
         ),
         svm_seconds,
     ));
+    let passes = svm.n_iter();
+    progress.warn(&format!(
+        "{name}: {svm_seconds:.1} s, outer passes at C = {cc}: mean {:.1}, max {}",
+        passes.iter().sum::<usize>() as f64 / passes.len().max(1) as f64,
+        passes.iter().max().copied().unwrap_or(0)
+    ));
     let stopped = svm.converged().iter().filter(|&&v| !v).count();
     if stopped > 0 {
         progress.warn(&format!(
