@@ -200,8 +200,11 @@ fn a_full_disk_is_one_clear_error_and_no_report() {
     let t = small_set(&["bag", "trouser"], 12, 4);
     let report = disk.0.join("r.json");
     let err = failed_run(run_args(t.path(), &disk.0.join("cache"), &report));
+    // Refused by the disk estimate before any CNN work (or, had the estimate
+    // passed, stopped by the full disk itself): one line naming the place.
+    let refused = err.contains("not enough disk");
     assert!(
-        err.contains("No space left on device") || err.contains("os error 28"),
+        refused || err.contains("No space left on device") || err.contains("os error 28"),
         "{err}"
     );
     assert!(
@@ -209,6 +212,27 @@ fn a_full_disk_is_one_clear_error_and_no_report() {
         "names the file: {err}"
     );
     assert!(!report.exists(), "no report after a failed run");
+    if refused {
+        for p in ["need", "free", "--store q8", "--cache"] {
+            assert!(err.contains(p), "`{p}` missing: {err}");
+        }
+        let runs: Vec<_> = std::fs::read_dir(disk.0.join("cache/runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        for run in runs {
+            let names: Vec<String> = std::fs::read_dir(&run)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert!(
+                !names
+                    .iter()
+                    .any(|n| n == "images.tsv" || n.starts_with("sample")),
+                "refused before any CNN work: {names:?}"
+            );
+        }
+    }
 }
 
 /// Writes `n` PNG images per class of `side` px: textures that differ by class.

@@ -25,10 +25,10 @@ pub(crate) struct DiskNeed {
 }
 
 impl DiskNeed {
-    /// The run's whole need with a 5 % + 64 MB margin (samples, models, journals).
+    /// The run's whole need with a 5 % + 16 MB margin (samples, models, journals).
     pub(crate) fn total(&self) -> u64 {
         let t = self.stores + self.kernels;
-        t + t / 20 + (64 << 20)
+        t + t / 20 + (16 << 20)
     }
 }
 
@@ -111,8 +111,13 @@ fn used_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Bytes as GB from 1 GB, MB below.
 fn gb(b: u64) -> String {
-    format!("{:.1} GB", b as f64 / 1e9)
+    if b >= 1_000_000_000 {
+        format!("{:.1} GB", b as f64 / 1e9)
+    } else {
+        format!("{:.1} MB", b as f64 / 1e6)
+    }
 }
 
 /// Refuses the run when `free` bytes cannot hold what `need` adds to the
