@@ -89,8 +89,9 @@ pub struct OutOfCoreSvmParams {
     /// The SVM problem and stopping rule. `max_iter` is the number of outer
     /// passes at most (default here [`OutOfCoreSvmParams::DEFAULT_MAX_PASSES`]).
     pub svm: super::LinearSvcParams,
-    /// Bytes of one block of rows in `f32`: B = min(bytes / (4 D), max(D, 64))
-    /// rows, clamped to 16…4096. Default 256 MiB.
+    /// Bytes of one block of rows in `f32`, at most: B = bytes / (4 D) rows
+    /// (16…2²⁰) in direct mode, also at most D / 64 (16…4096) in Gram mode.
+    /// Default 256 MiB.
     pub block_bytes: usize,
     /// Coordinate-descent passes over a block per visit, ≥ 1. Default 10
     /// (a visit stops earlier when the block's own spread is below `tol`).
