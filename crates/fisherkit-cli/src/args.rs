@@ -416,7 +416,7 @@ pub enum StoreArg {
 /// `--classifier`: fisherkit_pipeline::Classifier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClassifierArg {
-    /// Kernel path up to 8192 images, primal above.
+    /// Kernel path while its N x N kernels fit in 4 GiB, primal above.
     Auto,
     /// N x N linear kernels, dual solver.
     Kernel,
@@ -598,7 +598,8 @@ pub struct RunArgs {
     pub cv_folds: usize,
     /// How the SVMs are trained: `kernel` (N x N linear kernels from the stores,
     /// memory N^2), `primal` (out of core on row blocks: memory K x D weights plus
-    /// one block, any N), `auto` (kernel up to 8192 images, primal above).
+    /// one block, any N), `auto` (kernel while its (S + 3) N x N f64 kernels fit in 4 GiB, S
+    /// scales: up to 11 585 images at one scale, 9 457 at three; primal above).
     #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
     pub classifier: ClassifierArg,
     /// How the run folder keeps the encodings: f32 (4 bytes a value, exact) or q8 (about

@@ -50,18 +50,22 @@ pub mod defaults {
     pub const DEMO_CNN: &str = "squeezenet";
     /// The run-folder root of `fisherkit run`.
     pub const CACHE_DIR: &str = ".fisherkit-cache";
-    /// Largest number of images (train + test) for which
-    /// [`super::Classifier::Auto`] takes the kernel path: its (N, N) `f64`
-    /// kernels are then at most 512 MB each (about 3 GB held at three scales),
-    /// the size the MIT-Indoor-shaped runs (6 700 images) were measured at.
-    /// Above it the primal path, whose memory does not grow with N².
-    pub const KERNEL_MAX_IMAGES: usize = 8192;
+    /// Most bytes of (N, N) `f64` kernels [`super::Classifier::Auto`] lets
+    /// the kernel path hold: it holds one per scale plus three (the total, the
+    /// global term's, the training block the solver copies), (S + 3)·8N²
+    /// bytes: 2.2 GB at MIT Indoor's 6 700 images and three scales, 3.4 GB at
+    /// 10 322 images and one scale. Within it the kernel path is the faster
+    /// and the measured one (a 397-class, 10 322-image, 25 000-dim run: 112 s
+    /// against 1 568 s on the primal path,
+    /// docs/evidence/sun397-classifier-2026-12-06.md); above it (SUN397's
+    /// 39 700 images: 50 GB) the primal path, whose memory does not grow with N².
+    pub const KERNEL_MAX_BYTES: u64 = 4 << 30;
 }
 
 /// How the one-vs-rest SVMs of a run are trained (docs/pipeline.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Classifier {
-    /// The kernel path up to [`defaults::KERNEL_MAX_IMAGES`] images, the primal path above.
+    /// The kernel path while its kernels fit in [`defaults::KERNEL_MAX_BYTES`], the primal path above.
     #[default]
     Auto,
     /// Linear kernels (N, N) from the stores, dual solver on them: memory N².
@@ -72,10 +76,26 @@ pub enum Classifier {
 }
 
 impl Classifier {
-    /// Whether a run of `n_images` (train + test) takes the primal path.
-    pub fn primal_for(self, n_images: usize) -> bool {
+    /// Bytes of the (N, N) `f64` kernels the kernel path holds for
+    /// `n_images` (train + test) at `n_scales` scales.
+    pub fn kernel_bytes(n_images: usize, n_scales: usize) -> u64 {
+        let n = n_images as u64;
+        (n_scales as u64 + 3)
+            .saturating_mul(8)
+            .saturating_mul(n.saturating_mul(n))
+    }
+
+    /// Whether a run of `n_images` (train + test) at `n_scales` scales takes the primal path.
+    ///
+    /// ```
+    /// use fisherkit_pipeline::Classifier;
+    /// assert!(!Classifier::Auto.primal_for(6_700, 3)); // MIT Indoor: 2.2 GB of kernels
+    /// assert!(Classifier::Auto.primal_for(39_700, 1)); // SUN397: 50 GB
+    /// assert!(Classifier::Primal.primal_for(10, 1));
+    /// ```
+    pub fn primal_for(self, n_images: usize, n_scales: usize) -> bool {
         match self {
-            Classifier::Auto => n_images > defaults::KERNEL_MAX_IMAGES,
+            Classifier::Auto => Self::kernel_bytes(n_images, n_scales) > defaults::KERNEL_MAX_BYTES,
             Classifier::Kernel => false,
             Classifier::Primal => true,
         }

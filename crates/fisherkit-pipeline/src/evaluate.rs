@@ -389,7 +389,9 @@ impl Classes<'_> {
     /// Whether this run trains its SVMs on the primal path (decided on all
     /// the run's images, as its checks before the first pass were).
     fn primal(&self) -> bool {
-        self.cfg.classifier.primal_for(self.inputs.names.len())
+        self.cfg
+            .classifier
+            .primal_for(self.inputs.names.len(), self.inputs.scale_names.len())
     }
 
     fn test_labels(&self) -> Vec<usize> {

@@ -218,10 +218,12 @@ impl<'a> Job<'a> {
     /// is computed from the N × N kernels).
     fn check_classifier(&self) -> Result<(), PipelineError> {
         let n = self.inputs.names.len();
-        if self.cfg.compact_dim.is_some() && self.cfg.classifier.primal_for(n) {
+        let scales = self.inputs.scale_names.len();
+        if self.cfg.compact_dim.is_some() && self.cfg.classifier.primal_for(n, scales) {
             return Err(PipelineError::Config(format!(
-                "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {n} images trains on the primal path (more than {} images or --classifier primal): drop --compact-pca or pass --classifier kernel",
-                crate::defaults::KERNEL_MAX_IMAGES
+                "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {n} images trains on the primal path (its kernels would take {:.1} GB, more than {:.1} GB, or --classifier primal): drop --compact-pca or pass --classifier kernel",
+                crate::Classifier::kernel_bytes(n, scales) as f64 / 1e9,
+                crate::defaults::KERNEL_MAX_BYTES as f64 / 1e9
             )));
         }
         Ok(())
