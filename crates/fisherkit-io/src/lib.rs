@@ -13,6 +13,8 @@
 //!   [`write_linear_svm`]: the same format for the pipeline's PCA (`kind` =
 //!   `pca`) and one-vs-rest linear SVM (`kind` = `linear-svm`), see
 //!   [`linear_models`];
+//! * [`read_classifier`] / [`write_classifier`]: a trained scene classifier
+//!   in one file (`kind` = `scene-classifier`, see [`classifier`]);
 //! * [`read_sample_part`] / [`write_sample_part`]: the pipeline's sample-pass
 //!   checkpoint, one file per finished chunk of sample images (`kind` =
 //!   `sample-part`, see [`sample_part`]).
@@ -25,6 +27,7 @@
 mod atomic;
 pub mod checkpoint;
 pub mod chunked;
+pub mod classifier;
 pub mod descriptor_file;
 mod error;
 pub mod linear_models;
@@ -35,6 +38,10 @@ pub mod sample_part;
 mod space;
 
 pub use chunked::{NpyInfo, NpySource};
+pub use classifier::{
+    read_classifier, read_classifier_bytes, write_classifier, ClassifierFile, ClassifierInfo,
+    CnnInfo, InputInfo, PartInfo, CLASSIFIER_KIND, CLASSIFIER_VERSION,
+};
 pub use error::{IoError, Result};
 pub use space::available_space;
 

@@ -971,10 +971,10 @@ pub fn read_model_bytes(
 /// The `kind` values of the model files fisherkit reads: [`read_model`]
 /// takes `gmm` and `mfa`, [`crate::read_pca`] `pca`, [`crate::read_linear_svm`]
 /// `linear-svm`.
-pub const MODEL_KINDS: [&str; 4] = ["gmm", "mfa", "pca", "linear-svm"];
+pub const MODEL_KINDS: [&str; 5] = ["gmm", "mfa", "pca", "linear-svm", "scene-classifier"];
 
 /// The kinds of model file fisherkit reads, as the error messages list them.
-pub(crate) const KINDS: &str = "\"gmm\", \"mfa\", \"pca\" or \"linear-svm\"";
+pub(crate) const KINDS: &str = "\"gmm\", \"mfa\", \"pca\", \"linear-svm\" or \"scene-classifier\"";
 
 /// The error for a `kind` that is none of [`MODEL_KINDS`].
 fn unknown_kind(path: &Path, kind: &str) -> IoError {
@@ -1093,6 +1093,7 @@ pub(crate) fn wrong_kind(path: &Path, got: &str, expected: &str) -> IoError {
             "mfa" => "an MFA".into(),
             "pca" => "a PCA".into(),
             "linear-svm" => "a linear SVM".into(),
+            "scene-classifier" => "a scene classifier".into(),
             other => format!("a \"{other}\""),
         }
     }
@@ -1222,11 +1223,11 @@ fn parse_model(
             whitening = read_whitening(path, &st, &meta, &mut dtype, (k, d, r))?;
             model
         }
-        "pca" | "linear-svm" => {
-            let what = if kind == "pca" {
-                "a PCA"
-            } else {
-                "a linear SVM"
+        "pca" | "linear-svm" | "scene-classifier" => {
+            let what = match kind.as_str() {
+                "pca" => "a PCA",
+                "linear-svm" => "a linear SVM",
+                _ => "a scene classifier",
             };
             return Err(IoError::model(
                 path,
