@@ -25,7 +25,6 @@
 //! [`ClassifierFile`] is consistent: any truncated, tampered or foreign file
 //! is one error naming the file and the problem.
 
-use crate::atomic::write_atomically;
 use crate::error::{IoError, Result};
 use crate::model::{check_head, open_model, to_le_bytes, wrong_kind};
 use crate::npy::{py_shape, Dtype, Element};

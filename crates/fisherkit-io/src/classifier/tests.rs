@@ -3,6 +3,9 @@ use fisherkit::mfa::MfaParams;
 use fisherkit::pca::PcaParams;
 use ndarray::{array, Array2};
 
+type Header = serde_json::Map<String, serde_json::Value>;
+type Edit = Box<dyn Fn(&mut Header)>;
+
 /// A small consistent classifier: 2 scales of 5-dim descriptors, PCA to 3,
 /// a GMM (K = 2) at scale 0 and an MFA (K = 2, R = 1) at scale 1, parts
 /// `gmm-fv:var` (6 values) at scale 0 and whitened `mfa-fs:loading` (6) at scale 1.
@@ -143,10 +146,7 @@ fn meta_mut(
 fn other_versions_kinds_and_tampered_descriptions_are_refused() {
     let (_d, p) = written(&sample());
     let bytes = std::fs::read(&p).unwrap();
-    let cases: Vec<(
-        Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>,
-        &str,
-    )> = vec![
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|h| {
                 meta_mut(h).insert("classifier_version".into(), "2".into());
