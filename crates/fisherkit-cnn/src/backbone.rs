@@ -102,6 +102,19 @@ impl BackboneKind {
     }
 }
 
+impl BackboneKind {
+    /// The shipped weights file of the network (safetensors bytes), e.g. for
+    /// a fingerprint that tells whether a model trained on its descriptors
+    /// was trained with the same weights.
+    #[cfg(feature = "builtin-weights")]
+    pub fn builtin_weights(self) -> &'static [u8] {
+        match self {
+            BackboneKind::SqueezeNet => crate::net::BUILTIN_WEIGHTS,
+            BackboneKind::EfficientNetLite0 => crate::efficientnet::BUILTIN_WEIGHTS,
+        }
+    }
+}
+
 impl std::fmt::Display for BackboneKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -119,7 +119,7 @@ pub struct EfficientNetLite0 {
 }
 
 #[cfg(feature = "builtin-weights")]
-static BUILTIN_WEIGHTS: &[u8] =
+pub(crate) static BUILTIN_WEIGHTS: &[u8] =
     include_bytes!("../../../data/efficientnet-lite0/efficientnet_lite0.safetensors");
 
 impl EfficientNetLite0 {

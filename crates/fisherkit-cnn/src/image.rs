@@ -62,8 +62,33 @@ pub fn load_image(path: impl AsRef<Path>) -> Result<Array3<f32>, ImageError> {
     decode_image(&bytes, &path.display().to_string())
 }
 
+/// A JPEG (starts with FF D8) must hold its end-of-image marker FF D9 after
+/// its last start-of-scan FF DA: inside entropy-coded data FF is always
+/// followed by 00 or a restart marker, so FF D9 there is the real end, and a
+/// file cut anywhere in its scan data lacks it. Other formats pass.
+fn check_jpeg_complete(bytes: &[u8]) -> Result<(), String> {
+    if !bytes.starts_with(&[0xFF, 0xD8]) {
+        return Ok(());
+    }
+    let last = |m: u8| bytes.windows(2).rposition(|w| w == [0xFF, m]);
+    match (last(0xDA), last(0xD9)) {
+        (Some(sos), Some(eoi)) if eoi > sos => Ok(()),
+        (None, _) => Err("JPEG without image data (no start-of-scan marker)".into()),
+        _ => Err(format!(
+            "truncated JPEG: no end-of-image marker after its image data ({} bytes)",
+            bytes.len()
+        )),
+    }
+}
+
 /// Decodes PNG or JPEG bytes (see [`load_image`]); `name` is used in error messages.
+/// A JPEG whose data stop before its end-of-image marker (a truncated
+/// download or copy) is refused: the decoder would fill the missing rows silently.
 pub fn decode_image(bytes: &[u8], name: &str) -> Result<Array3<f32>, ImageError> {
+    check_jpeg_complete(bytes).map_err(|message| ImageError::Decode {
+        name: name.to_string(),
+        message,
+    })?;
     let dynimg = image::load_from_memory(bytes).map_err(|e| ImageError::Decode {
         name: name.to_string(),
         message: e.to_string(),

@@ -165,7 +165,7 @@ pub(crate) fn load_conv(
 }
 
 #[cfg(feature = "builtin-weights")]
-static BUILTIN_WEIGHTS: &[u8] =
+pub(crate) static BUILTIN_WEIGHTS: &[u8] =
     include_bytes!("../../../data/squeezenet/squeezenet1_1.safetensors");
 
 /// The first non-finite value of a network input (3, H, W), as an error naming its position.

@@ -81,6 +81,32 @@ fn jpeg_decodes() {
 }
 
 #[test]
+fn truncated_jpegs_are_refused_whole_ones_with_trailing_bytes_are_not() {
+    let d = dir();
+    let p = d.path().join("photo.jpg");
+    // A textured image, so the scan data are long.
+    ImageBuffer::from_fn(64, 48, |x, y| {
+        Rgb([(x * 4) as u8, (y * 5) as u8, ((x * y) % 251) as u8])
+    })
+    .save(&p)
+    .unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    assert!(decode_image(&bytes, "whole.jpg").is_ok());
+    // Bytes appended after the end marker (some cameras do) are not a truncation.
+    let mut padded = bytes.clone();
+    padded.extend_from_slice(&[0u8; 32]);
+    assert!(decode_image(&padded, "padded.jpg").is_ok());
+    for cut in [bytes.len() - 2, bytes.len() * 3 / 4, bytes.len() / 2] {
+        let e = decode_image(&bytes[..cut], "cut.jpg").unwrap_err();
+        assert!(matches!(e, ImageError::Decode { .. }), "{cut}: {e:?}");
+        assert!(
+            e.to_string().contains("cut.jpg") && e.to_string().contains("truncated JPEG"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn corrupt_and_missing_files_name_the_file() {
     let d = dir();
     let p = d.path().join("broken_photo.jpg");

@@ -64,13 +64,13 @@ pub struct InputInfo {
     /// The CNN (images), or `None` (bags of descriptors from descriptor files).
     pub cnn: Option<CnnInfo>,
     /// Patch sides in pixels, one per scale (empty for descriptor files).
-    pub scales: Vec<usize>,
+    pub scales: Vec<u32>,
     /// `dense` or `exact` (images only).
     pub patch_mode: String,
-    /// Patch stride in pixels of `exact` patches.
-    pub stride: usize,
-    /// Longer side images are resized to at most, if any.
-    pub max_image_side: Option<usize>,
+    /// Grid step of `exact` patches, as a fraction of the patch side.
+    pub stride: f64,
+    /// Longer side images are shrunk to at most, if any.
+    pub max_image_side: Option<u32>,
     /// The scales' names as in the report (`96`, … or `file`).
     pub scale_names: Vec<String>,
     /// Width of a raw descriptor (before the PCA).

@@ -179,6 +179,13 @@ pub struct RunConfig {
     pub output_dir: Option<PathBuf>,
     /// Also write each encoder's train and test encodings to `output_dir`.
     pub save_encodings: bool,
+    /// Write the trained classifier (PCA, background models, encoder, SVM,
+    /// classes: everything from an image to a label) to this file
+    /// ([`crate::SceneClassifier`]). Default `None`.
+    pub save_model: Option<PathBuf>,
+    /// The encoder of the saved classifier (one of `encoders`); `None`: the
+    /// one with the best cross-validated training accuracy.
+    pub model_encoder: Option<EncoderSpec>,
     /// GMM sizes K of the Figure-1 sweep of `gmm-fv:var` (empty: no sweep).
     pub sweep_gmm_components: Vec<usize>,
     /// MFA factor counts R of the Figure-1 sweep of `mfa-fs:loading` (empty: no sweep).
@@ -216,6 +223,8 @@ impl RunConfig {
             cache_dir: None,
             output_dir: None,
             save_encodings: false,
+            save_model: None,
+            model_encoder: None,
             sweep_gmm_components: vec![],
             sweep_mfa_factors: vec![],
         }
@@ -225,6 +234,25 @@ impl RunConfig {
         let bad = |m: String| Err(PipelineError::Config(m));
         if self.save_encodings && self.output_dir.is_none() {
             return bad("saving the encodings needs an output folder".into());
+        }
+        if let Some(m) = &self.model_encoder {
+            if self.save_model.is_none() {
+                return bad("the model encoder is chosen for a saved model: give the model file too (--save-model)".into());
+            }
+            if !self.encoders.contains(m) {
+                return bad(format!(
+                    "the model encoder `{}` is not among the encoders evaluated ({})",
+                    m.name(),
+                    self.encoders
+                        .iter()
+                        .map(EncoderSpec::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        if self.save_model.is_some() && self.encoders.is_empty() {
+            return bad("a saved model needs at least one encoder (--encoders)".into());
         }
         if self.encoders.is_empty()
             && self.sweep_gmm_components.is_empty()

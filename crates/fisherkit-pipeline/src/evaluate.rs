@@ -2,6 +2,7 @@
 //! SVM on each encoder's kernel (per scale, all scales, compact), the
 //! Figure-1 sweep, the output folder's SVMs and encodings.
 
+use crate::classifier::{part_list as parts_of, term_columns as term_columns_of};
 use crate::config::{RunConfig, Whitening};
 use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
@@ -11,6 +12,7 @@ use crate::report::{timed, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{Fitted, Learned, ModelKind, ModelSpec};
 use crate::store::Store;
+use crate::trained::{self, Candidate, ModelReport, RunParts};
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{FvPart, MfaPart};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
@@ -33,52 +35,39 @@ fn term_columns<'a>(
     stores: &'a BTreeMap<ModelSpec, Store>,
     global: &'a Option<Store>,
 ) -> (&'a Store, Vec<std::ops::Range<usize>>) {
-    match term {
-        Term::CnnGlobal => {
-            let g = global.as_ref().expect("opened when a term needs it");
-            (g, std::iter::once(0..g.dim()).collect())
+    let gmm = ModelSpec {
+        scale,
+        kind: kind_gmm,
+    };
+    let mfa = ModelSpec {
+        scale,
+        kind: kind_mfa,
+    };
+    let (store, g, m) = match (term, learned.models.get(&gmm), learned.models.get(&mfa)) {
+        (Term::CnnGlobal, _, _) => (
+            global.as_ref().expect("opened when a term needs it"),
+            None,
+            None,
+        ),
+        (Term::GmmFv(_), Some(Fitted::Gmm(g)), _) => {
+            (&stores[&gmm], Some((g.n_components(), g.dim())), None)
         }
-        Term::GmmFv(parts) => {
-            let spec = ModelSpec {
-                scale,
-                kind: kind_gmm,
-            };
-            let Fitted::Gmm(g) = &learned.models[&spec] else {
-                unreachable!("a GMM spec holds a GMM")
-            };
-            let (k, d) = (g.n_components(), g.dim());
-            let mut cols = Vec::new();
-            for (p, r) in [
-                (FvPart::Prior, 0..k),
-                (FvPart::Mean, k..k + k * d),
-                (FvPart::Var, k + k * d..k + 2 * k * d),
-            ] {
-                if parts.contains(&p) {
-                    cols.push(r);
-                }
-            }
-            (&stores[&spec], cols)
-        }
-        Term::MfaFs(parts) => {
-            let spec = ModelSpec {
-                scale,
-                kind: kind_mfa,
-            };
-            let Fitted::Mfa(m) = &learned.models[&spec] else {
-                unreachable!("an MFA spec holds an MFA")
-            };
-            let (k, d, r) = (m.n_components(), m.dim(), m.n_factors());
-            let mut cols = Vec::new();
-            if parts.contains(&MfaPart::Mean) {
-                cols.push(0..k * d);
-            }
-            if parts.contains(&MfaPart::Loading) {
-                cols.push(k * d..k * d + k * d * r);
-            }
-            (&stores[&spec], cols)
-        }
-    }
+        (Term::MfaFs(_), _, Some(Fitted::Mfa(m))) => (
+            &stores[&mfa],
+            None,
+            Some((m.n_components(), m.dim(), m.n_factors())),
+        ),
+        _ => unreachable!("the plan fits the model of every term"),
+    };
+    let cols = term_columns_of(term, g, m, store.dim()).expect("the model is there");
+    (store, cols)
 }
+
+/// The report rows, the sweep and the saved classifier of a run.
+type Evaluated = (Vec<ResultRow>, Vec<SweepPoint>, Option<ModelReport>);
+
+/// The whitening's Fisher-information estimate of each part of an encoder (whitened parts).
+type Fims = Vec<Option<Array1<f32>>>;
 
 /// The outcome of [`Classes::classify`]: the SVM, chosen C, the cross-validation table, test predictions.
 type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
@@ -150,17 +139,7 @@ impl Classes<'_> {
     /// The parts of `spec` in output order: (term index, scale), `cnn-global`
     /// once (with the first scale), every other term at every scale.
     fn part_list(&self, spec: &EncoderSpec) -> Vec<(usize, usize)> {
-        let n_scales = self.inputs.scale_names.len();
-        let mut v = Vec::new();
-        for (ti, term) in spec.terms.iter().enumerate() {
-            let scales = if *term == Term::CnnGlobal {
-                1
-            } else {
-                n_scales
-            };
-            v.extend((0..scales).map(|s| (ti, s)));
-        }
-        v
+        parts_of(spec, self.inputs.scale_names.len())
     }
 
     /// The file or cache name of a part's kernel or norms.
@@ -408,11 +387,40 @@ pub(crate) fn evaluate(
     c: &Classes<'_>,
     timings: &mut Vec<(String, f64)>,
     progress: &dyn Progress,
-) -> Result<(Vec<ResultRow>, Vec<SweepPoint>), PipelineError> {
-    let cfg = c.cfg;
-    let n_classes = c.inputs.classes.len();
-    let yte = c.test_labels();
-    let kinds = (
+) -> Result<Evaluated, PipelineError> {
+    let mut best = None;
+    let (results, sweep) = evaluate_rows(c, timings, progress, &mut best)?;
+    let model = match (best, &c.cfg.save_model) {
+        (Some(cand), Some(path)) => {
+            let parts = RunParts {
+                cfg: c.cfg,
+                inputs: c.inputs,
+                learned: c.learned,
+                stores: c.stores,
+                global: c.global,
+                kinds: kinds_of(c.cfg),
+            };
+            let t = Instant::now();
+            let m = parts.save(cand, path, &c.rows[c.n_train..])?;
+            timings.push(("save model".into(), t.elapsed().as_secs_f64()));
+            progress.warn(&format!(
+                "classifier {}{} saved to {}: test accuracy {:.2} % (cross-validated {:.2} %)",
+                m.encoder,
+                if m.whitened { " (whitened)" } else { "" },
+                m.path,
+                100.0 * m.test_accuracy,
+                100.0 * m.cv_accuracy
+            ));
+            Some(m)
+        }
+        _ => None,
+    };
+    Ok((results, sweep, model))
+}
+
+/// The GMM and MFA kinds of the run's settings.
+fn kinds_of(cfg: &RunConfig) -> (ModelKind, ModelKind) {
+    (
         ModelKind::Gmm {
             k: cfg.gmm_components,
         },
@@ -420,7 +428,38 @@ pub(crate) fn evaluate(
             k: cfg.mfa_components,
             r: cfg.mfa_factors,
         },
-    );
+    )
+}
+
+/// A saved-model candidate from an all-scale row.
+fn candidate(
+    spec: &EncoderSpec,
+    whiten: bool,
+    svm: LinearSvc<f32>,
+    fims: Vec<Option<Array1<f32>>>,
+    row: &ResultRow,
+) -> Candidate {
+    Candidate {
+        spec: spec.clone(),
+        whiten,
+        svm,
+        fims,
+        c: row.c,
+        cv: trained::cv_score(row),
+    }
+}
+
+/// The report rows and the sweep; offers every eligible all-scale row to `best`.
+fn evaluate_rows(
+    c: &Classes<'_>,
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+    best: &mut Option<Candidate>,
+) -> Result<(Vec<ResultRow>, Vec<SweepPoint>), PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let yte = c.test_labels();
+    let kinds = kinds_of(cfg);
     let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
     for spec in &cfg.encoders {
         match (spec.uses_mfa(), cfg.whitening) {
@@ -438,7 +477,7 @@ pub(crate) fn evaluate(
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
         if primal {
             progress.start(&format!("primal SVM {name}"), 1);
-            let rows = evaluate_primal(c, spec, whiten, kinds, timings, progress)?;
+            let rows = evaluate_primal(c, spec, whiten, kinds, timings, progress, best)?;
             progress.inc(1);
             progress.finish(&format!("{} result rows", rows.len()));
             results.extend(rows);
@@ -491,18 +530,21 @@ pub(crate) fn evaluate(
                 svm_seconds,
             )?;
             row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
-            if scale.is_none() {
-                if let Some(out) = c.out {
-                    save_outputs(
-                        c,
-                        out,
-                        spec,
-                        whiten,
-                        kinds,
-                        &ks.parts,
-                        Trained::Gram(&svm),
-                        cc,
-                    )?;
+            let want = scale.is_none() && trained::wanted(cfg, spec);
+            if scale.is_none() && (c.out.is_some() || want) {
+                let (model, fims) = outputs(
+                    c,
+                    c.out,
+                    spec,
+                    whiten,
+                    kinds,
+                    &ks.parts,
+                    Trained::Gram(&svm),
+                    cc,
+                )?;
+                if want {
+                    let cand = candidate(spec, whiten, model, fims, &row);
+                    trained::consider(best, cand);
                 }
             }
             progress.warn(&row_line(&name, &row, ""));
@@ -603,19 +645,21 @@ fn sweep(
     Ok(out)
 }
 
-/// Writes the SVM (weights formed block by block), the whitened MFA files and,
-/// if asked, the encodings of one encoder to the output folder.
+/// The trained SVM of one encoder as f32 weights over its parts (formed
+/// block by block from the training rows on the kernel path) and the
+/// whitening of each part; with an output folder, also writes the SVM, the
+/// whitened MFA files and, if asked, the encodings there.
 #[allow(clippy::too_many_arguments)]
-fn save_outputs(
+fn outputs(
     c: &Classes<'_>,
-    out: &OutputDir,
+    out: Option<&OutputDir>,
     spec: &EncoderSpec,
     whiten: bool,
     kinds: (ModelKind, ModelKind),
     parts: &[(usize, usize, TermKernel)],
     trained: Trained<'_>,
     cost: f64,
-) -> Result<(), PipelineError> {
+) -> Result<(LinearSvc<f32>, Fims), PipelineError> {
     let nt = c.n_train;
     let (train_rows, test_rows) = c.rows.split_at(nt);
     let n_classes = match &trained {
@@ -632,13 +676,12 @@ fn save_outputs(
         Trained::Gram(_) => Array2::<f64>::zeros((n_classes, dim)),
         Trained::Primal(_) => Array2::<f64>::zeros((0, 0)),
     };
-    let mut writers = if out.encodings {
-        Some((
+    let mut writers = match out {
+        Some(out) if out.encodings => Some((
             out.encoding_writer(&stem, "train", nt, dim)?,
             out.encoding_writer(&stem, "test", test_rows.len(), dim)?,
-        ))
-    } else {
-        None
+        )),
+        _ => None,
     };
     let mut off = 0;
     for (ti, s, k) in parts {
@@ -667,7 +710,7 @@ fn save_outputs(
                 Ok(())
             })?;
         }
-        if let (Term::MfaFs(parts), Some(fim)) = (&spec.terms[*ti], &k.fim) {
+        if let (Some(out), Term::MfaFs(parts), Some(fim)) = (out, &spec.terms[*ti], &k.fim) {
             let Fitted::Mfa(m) = &c.learned.models[&ModelSpec {
                 scale: *s,
                 kind: kinds.1,
@@ -689,7 +732,12 @@ fn save_outputs(
         .map_err(PipelineError::stage("SVM"))?,
         Trained::Primal(svm) => svm,
     };
-    out.svm(&stem, model, &c.inputs.classes, cost)
+    let fims = parts.iter().map(|(_, _, k)| k.fim.clone()).collect();
+    let model = match out {
+        Some(out) => out.svm(&stem, model, &c.inputs.classes, cost)?,
+        None => model,
+    };
+    Ok((model, fims))
 }
 
 /// The whole streamed run on `inputs`: learn → encode → evaluate → report.
@@ -706,22 +754,7 @@ fn result_row(
     encode_seconds: f64,
     svm_seconds: f64,
 ) -> Result<ResultRow, PipelineError> {
-    const STAGE: &str = "metrics";
-    let conf = confusion_matrix(yte, pred, n_classes).map_err(|e| PipelineError::at(STAGE, e))?;
-    let accuracy =
-        mean_per_class_accuracy(yte, pred, n_classes).map_err(|e| PipelineError::at(STAGE, e))?;
-    let per_class: Vec<f64> = (0..n_classes)
-        .map(|i| {
-            let row = conf.slice(s![i, ..]);
-            let n: usize = row.sum();
-            if n == 0 {
-                0.0
-            } else {
-                row[i] as f64 / n as f64
-            }
-        })
-        .collect();
-    let overall = (0..n_classes).map(|i| conf[[i, i]]).sum::<usize>() as f64 / yte.len() as f64;
+    let (accuracy, overall, per_class, confusion) = crate::predict::scores(yte, pred, n_classes)?;
     let single = spec.terms.len() == 1;
     Ok(ResultRow {
         encoder: if single {
@@ -740,7 +773,7 @@ fn result_row(
         accuracy,
         overall_accuracy: overall,
         per_class_accuracy: per_class,
-        confusion: conf.outer_iter().map(|r| r.to_vec()).collect(),
+        confusion,
         c,
         cv,
         encode_seconds,
@@ -773,6 +806,7 @@ fn evaluate_primal(
     kinds: (ModelKind, ModelKind),
     timings: &mut Vec<(String, f64)>,
     progress: &dyn Progress,
+    best: &mut Option<Candidate>,
 ) -> Result<Vec<ResultRow>, PipelineError> {
     let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
     // The parts' norms: computed when a row is trained or written out, not for rows a killed run finished.
@@ -780,7 +814,8 @@ fn evaluate_primal(
     let mut rows = Vec::new();
     for scale in c.report_scales(spec) {
         let key = c.finished_key(spec, whiten, scale);
-        let with_model = scale.is_none() && c.out.is_some();
+        let want = scale.is_none() && trained::wanted(c.cfg, spec);
+        let with_model = scale.is_none() && (c.out.is_some() || want);
         let (row, svm) = match c.finished.load(&key, with_model) {
             Some(done) => {
                 progress.warn(&row_line(&name, &done.0, ", primal, from the run folder"));
@@ -812,7 +847,7 @@ fn evaluate_primal(
                 (row, Some(svm))
             }
         };
-        if let (true, Some(out), Some(svm)) = (with_model, c.out, svm) {
+        if let (true, Some(svm)) = (with_model, svm) {
             if norms.is_none() {
                 norms = Some((c.part_norms(spec, kinds, whiten, timings)?, 0.0));
             }
@@ -830,9 +865,9 @@ fn evaluate_primal(
                     (ti, s, k)
                 })
                 .collect();
-            save_outputs(
+            let (model, fims) = outputs(
                 c,
-                out,
+                c.out,
                 spec,
                 whiten,
                 kinds,
@@ -840,6 +875,9 @@ fn evaluate_primal(
                 Trained::Primal(svm),
                 row.c,
             )?;
+            if want {
+                trained::consider(best, candidate(spec, whiten, model, fims, &row));
+            }
         }
         rows.push(row);
     }

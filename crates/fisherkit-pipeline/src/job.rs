@@ -854,7 +854,7 @@ impl<'a> Job<'a> {
             message: format!("cannot create the kernel folder: {e}"),
         })?;
         let mut timings = std::mem::take(&mut self.timings);
-        let (results, sweep) = evaluate(&c, &mut timings, progress)?;
+        let (results, sweep, model) = evaluate(&c, &mut timings, progress)?;
         let dataset = self.dataset_info(&learned, &rows, n_train);
         Ok(Report {
             results,
@@ -865,6 +865,7 @@ impl<'a> Job<'a> {
             peak_rss_mb: peak_rss_mb(),
             fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
             cnn: self.inputs.source.cnn_name().map(str::to_string),
+            model,
         })
     }
 

@@ -14,7 +14,6 @@
 use crate::store::Store;
 use crate::PipelineError;
 use fisherkit::linalg::{gram_add_lower, mirror_lower, symmetric_eigen};
-use fisherkit::normalize::L2_FLOOR;
 use fisherkit::Normalization;
 use ndarray::{Array1, Array2, ArrayView2};
 use rayon::prelude::*;
@@ -97,28 +96,18 @@ impl TermColumns<'_> {
         Ok(f)
     }
 
-    /// The per-column scale of the whitening, as [`fisherkit::encode::MfaFisherScore::set_whitening`].
+    /// The per-column scale of the whitening (see [`crate::classifier::white_scale`]).
     pub(crate) fn white_scale(fim: &Array1<f32>) -> Array1<f32> {
-        let mean = fim.iter().map(|&v| v as f64).sum::<f64>() / fim.len().max(1) as f64;
-        let floor = (1e-12 * mean).max(f64::MIN_POSITIVE);
-        fim.mapv(|v| (1.0 / (v as f64).max(floor).sqrt()) as f32)
+        crate::classifier::white_scale(fim)
     }
 
-    /// Whitening and signed power of a block in place.
+    /// Whitening and signed power of a block in place (row by row, as
+    /// [`crate::classifier::whiten_and_power`]).
     pub(crate) fn transform(&self, x: &mut Array2<f32>, scale: Option<&[f32]>) {
         let p = self.norm.power;
         x.rows_mut().into_iter().for_each(|mut row| {
-            if let Some(s) = scale {
-                row.iter_mut().zip(s).for_each(|(v, s)| *v *= s);
-            }
-            if p != 1.0 {
-                if p == 0.5 {
-                    row.mapv_inplace(|v| v.signum() * v.abs().sqrt());
-                } else {
-                    let pf = p as f32;
-                    row.mapv_inplace(|v| v.signum() * v.abs().powf(pf));
-                }
-            }
+            let row = row.as_slice_mut().expect("standard layout");
+            crate::classifier::whiten_and_power(row, scale, p);
         });
     }
 
@@ -146,12 +135,7 @@ impl TermColumns<'_> {
         }
         mirror_lower(&mut gram);
         let inv_norm = Array1::from_shape_fn(n, |i| {
-            let norm = gram[[i, i]].max(0.0).sqrt();
-            if self.norm.l2 && norm > L2_FLOOR {
-                1.0 / norm
-            } else {
-                1.0
-            }
+            crate::classifier::inv_norm(gram[[i, i]].max(0.0), self.norm.l2)
         });
         for ((i, j), g) in gram.indexed_iter_mut() {
             *g *= inv_norm[i] * inv_norm[j];

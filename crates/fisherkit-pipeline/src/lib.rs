@@ -13,6 +13,7 @@
 //! progress and warnings go through [`Progress`], results come back as a
 //! [`report::Report`].
 
+pub mod classifier;
 pub mod config;
 pub mod dataset;
 /// The descriptor-file format (read and written by `fisherkit-io`).
@@ -25,18 +26,22 @@ pub mod job;
 mod kernel;
 pub mod output;
 pub mod plot;
+pub mod predict;
 mod primal;
 pub mod report;
 pub mod run;
 pub mod spec;
 pub mod stages;
 pub mod store;
+mod trained;
 
+pub use classifier::{RawEncodings, SceneClassifier, Scored};
 pub use config::{defaults, Classifier, RunConfig, Whitening};
 pub use job::Job;
 pub use run::{run, run_descriptors};
 pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};
 pub use store::StoreFormat;
+pub use trained::ModelReport;
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

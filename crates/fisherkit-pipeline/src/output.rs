@@ -129,14 +129,15 @@ impl OutputDir {
     }
 
     /// Writes the SVM trained on encoder `name` (the report's encoder name),
-    /// with the class names and the cross-validated cost `c`.
+    /// with the class names and the cross-validated cost `c`; hands the SVM
+    /// back (at SUN397's size its weights are gigabytes, not copied).
     pub fn svm(
         &self,
         name: &str,
         svm: LinearSvc<f32>,
         classes: &[String],
         c: f64,
-    ) -> Result<(), PipelineError> {
+    ) -> Result<LinearSvc<f32>, PipelineError> {
         let p = self
             .dir
             .join(format!("svm-{}.safetensors", file_stem(name)));
@@ -146,7 +147,8 @@ impl OutputDir {
             c: Some(c),
         };
         fisherkit_io::write_linear_svm(&p, &model, &Self::meta(&[("encoder", name.into())]))
-            .map_err(|e| io_err(&p, e))
+            .map_err(|e| io_err(&p, e))?;
+        Ok(model.svm)
     }
 
     /// Writes the train and test encodings of encoder `name` (if asked for).

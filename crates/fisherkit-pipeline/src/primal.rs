@@ -17,7 +17,6 @@
 use crate::kernel::{block_cols, TermColumns};
 use crate::report::ResultRow;
 use crate::PipelineError;
-use fisherkit::normalize::L2_FLOOR;
 use fisherkit::svm::{LinearSvc, RowSource, SvmError};
 use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel};
 use ndarray::{s, Array1, ArrayViewMut2};
@@ -67,14 +66,7 @@ impl PartNorms {
         }
         let inv_norm = sq
             .iter()
-            .map(|&s| {
-                let n = s.sqrt();
-                if cols.norm.l2 && n > L2_FLOOR {
-                    1.0 / n
-                } else {
-                    1.0
-                }
-            })
+            .map(|&s| crate::classifier::inv_norm(s, cols.norm.l2))
             .collect();
         Ok(Self {
             scale,

@@ -22,6 +22,8 @@ pub struct Report {
     /// The ImageNet CNN of the patch descriptors (`squeezenet1_1`, `efficientnet_lite0`);
     /// `None` for a run on descriptor files.
     pub cnn: Option<String>,
+    /// The saved classifier (`--save-model`), if any.
+    pub model: Option<crate::trained::ModelReport>,
 }
 
 /// The result of one encoder.

@@ -157,36 +157,42 @@ impl Fitted {
     /// var` (K + 2KD), MFA-FS `mean, loading` (KD + KDR). Terms select their
     /// parts and normalise at kernel time ([`crate::kernel`]).
     pub(crate) fn raw_encoder(&self) -> Result<Box<dyn Encoder<f32>>, PipelineError> {
-        let none = Normalization {
-            power: 1.0,
-            l2: false,
-        };
-        let e = PipelineError::stage("encoding");
-        Ok(match self {
-            Fitted::Gmm(g) => Box::new(
-                FisherVector::new(
-                    g,
-                    FisherVectorParams {
-                        parts: vec![FvPart::Prior, FvPart::Mean, FvPart::Var],
-                        normalization: none,
-                        ..Default::default()
-                    },
-                )
-                .map_err(e)?,
-            ),
-            Fitted::Mfa(m) => Box::new(
-                MfaFisherScore::new(
-                    (**m).clone(),
-                    MfaFisherScoreParams {
-                        parts: vec![MfaPart::Mean, MfaPart::Loading],
-                        normalization: none,
-                        whitening: None,
-                    },
-                )
-                .map_err(e)?,
-            ),
-        })
+        match self {
+            Fitted::Gmm(g) => raw_gmm_encoder(g),
+            Fitted::Mfa(m) => raw_mfa_encoder((**m).clone()),
+        }
+        .map_err(PipelineError::stage("encoding"))
     }
+}
+
+/// No normalisation: the stores keep raw encodings.
+const RAW: Normalization = Normalization {
+    power: 1.0,
+    l2: false,
+};
+
+/// The raw GMM Fisher vector of every part (prior, mean, var: K + 2KD values).
+pub(crate) fn raw_gmm_encoder(
+    g: &DiagGmm<f32>,
+) -> Result<Box<dyn Encoder<f32>>, fisherkit::EncodeError> {
+    let params = FisherVectorParams {
+        parts: vec![FvPart::Prior, FvPart::Mean, FvPart::Var],
+        normalization: RAW,
+        ..Default::default()
+    };
+    Ok(Box::new(FisherVector::new(g, params)?))
+}
+
+/// The raw MFA Fisher score of every part (mean, loading: KD + KDR values).
+pub(crate) fn raw_mfa_encoder(
+    m: Mfa<f32>,
+) -> Result<Box<dyn Encoder<f32>>, fisherkit::EncodeError> {
+    let params = MfaFisherScoreParams {
+        parts: vec![MfaPart::Mean, MfaPart::Loading],
+        normalization: RAW,
+        whitening: None,
+    };
+    Ok(Box::new(MfaFisherScore::new(m, params)?))
 }
 
 /// The run folder: models, samples, stores and the image journal of one data

@@ -43,7 +43,7 @@ fn sample() -> ClassifierFile {
                 }),
                 scales: vec![96, 128],
                 patch_mode: "dense".into(),
-                stride: 32,
+                stride: 0.5,
                 max_image_side: Some(640),
                 scale_names: vec!["96".into(), "128".into()],
                 descriptor_dim: 5,
