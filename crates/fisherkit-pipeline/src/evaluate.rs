@@ -15,7 +15,7 @@ use crate::store::Store;
 use crate::trained::{self, Candidate, ModelReport, RunParts};
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{FvPart, MfaPart};
-use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
+use fisherkit::metrics::mean_per_class_accuracy;
 use fisherkit::svm::{
     predict_rows, GramSvc, LinearSvc, LinearSvcParams, OutOfCoreSvmParams, RowSource,
 };
