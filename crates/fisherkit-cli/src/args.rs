@@ -59,6 +59,13 @@ pub enum Command {
     /// CNN descriptors, PCA, GMM-FV / MFA-FS, linear SVM, mean per-class accuracy.
     #[command(after_help = RUN_HELP)]
     Run(Box<RunArgs>),
+    /// Label images (or descriptor bags) with a classifier saved by `fisherkit run --save-model`.
+    #[command(after_help = PREDICT_HELP)]
+    Predict(PredictArgs),
+    /// Measure a saved classifier on a labelled test folder (or descriptor file): mean
+    /// per-class accuracy, per-class accuracy and the confusion matrix.
+    #[command(after_help = EVALUATE_HELP)]
+    Evaluate(EvaluateArgs),
     /// Run the pipeline on the bundled Fashion-MNIST subset: the paper's Table 1
     /// comparison and its Figure 1 (accuracy against dimension) as an SVG.
     Demo(DemoArgs),
@@ -528,6 +535,15 @@ pub struct RunArgs {
     /// (each row's image and class).
     #[arg(long, requires = "output_dir")]
     pub save_encodings: bool,
+    /// Write the trained classifier to FILE (one .safetensors file: the CNN's identity,
+    /// the scales, the PCAs, the background models, the encoder, the SVM and the class
+    /// names), for `fisherkit predict` and `fisherkit evaluate`.
+    #[arg(long, value_name = "FILE")]
+    pub save_model: Option<PathBuf>,
+    /// The encoder of the saved classifier, one of --encoders [default: the one with the
+    /// best cross-validated training accuracy].
+    #[arg(long, value_name = "SPEC", requires = "save_model")]
+    pub model_encoder: Option<String>,
     /// Write the accuracy-against-dimension plot (SVG) here (needs --sweep-gmm or --sweep-mfa).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -640,6 +656,8 @@ impl RunArgs {
             save_descriptors: None,
             output_dir: None,
             save_encodings: false,
+            save_model: None,
+            model_encoder: None,
             encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
             report: None,
             plot: None,
@@ -673,6 +691,108 @@ impl RunArgs {
             sweep_mfa: Some("1,2,5,10".into()),
         }
     }
+}
+
+const PREDICT_HELP: &str = "\
+Examples:
+  fisherkit run --train scenes/train --test scenes/test --save-model scene.safetensors
+  fisherkit predict --model scene.safetensors photos/ new.jpg > labels.csv
+  fisherkit predict --model scene.safetensors photos/ --top-k 3 --format jsonl --output labels.jsonl
+  fisherkit predict --model bags.safetensors --descriptors new.npz
+
+Folders are walked recursively (.jpg, .jpeg, .png), in sorted order. One row per
+image, in input order: path,label,score[,label_2,score_2,...],error. The score is
+the winning class's SVM score w_k.x + b_k. An unreadable, corrupt or truncated image
+gets an empty label and the reason in `error`; the exit status is then 0 unless
+--strict. --save-encodings writes the (images, dim) f32 features the SVM saw, one row
+per input row (zeros for a row with an error).";
+
+const EVALUATE_HELP: &str = "\
+Examples:
+  fisherkit evaluate --model scene.safetensors --test scenes/test --report eval.json --plot confusion.svg
+  fisherkit evaluate --model bags.safetensors --test-descriptors test.npz
+
+The test folder is DIR/<class>/*.{jpg,jpeg,png} with classes among the classifier's.
+On the test split of the run that saved the classifier, the accuracy equals the
+report's `model.test_accuracy`.";
+
+/// Output format of `fisherkit predict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PredictFormat {
+    /// Comma-separated values with a header row.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+}
+
+/// Arguments of `fisherkit predict`.
+#[derive(Debug, Clone, Args)]
+pub struct PredictArgs {
+    /// The classifier file (`fisherkit run --save-model`).
+    #[arg(long, value_name = "FILE")]
+    pub model: PathBuf,
+    /// Image files or folders (walked recursively, sorted).
+    #[arg(
+        value_name = "PATH",
+        required_unless_present = "descriptors",
+        conflicts_with = "descriptors"
+    )]
+    pub paths: Vec<PathBuf>,
+    /// A descriptor file (.npz) to label instead of images (classifiers trained on
+    /// descriptor files).
+    #[arg(long, value_name = "FILE")]
+    pub descriptors: Option<PathBuf>,
+    /// Write the predictions here instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also give the 2nd … Nth best classes and their scores.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub top_k: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PredictFormat::Csv)]
+    pub format: PredictFormat,
+    /// Exit with status 1 if any input could not be labelled.
+    #[arg(long)]
+    pub strict: bool,
+    /// Also write the features (inputs × dim, f32 .npy) here.
+    #[arg(long, value_name = "FILE.npy")]
+    pub save_encodings: Option<PathBuf>,
+    /// The ONNX model of a classifier trained with `--cnn FILE.onnx`, with the same
+    /// `--onnx-*` options (built-in networks are loaded by the name the file records).
+    #[arg(long, value_name = "FILE.onnx")]
+    pub cnn: Option<PathBuf>,
+    #[command(flatten)]
+    pub onnx: OnnxArgs,
+}
+
+/// Arguments of `fisherkit evaluate`.
+#[derive(Debug, Clone, Args)]
+pub struct EvaluateArgs {
+    /// The classifier file (`fisherkit run --save-model`).
+    #[arg(long, value_name = "FILE")]
+    pub model: PathBuf,
+    /// Labelled test folder: DIR/<class>/*.png|jpg.
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "test_descriptors",
+        conflicts_with = "test_descriptors"
+    )]
+    pub test: Option<PathBuf>,
+    /// Labelled descriptor file (.npz) instead of a folder.
+    #[arg(long, value_name = "FILE")]
+    pub test_descriptors: Option<PathBuf>,
+    /// Write the JSON report (accuracy, per-class accuracy, confusion matrix, every prediction) here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write the confusion matrix as an SVG here.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// The ONNX model of a classifier trained with `--cnn FILE.onnx` (see `predict`).
+    #[arg(long, value_name = "FILE.onnx")]
+    pub cnn: Option<PathBuf>,
+    #[command(flatten)]
+    pub onnx: OnnxArgs,
 }
 
 /// Arguments of `fisherkit demo`.

@@ -26,6 +26,15 @@ impl CliError {
         }
     }
 
+    /// The reader of standard output went away (`fisherkit predict … | head`):
+    /// stop quietly with status 0, as Unix tools do.
+    pub fn closed_pipe() -> Self {
+        Self {
+            message: String::new(),
+            code: 0,
+        }
+    }
+
     /// Any other failure (exit status 1).
     pub fn other(message: impl Display) -> Self {
         Self {

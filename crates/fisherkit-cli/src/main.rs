@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.code == 0 => ExitCode::SUCCESS,
         Err(e) => {
             let mut stderr = std::io::stderr().lock();
             let _ = writeln!(stderr, "error: {}", e.message);
@@ -53,6 +54,8 @@ fn run(cli: args::Cli) -> Result<(), CliError> {
         } => commands::whiten::run(&a, &ui),
         args::Command::Encode(a) => commands::encode::run(&a, &ui),
         args::Command::Run(a) => commands::pipeline::run_cmd(&a, &ui),
+        args::Command::Predict(a) => commands::predict::predict_cmd(&a, &ui),
+        args::Command::Evaluate(a) => commands::predict::evaluate_cmd(&a, &ui),
         args::Command::Demo(a) => commands::pipeline::demo_cmd(&a, &ui),
     }
 }

@@ -73,7 +73,7 @@ fn check_jpeg_complete(bytes: &[u8]) -> Result<(), String> {
     let last = |m: u8| bytes.windows(2).rposition(|w| w == [0xFF, m]);
     match (last(0xDA), last(0xD9)) {
         (Some(sos), Some(eoi)) if eoi > sos => Ok(()),
-        (None, _) => Err("JPEG without image data (no start-of-scan marker)".into()),
+        (None, _) => Err("truncated JPEG: no image data (no start-of-scan marker)".into()),
         _ => Err(format!(
             "truncated JPEG: no end-of-image marker after its image data ({} bytes)",
             bytes.len()

@@ -819,6 +819,29 @@ impl NpyBlockWriter {
         Ok(())
     }
 
+    /// Writes row `i` (all its columns).
+    ///
+    /// # Errors
+    /// A row of the wrong length or beyond the last row, a failed write.
+    pub fn write_row(&mut self, i: usize, row: &[f32]) -> Result<()> {
+        if i >= self.rows || row.len() != self.cols {
+            return Err(IoError::format(
+                &self.path,
+                format!(
+                    "row {i} of {} values does not fit a ({}, {}) matrix",
+                    row.len(),
+                    self.rows,
+                    self.cols
+                ),
+            ));
+        }
+        use std::os::unix::fs::FileExt;
+        let f = self.tmp.as_ref().expect("open until finished").as_file();
+        let buf: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+        f.write_all_at(&buf, self.header_len + (i * self.cols * 4) as u64)
+            .map_err(|e| IoError::os(&self.path, e))
+    }
+
     /// Syncs the file and renames it over the target.
     ///
     /// # Errors

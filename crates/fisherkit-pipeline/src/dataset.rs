@@ -93,6 +93,49 @@ pub(crate) fn train_label(name: &str, classes: &[String]) -> Result<usize, Pipel
     })
 }
 
+/// The image files of `inputs`, in order: a file as given, a folder's
+/// images (`.jpg`, `.jpeg`, `.png`, any case) walked recursively in sorted
+/// order (for `fisherkit predict`).
+///
+/// # Errors
+/// A path that does not exist or a folder that cannot be read.
+pub fn collect_images(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, PipelineError> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PipelineError> {
+        let err = |e: std::io::Error| PipelineError::Io {
+            path: dir.display().to_string(),
+            message: format!("cannot read the folder: {e}"),
+        };
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(err)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if is_image(&p) {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(PipelineError::Io {
+                path: p.display().to_string(),
+                message: "no such file or folder".into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 fn is_image(p: &Path) -> bool {
     p.extension()
         .and_then(|e| e.to_str())

@@ -1,4 +1,5 @@
-//! An SVG plot of accuracy against encoding dimension (the paper's Figure 1).
+//! SVG plots: accuracy against encoding dimension (the paper's Figure 1)
+//! and a confusion matrix (`fisherkit evaluate --plot`).
 
 use crate::report::SweepPoint;
 use std::fmt::Write;
@@ -148,6 +149,73 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Renders a confusion matrix (rows: true class, columns: predicted class)
+/// as a standalone SVG heat map: each cell shaded by its share of the row,
+/// its count written in it (for up to 40 classes), class names on both axes.
+pub fn confusion_svg(classes: &[String], confusion: &[Vec<usize>], title: &str) -> String {
+    let n = classes.len().max(1);
+    let cell = (600.0 / n as f64).clamp(4.0, 40.0);
+    let left = 20.0 + 7.0 * classes.iter().map(|c| c.len()).max().unwrap_or(1).min(30) as f64;
+    let top = 50.0 + left;
+    let (w, h) = (left + cell * n as f64 + 20.0, top + cell * n as f64 + 20.0);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="20" text-anchor="middle" font-size="14">{}</text>"#,
+        w / 2.0,
+        escape(title)
+    );
+    for (i, name) in classes.iter().enumerate() {
+        let c = i as f64 * cell + cell / 2.0;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" dominant-baseline="middle">{}</text>"#,
+            left - 4.0,
+            top + c,
+            escape(name)
+        );
+        let _ = writeln!(
+            s,
+            r#"<text transform="translate({:.1},{:.1}) rotate(-90)" dominant-baseline="middle">{}</text>"#,
+            left + c,
+            top - 4.0,
+            escape(name)
+        );
+    }
+    for (i, row) in confusion.iter().enumerate() {
+        let total: usize = row.iter().sum();
+        for (j, &v) in row.iter().enumerate() {
+            let share = if total == 0 {
+                0.0
+            } else {
+                v as f64 / total as f64
+            };
+            let shade = (255.0 * (1.0 - share)).round() as u8;
+            let (x, y) = (left + j as f64 * cell, top + i as f64 * cell);
+            let _ = writeln!(
+                s,
+                r##"<rect x="{x:.1}" y="{y:.1}" width="{cell:.1}" height="{cell:.1}" fill="rgb({shade},{shade},255)" stroke="#ddd"/>"##
+            );
+            if n <= 40 && v > 0 {
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" dominant-baseline="middle" fill="{}">{v}</text>"#,
+                    x + cell / 2.0,
+                    y + cell / 2.0,
+                    if share > 0.5 { "white" } else { "black" }
+                );
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +240,19 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a &amp; b") && svg.contains("R=1") && svg.contains("K=10"));
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    }
+
+    #[test]
+    fn confusion_svg_shades_rows_and_escapes_names() {
+        let svg = super::confusion_svg(
+            &["a<b".to_string(), "c".to_string()],
+            &[vec![3, 1], vec![0, 2]],
+            "t & u",
+        );
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("a&lt;b") && svg.contains("t &amp; u"), "{svg}");
+        // The diagonal cell of the second row holds its whole row: full blue.
+        assert!(svg.contains("fill=\"rgb(0,0,255)\""));
+        assert_eq!(svg.matches("<rect x=").count(), 4);
     }
 }

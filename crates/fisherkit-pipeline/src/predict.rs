@@ -155,11 +155,7 @@ pub type Scores = (f64, f64, Vec<f64>, Vec<Vec<usize>>);
 ///
 /// # Errors
 /// Empty or mismatched inputs, a label out of range.
-pub fn scores(
-    truth: &[usize],
-    pred: &[usize],
-    n_classes: usize,
-) -> Result<Scores, PipelineError> {
+pub fn scores(truth: &[usize], pred: &[usize], n_classes: usize) -> Result<Scores, PipelineError> {
     let err = PipelineError::stage("metrics");
     let conf = confusion_matrix(truth, pred, n_classes).map_err(&err)?;
     let accuracy = mean_per_class_accuracy(truth, pred, n_classes).map_err(&err)?;

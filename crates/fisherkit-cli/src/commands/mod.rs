@@ -5,6 +5,7 @@ pub mod gmm;
 pub mod kmeans;
 pub mod mfa;
 pub mod pipeline;
+pub mod predict;
 pub mod streaming;
 pub mod whiten;
 

@@ -18,10 +18,21 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// Draws one bar per pipeline stage.
-struct Bars<'a> {
+pub struct Bars<'a> {
     ui: &'a Ui,
     bar: Mutex<Option<(ProgressBar, String)>>,
     start: Instant,
+}
+
+impl<'a> Bars<'a> {
+    /// Bars on `ui`, times counted from now.
+    pub fn new(ui: &'a Ui) -> Self {
+        Self {
+            ui,
+            bar: Mutex::new(None),
+            start: Instant::now(),
+        }
+    }
 }
 
 impl Progress for Bars<'_> {
@@ -88,6 +99,17 @@ fn config(a: &RunArgs, train: PathBuf, test: PathBuf) -> Result<RunConfig, CliEr
     };
     c.output_dir = a.output_dir.clone();
     c.save_encodings = a.save_encodings;
+    c.save_model = a.save_model.clone();
+    if let Some(m) = &a.model_encoder {
+        let mut specs =
+            parse_encoders(m).map_err(|e| CliError::usage(format!("--model-encoder: {e}")))?;
+        if specs.len() != 1 {
+            return Err(CliError::usage(format!(
+                "--model-encoder `{m}`: one encoder, not a list"
+            )));
+        }
+        c.model_encoder = Some(specs.remove(0));
+    }
     c.pca_dim = a.pca_dim;
     c.sample_images = a.sample_images;
     c.pca_sample = a.pca_sample;
@@ -346,11 +368,7 @@ fn execute(
     cnn: &CnnChoice,
     ui: &Ui,
 ) -> Result<Report, CliError> {
-    let bars = Bars {
-        ui,
-        bar: Mutex::new(None),
-        start: Instant::now(),
-    };
+    let bars = Bars::new(ui);
     if descriptor_files {
         return run_descriptors(cfg, &bars).map_err(CliError::other);
     }
@@ -420,7 +438,7 @@ fn invocation(a: &RunArgs) -> Result<RunInvocation, CliError> {
             ))
         })?;
     }
-    for p in [&a.report, &a.plot].into_iter().flatten() {
+    for p in [&a.report, &a.plot, &a.save_model].into_iter().flatten() {
         super::check_output(p)?;
     }
     // clap guarantees one complete pair (--train/--test or the descriptor files).
@@ -497,7 +515,9 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
     run.cnn = a.cnn.clone();
     run.onnx = a.onnx.clone();
     let cnn = CnnChoice::from_args(&a.cnn, &a.onnx)?;
-    let cfg = config(&run, data.join("train"), data.join("test"))?;
+    let mut cfg = config(&run, data.join("train"), data.join("test"))?;
+    let model = a.out.join("scene.safetensors");
+    cfg.save_model = Some(model.clone());
     ui.info(format!(
         "fisherkit demo: Fashion-MNIST subset in {}, {} descriptors of whole 28-px images ({}), PCA {}, GMM K={}, MFA K={} R={}",
         data.display(),
@@ -524,9 +544,51 @@ pub fn demo_cmd(a: &DemoArgs, ui: &Ui) -> Result<(), CliError> {
         Some(&a.out.join("figure1.svg")),
         ui,
     )?;
+    demo_predictions(&model, &data.join("test"), &cnn)?;
     ui.info(format!(
         "demo finished in {:.0} s",
         t.elapsed().as_secs_f64()
     ));
+    Ok(())
+}
+
+/// The end of the demo: the saved classifier, loaded back, labels the first
+/// test image of each class (what `fisherkit predict` does).
+fn demo_predictions(model: &Path, test: &Path, cnn: &CnnChoice) -> Result<(), CliError> {
+    let clf = fisherkit_pipeline::SceneClassifier::load(model).map_err(CliError::other)?;
+    let net = cnn.load()?;
+    let p =
+        fisherkit_pipeline::predict::Predictor::new(&clf, Some(&net)).map_err(CliError::other)?;
+    let set = fisherkit_pipeline::dataset::ImageSet::scan(test).map_err(CliError::other)?;
+    let mut picked: Vec<(PathBuf, usize)> = Vec::new();
+    for (path, y) in set.items {
+        if picked.iter().all(|(_, c)| *c != y) {
+            picked.push((path, y));
+        }
+    }
+    let paths: Vec<&Path> = picked.iter().map(|(p, _)| p.as_path()).collect();
+    let outcomes = p.predict_paths(&paths, false).map_err(CliError::other)?;
+    println!();
+    println!(
+        "the saved classifier ({}, {}) on one test image per class:",
+        model.display(),
+        clf.info().encoder
+    );
+    println!("  fisherkit predict --model {} IMAGE...", model.display());
+    for ((path, y), o) in picked.iter().zip(outcomes) {
+        let label = match o {
+            Ok((s, _)) => format!(
+                "{} (score {:.3})",
+                clf.classes()[s.class],
+                s.scores[s.class]
+            ),
+            Err(e) => format!("error: {e}"),
+        };
+        println!(
+            "  {:<48} true {:<12} predicted {label}",
+            path.display(),
+            set.classes[*y]
+        );
+    }
     Ok(())
 }
