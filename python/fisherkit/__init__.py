@@ -34,6 +34,7 @@ from ._gmm import GaussianMixture, GmmStatistics, KMeans
 from ._encode import VLAD, FisherVector
 from ._mfa import MFAFisherScore, MfaStatistics, MixtureOfFactorAnalyzers
 from ._linear import PCA, LinearSVC
+from ._scene import SceneClassifier
 
 __all__ = [
     "__version__",
@@ -46,6 +47,7 @@ __all__ = [
     "MfaStatistics",
     "MFAFisherScore",
     "PCA",
+    "SceneClassifier",
     "LinearSVC",
     "NotFittedError",
     "ConvergenceWarning",
@@ -58,7 +60,8 @@ def load_model(path: str | _os.PathLike):
     """Reads a fisherkit safetensors model file and returns the fitted
     estimator its ``kind`` names (``"gmm"``: :class:`GaussianMixture`,
     ``"mfa"``: :class:`MixtureOfFactorAnalyzers`, ``"pca"``: :class:`PCA`,
-    ``"linear-svm"``: :class:`LinearSVC`).
+    ``"linear-svm"``: :class:`LinearSVC`, ``"scene-classifier"``:
+    :class:`SceneClassifier`).
 
     The kind is read by the Rust reader (``fisherkit-io``), which checks the
     file first: a missing file raises :class:`FileNotFoundError`, another
@@ -76,4 +79,6 @@ def load_model(path: str | _os.PathLike):
         return PCA.load(path)
     if kind == "linear-svm":
         return LinearSVC.load(path)
+    if kind == "scene-classifier":
+        return SceneClassifier.load(path)
     raise ValueError(f"{_os.fspath(path)}: unsupported model kind {kind!r}")

@@ -22,6 +22,7 @@ mod kmeans;
 mod linear;
 mod mfa;
 mod pipeline;
+mod scene;
 mod stats;
 
 /// The float types the bindings compute in: the library's [`Float`] that numpy
@@ -143,6 +144,7 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mfa::register(m)?;
     linear::register(m)?;
     pipeline::register(m)?;
+    scene::register(m)?;
     stats::register(m)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The built-in CNN `kind`, loaded once per process.
-fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
+pub(crate) fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
     static SQUEEZENET: OnceLock<Result<Backbone, String>> = OnceLock::new();
     static EFFICIENTNET: OnceLock<Result<Backbone, String>> = OnceLock::new();
     let cell = match kind {
@@ -63,7 +63,7 @@ fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<St
 
 /// One image for [`cnn_descriptors`]: a path, or an (H, W, 3) RGB array.
 #[derive(FromPyObject)]
-enum ImageArg<'py> {
+pub(crate) enum ImageArg<'py> {
     Path(PathBuf),
     U8(PyReadonlyArray3<'py, u8>),
     F32(PyReadonlyArray3<'py, f32>),
@@ -71,7 +71,7 @@ enum ImageArg<'py> {
 }
 
 /// The image as (H, W, 3) f32 in 0–255, or why it cannot be used.
-fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
+pub(crate) fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
     let checked = |a: Array3<f32>| {
         let (h, w, c) = a.dim();
         if c != 3 || h == 0 || w == 0 {
