@@ -38,8 +38,8 @@
 //!   [`OnnxOptions::receptive_field`], else the input side.
 
 use crate::cnn::{sealed, Cnn};
+use crate::error::CnnError;
 use crate::image::{check_image, ImageError};
-use crate::net::CnnError;
 use fisherkit::linalg::Par;
 use ndarray::{Array3, ArrayView3, Axis, Ix4};
 use std::collections::HashMap;
@@ -957,7 +957,7 @@ impl Cnn for OnnxCnn {
                 shape: input.shape().to_vec(),
             });
         }
-        crate::net::check_finite_input(&input)?;
+        crate::input::check_finite_input(&input)?;
         sealed::Forward::forward_par(self, input, fisherkit::linalg::par_all())
     }
 }
