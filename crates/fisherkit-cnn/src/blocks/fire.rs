@@ -118,9 +118,23 @@ pub(crate) fn fire(
         (expand1.kh, expand3.kh, expand3.kw, expand3.stride),
         (1, 3, 3, 1)
     );
+    let sq = squeeze_padded(squeeze, x, team);
+    let (out, e) = expand(expand1, expand3, &sq, (h, w, s), team);
+    recycle(sq);
+    Hwc {
+        h,
+        w,
+        c: e,
+        data: out,
+    }
+}
+
+/// A fire module's squeeze 1×1 + ReLU of `x` (h, w, in) into the interior of an
+/// (h + 2, w + 2, s) zero-bordered buffer: the border is expand3x3's "same" padding.
+fn squeeze_padded(squeeze: &Conv, x: &Hwc, team: &Team<'_>) -> Vec<f32> {
+    let (h, w, cin) = (x.h, x.w, x.c);
+    let s = squeeze.out_ch();
     let threads = team.threads();
-    // Squeeze into the interior of an (h + 2, w + 2, s) zero-bordered buffer: the border is
-    // expand3x3's "same" padding.
     let wp = w + 2;
     let mut sq = zeroed((h + 2) * wp * s);
     let sb = squeeze.bias.as_slice().expect("contiguous bias");
@@ -160,6 +174,20 @@ pub(crate) fn fire(
             });
         },
     );
+    sq
+}
+
+/// A fire module's [expand1x1 + ReLU ‖ expand3x3 + ReLU] of the zero-bordered squeeze
+/// output `sq` ((h + 2, w + 2, s), from [`squeeze_padded`]): the (h, w, e) output data and e.
+fn expand(
+    expand1: &Conv,
+    expand3: &Conv,
+    sq: &[f32],
+    (h, w, s): (usize, usize, usize),
+    team: &Team<'_>,
+) -> (Vec<f32>, usize) {
+    let threads = team.threads();
+    let wp = w + 2;
     let (e1, e3) = (expand1.out_ch(), expand3.out_ch());
     let e = e1 + e3;
     let k3 = 9 * s;
@@ -169,8 +197,6 @@ pub(crate) fn fire(
     );
     let mut out = zeroed(h * w * e);
     let rows_per = band_rows(h, w, k3 + e + 2 * e1 / w.max(1), threads);
-    let sq_buf = &mut sq;
-    let sq = &*sq_buf;
     for_bands(&mut out, w * e, rows_per, team, |r0, band, ipar| {
         let nr = band.len() / (w * e);
         let (m1, m3) = (nr * wp, nr * w);
@@ -227,11 +253,5 @@ pub(crate) fn fire(
             );
         });
     });
-    recycle(std::mem::take(sq_buf));
-    Hwc {
-        h,
-        w,
-        c: e,
-        data: out,
-    }
+    (out, e)
 }
