@@ -1,86 +1,19 @@
-//! The built-in networks behind the [`Cnn`] trait (`crate::cnn`), and [`Backbone`], an
-//! owned choice of network (built-in or ONNX) for the pipeline and the CLI.
+//! [`Backbone`], an owned choice of network (built-in or ONNX) for the pipeline and the CLI,
+//! behind the [`Cnn`] trait (`crate::cnn`), and [`BackboneKind`], which built-in network.
+//! Each network implements [`Cnn`] in its own module.
 //!
 //! Both networks map a preprocessed (3, H, W) input to a class-score map (1000, h, w) whose
 //! cells are the dense descriptors' class scores; their spatial mean is the network's logits.
 
 use crate::cnn::{sealed, Cnn};
-use crate::efficientnet::{
-    self, EfficientNetLite0, EFFNET_CELL_STRIDE, EFFNET_INPUT_SIDE, EFFNET_MIN_INPUT_SIDE,
-    EFFNET_RECEPTIVE_FIELD,
-};
-use crate::net::{CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, RECEPTIVE_FIELD};
+use crate::efficientnet::{self, EfficientNetLite0};
+use crate::error::CnnError;
+use crate::image::ImageError;
+use crate::net::{self, SqueezeNet};
 #[cfg(feature = "onnx")]
 use crate::onnx::OnnxCnn;
-use crate::ImageError;
 use fisherkit::linalg::Par;
 use ndarray::{Array3, ArrayView3};
-
-impl sealed::Forward for SqueezeNet {
-    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
-        Ok(self.forward_unchecked(input, par))
-    }
-}
-
-impl Cnn for SqueezeNet {
-    fn name(&self) -> &str {
-        BackboneKind::SqueezeNet.name()
-    }
-    fn input_side(&self) -> usize {
-        INPUT_SIDE
-    }
-    fn min_input_side(&self) -> usize {
-        MIN_INPUT_SIDE
-    }
-    fn cell_stride(&self) -> usize {
-        CELL_STRIDE
-    }
-    fn receptive_field(&self) -> usize {
-        RECEPTIVE_FIELD
-    }
-    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
-        SqueezeNet::score_map_size(height, width)
-    }
-    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
-        crate::image::preprocess(img)
-    }
-    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
-        self.forward(input)
-    }
-}
-
-impl sealed::Forward for EfficientNetLite0 {
-    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
-        Ok(self.forward_unchecked(input, par))
-    }
-}
-
-impl Cnn for EfficientNetLite0 {
-    fn name(&self) -> &str {
-        BackboneKind::EfficientNetLite0.name()
-    }
-    fn input_side(&self) -> usize {
-        EFFNET_INPUT_SIDE
-    }
-    fn min_input_side(&self) -> usize {
-        EFFNET_MIN_INPUT_SIDE
-    }
-    fn cell_stride(&self) -> usize {
-        EFFNET_CELL_STRIDE
-    }
-    fn receptive_field(&self) -> usize {
-        EFFNET_RECEPTIVE_FIELD
-    }
-    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
-        EfficientNetLite0::score_map_size(height, width)
-    }
-    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
-        efficientnet::preprocess(img)
-    }
-    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
-        self.forward(input)
-    }
-}
 
 /// Which built-in network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -96,8 +29,8 @@ impl BackboneKind {
     /// The stable name (`"squeezenet1_1"`, `"efficientnet_lite0"`).
     pub fn name(self) -> &'static str {
         match self {
-            BackboneKind::SqueezeNet => "squeezenet1_1",
-            BackboneKind::EfficientNetLite0 => "efficientnet_lite0",
+            BackboneKind::SqueezeNet => net::NAME,
+            BackboneKind::EfficientNetLite0 => efficientnet::NAME,
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The common interface of the networks: the [`Cnn`] trait, what descriptor extraction
 //! needs (preprocessing, input side, score-map geometry, the forward pass). It knows no
-//! network: the built-in ones implement it in `crate::backbone`, ONNX models in
-//! `crate::onnx`.
+//! network: each implements it in its own module (`crate::net`, `crate::efficientnet`,
+//! `crate::onnx`), and `crate::backbone`'s choice of network forwards to them.
 //!
 //! A network maps a preprocessed (3, H, W) input to a class-score map (C, h, w) whose
 //! cells are the dense descriptors' class scores; their spatial mean is the network's logits.
 
-use crate::net::{CnnError, NUM_CLASSES};
-use crate::ImageError;
+use crate::error::CnnError;
+use crate::image::ImageError;
+use crate::net::geometry::NUM_CLASSES;
+use crate::scores::pool_scores;
 use ndarray::{Array1, Array3, ArrayView3};
 
 pub(crate) mod sealed {
@@ -21,7 +23,7 @@ pub(crate) mod sealed {
             &self,
             input: ArrayView3<'_, f32>,
             par: Par,
-        ) -> Result<Array3<f32>, crate::CnnError>;
+        ) -> Result<Array3<f32>, crate::error::CnnError>;
     }
 }
 
@@ -62,6 +64,6 @@ pub trait Cnn: sealed::Forward + Sync {
     fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError>;
     /// The C logits (spatial mean of the score map) of a preprocessed input.
     fn logits(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
-        Ok(crate::net::pool_scores(&self.score_map(input)?))
+        Ok(pool_scores(&self.score_map(input)?))
     }
 }

@@ -34,8 +34,10 @@
 //! smaller input side (EfficientNet-Lite0's 224) the bound is therefore conservative.
 
 use crate::cnn::Cnn;
+use crate::error::CnnError;
 use crate::image::{check_image, resize_bilinear, ImageError};
-use crate::net::{log_softmax, pool_scores, CnnError, INPUT_SIDE};
+use crate::net::geometry::INPUT_SIDE;
+use crate::scores::{log_softmax, pool_scores};
 use fisherkit::linalg::{par_all, Par};
 use ndarray::{s, Array1, Array2, Array3, ArrayView3, Axis};
 use rayon::prelude::*;

@@ -27,18 +27,30 @@
 //! cells (7×7 at 224); receptive field 851×851 px (far beyond the 224-px input: every cell
 //! sees the whole image at 224, with emphasis near its centre).
 
-use crate::layers::{
-    conv1x1, conv1x1_chw, conv_chw_input, head_fc_chw, recycle, Act, Conv, Depthwise,
-};
-use crate::mbconv::mbconv;
-use crate::net::{load_conv, pool_scores, read_tensor, CnnError, NUM_CLASSES};
-use crate::team::{with_team, Team};
-use crate::ImageError;
-use fisherkit::linalg::{par_all, Par};
+use crate::blocks::head_fc::head_fc_chw;
+use crate::blocks::mbconv::mbconv;
+use crate::cnn::{sealed, Cnn};
+use crate::error::CnnError;
+use crate::exec::scratch::recycle;
+use crate::exec::team::{with_team, Team};
+use crate::forward::{forward, forward_batch, Network};
+use crate::image::ImageError;
+use crate::input::check_finite_input;
+use crate::net::geometry::NUM_CLASSES;
+use crate::ops::activation::Act;
+use crate::ops::conv::Conv;
+use crate::ops::conv1x1::{conv1x1, conv1x1_chw};
+use crate::ops::depthwise::Depthwise;
+use crate::ops::im2col::conv_chw_input;
+use crate::scores::{log_softmax, pool_scores};
+use crate::weights::{load_conv, read_tensor, read_weights};
+use fisherkit::linalg::Par;
 use ndarray::{Array1, Array3, ArrayView3};
-use rayon::prelude::*;
 use safetensors::SafeTensors;
 use std::path::Path;
+
+/// The stable name of EfficientNet-Lite0 ([`Cnn::name`], `BackboneKind::EfficientNetLite0`).
+pub(crate) const NAME: &str = "efficientnet_lite0";
 
 /// Side of the classification input (the score map is then 7×7).
 pub const EFFNET_INPUT_SIDE: usize = 224;
@@ -130,7 +142,7 @@ impl EfficientNetLite0 {
     /// `blocks.N.project.{weight (C_out, e·C_in, 1, 1), bias}` for N = 0…15,
     /// `head.{weight (1280, 320, 1, 1), bias}`, `fc.{weight (1000, 1280), bias (1000)}`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CnnError> {
-        Self::from_safetensors_bytes(&crate::net::read_weights(path.as_ref())?)
+        Self::from_safetensors_bytes(&read_weights(path.as_ref())?)
     }
 
     /// The ImageNet weights shipped in `data/efficientnet-lite0/` (embedded at compile time).
@@ -187,6 +199,34 @@ impl EfficientNetLite0 {
             .then(|| (height.div_ceil(32), width.div_ceil(32)))
     }
 
+    /// The class-score map (1000, h, w): `fc` applied to every cell of the head's output, for
+    /// `input` (3, H, W), a preprocessed image (see [`preprocess`]). Uses all rayon threads.
+    pub fn forward(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        forward(self, input)
+    }
+
+    /// [`EfficientNetLite0::forward`] on many images, rayon over the images and inside each.
+    pub fn forward_batch(
+        &self,
+        inputs: &[ArrayView3<'_, f32>],
+    ) -> Result<Vec<Array3<f32>>, CnnError> {
+        forward_batch(self, inputs)
+    }
+
+    /// The 1000 class logits: the spatial mean of the score map, $s_k = \frac{1}{hw}\sum_{i,j}
+    /// y_{k,i,j}$ = fc(global average pool of the head). `input` as in
+    /// [`EfficientNetLite0::forward`].
+    pub fn scores(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
+        Ok(pool_scores(&self.forward(input)?))
+    }
+
+    /// Softmax of [`EfficientNetLite0::scores`], computed stably.
+    pub fn probabilities(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
+        Ok(log_softmax(self.scores(input)?.view()).mapv(f32::exp))
+    }
+}
+
+impl Network for EfficientNetLite0 {
     fn check_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
         let (c, h, w) = input.dim();
         if c != 3 || Self::score_map_size(h, w).is_none() {
@@ -196,29 +236,10 @@ impl EfficientNetLite0 {
                 shape: input.shape().to_vec(),
             });
         }
-        crate::net::check_finite_input(input)
+        check_finite_input(input)
     }
 
-    /// The class-score map (1000, h, w): `fc` applied to every cell of the head's output, for
-    /// `input` (3, H, W), a preprocessed image (see [`preprocess`]). Uses all rayon threads.
-    pub fn forward(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
-        Self::check_input(&input)?;
-        Ok(self.forward_unchecked(input, par_all()))
-    }
-
-    /// [`EfficientNetLite0::forward`] on many images, rayon over the images and inside each.
-    pub fn forward_batch(
-        &self,
-        inputs: &[ArrayView3<'_, f32>],
-    ) -> Result<Vec<Array3<f32>>, CnnError> {
-        inputs.iter().try_for_each(Self::check_input)?;
-        Ok(inputs
-            .par_iter()
-            .map(|x| self.forward_unchecked(x.view(), par_all()))
-            .collect())
-    }
-
-    pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+    fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
         let (x, fast) = with_team(par, |team| {
             let mut x = conv_chw_input(&self.stem, input, Act::Relu6, team);
             for b in &self.blocks {
@@ -248,17 +269,38 @@ impl EfficientNetLite0 {
         map.into_shape_with_order((NUM_CLASSES, h, w))
             .expect("contiguous")
     }
+}
 
-    /// The 1000 class logits: the spatial mean of the score map, $s_k = \frac{1}{hw}\sum_{i,j}
-    /// y_{k,i,j}$ = fc(global average pool of the head). `input` as in
-    /// [`EfficientNetLite0::forward`].
-    pub fn scores(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
-        Ok(pool_scores(&self.forward(input)?))
+impl sealed::Forward for EfficientNetLite0 {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
+        Ok(self.forward_unchecked(input, par))
     }
+}
 
-    /// Softmax of [`EfficientNetLite0::scores`], computed stably.
-    pub fn probabilities(&self, input: ArrayView3<'_, f32>) -> Result<Array1<f32>, CnnError> {
-        Ok(crate::log_softmax(self.scores(input)?.view()).mapv(f32::exp))
+impl Cnn for EfficientNetLite0 {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn input_side(&self) -> usize {
+        EFFNET_INPUT_SIDE
+    }
+    fn min_input_side(&self) -> usize {
+        EFFNET_MIN_INPUT_SIDE
+    }
+    fn cell_stride(&self) -> usize {
+        EFFNET_CELL_STRIDE
+    }
+    fn receptive_field(&self) -> usize {
+        EFFNET_RECEPTIVE_FIELD
+    }
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
+        EfficientNetLite0::score_map_size(height, width)
+    }
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
+        preprocess(img)
+    }
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        self.forward(input)
     }
 }
 

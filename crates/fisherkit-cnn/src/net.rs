@@ -14,75 +14,31 @@
 //! end). The map has $h = f(H)$ rows, $f(n) = p(p(p(\lceil n/2 \rceil)))$ with
 //! $p(m) = \lfloor (m-3)/2 \rfloor + 1$; the smallest usable side is 29 px.
 
-use crate::layers::{
-    conv1_pool, conv1x1_chw, fire, max_pool, pool_out, recycle, same_geometry, Conv,
-};
-use crate::team::Team;
-use fisherkit::linalg::{par_all, Par};
-use ndarray::{s, Array1, Array3, ArrayView3};
-use rayon::prelude::*;
-use safetensors::{Dtype, SafeTensors};
+pub(crate) mod geometry;
+
+use crate::blocks::fire::{conv1_pool, fire};
+use crate::cnn::{sealed, Cnn};
+use crate::exec::scratch::recycle;
+use crate::exec::team::Team;
+use crate::forward::{forward, forward_batch, Network};
+use crate::image::ImageError;
+use crate::input::check_finite_input;
+use crate::ops::conv::{same_geometry, Conv};
+use crate::ops::conv1x1::conv1x1_chw;
+use crate::ops::pooling::{max_pool, pool_out};
+use crate::scores::pool_scores;
+use crate::weights::{load_conv, read_weights};
+use fisherkit::linalg::Par;
+use ndarray::{Array1, Array3, ArrayView3};
+use safetensors::SafeTensors;
 use std::path::Path;
 
-/// Number of ImageNet classes (rows of the score map).
-pub const NUM_CLASSES: usize = 1000;
-/// Side of the classification input (the score map is then 13×13).
-pub const INPUT_SIDE: usize = 227;
-/// Smallest input side for which the score map is non-empty.
-pub const MIN_INPUT_SIDE: usize = 29;
-/// Stride, in network-input pixels, between neighbouring score-map cells.
-pub const CELL_STRIDE: usize = 16;
-/// Receptive field, in network-input pixels, of one score-map cell.
-pub const RECEPTIVE_FIELD: usize = 207;
+pub use crate::error::CnnError;
+pub use crate::scores::log_softmax;
+pub use geometry::{CELL_STRIDE, INPUT_SIDE, MIN_INPUT_SIDE, NUM_CLASSES, RECEPTIVE_FIELD};
 
-/// Errors of the network and of descriptor extraction.
-#[derive(Debug, thiserror::Error)]
-pub enum CnnError {
-    #[error("cannot read the weights file {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid safetensors weights: {0}")]
-    Format(String),
-    #[error("weights: tensor `{0}` is missing")]
-    MissingTensor(String),
-    #[error("weights: tensor `{name}` has shape {got:?}, expected {expected:?}")]
-    TensorShape {
-        name: String,
-        got: Vec<usize>,
-        expected: Vec<usize>,
-    },
-    #[error("weights: tensor `{name}` has dtype {got}, expected F32")]
-    TensorDtype { name: String, got: String },
-    #[error("weights: tensor `{name}` holds a non-finite value at flat index {index}")]
-    NonFiniteWeight { name: String, index: usize },
-    #[error("network input must be (3, H, W) with H, W >= {MIN_INPUT_SIDE}, got {0:?}")]
-    InputShape(Vec<usize>),
-    /// The input of a network other than SqueezeNet (which keeps [`CnnError::InputShape`]).
-    #[error("{net} input must be (3, H, W) with H, W >= {min}, got {shape:?}")]
-    NetInputShape {
-        net: &'static str,
-        min: usize,
-        shape: Vec<usize>,
-    },
-    #[error("network input holds a non-finite value at (channel {0}, row {1}, column {2})")]
-    NonFiniteInput(usize, usize, usize),
-    /// The ONNX runtime failed on a model that loaded (feature `onnx`).
-    #[error("ONNX model {path}: {message}")]
-    Onnx { path: String, message: String },
-    #[error("invalid descriptor parameters: {0}")]
-    Params(String),
-    #[error("image {index} of the batch: {source}")]
-    BatchImage {
-        index: usize,
-        #[source]
-        source: crate::image::ImageError,
-    },
-    #[error(transparent)]
-    Image(#[from] crate::image::ImageError),
-}
+/// The stable name of SqueezeNet v1.1 ([`Cnn::name`], `BackboneKind::SqueezeNet`).
+pub(crate) const NAME: &str = "squeezenet1_1";
 
 #[derive(Debug, Clone)]
 struct Fire {
@@ -113,97 +69,9 @@ pub struct SqueezeNet {
     conv10: Conv,
 }
 
-/// Reads the f32 tensor `name` of `st`, checking its dtype, shape (`expected`) and that every
-/// value is finite.
-pub(crate) fn read_tensor(
-    st: &SafeTensors<'_>,
-    name: &str,
-    expected: &[usize],
-) -> Result<Vec<f32>, CnnError> {
-    let view = st
-        .tensor(name)
-        .map_err(|_| CnnError::MissingTensor(name.to_string()))?;
-    if view.dtype() != Dtype::F32 {
-        return Err(CnnError::TensorDtype {
-            name: name.to_string(),
-            got: format!("{:?}", view.dtype()),
-        });
-    }
-    if view.shape() != expected {
-        return Err(CnnError::TensorShape {
-            name: name.to_string(),
-            got: view.shape().to_vec(),
-            expected: expected.to_vec(),
-        });
-    }
-    let data: Vec<f32> = view
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    if let Some(index) = data.iter().position(|v| !v.is_finite()) {
-        return Err(CnnError::NonFiniteWeight {
-            name: name.to_string(),
-            index,
-        });
-    }
-    Ok(data)
-}
-
-/// Reads `{name}.weight` (cout, cin, k, k) and `{name}.bias` (cout) as a [`Conv`].
-pub(crate) fn load_conv(
-    st: &SafeTensors<'_>,
-    name: &str,
-    cin: usize,
-    cout: usize,
-    k: usize,
-    stride: usize,
-) -> Result<Conv, CnnError> {
-    let w = read_tensor(st, &format!("{name}.weight"), &[cout, cin, k, k])?;
-    let b = read_tensor(st, &format!("{name}.bias"), &[cout])?;
-    Ok(Conv::new(w, b, cin, k, stride))
-}
-
 #[cfg(feature = "builtin-weights")]
 pub(crate) static BUILTIN_WEIGHTS: &[u8] =
     include_bytes!("../../../data/squeezenet/squeezenet1_1.safetensors");
-
-/// The first non-finite value of a network input (3, H, W), as an error naming its position.
-pub(crate) fn check_finite_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
-    // A branch-free pass first (the element-by-element `indexed_iter` search took 125 µs at
-    // 227 px, 2 % of an EfficientNet-Lite0 pass with one thread and 4 % with two, before
-    // the network's threads start); the search runs only to name a bad element.
-    let finite = match input.as_slice_memory_order() {
-        Some(s) => all_finite(s),
-        None => input.iter().all(|v| v.is_finite()),
-    };
-    if finite {
-        return Ok(());
-    }
-    match input.indexed_iter().find(|(_, v)| !v.is_finite()) {
-        Some((idx, _)) => Err(CnnError::NonFiniteInput(idx.0, idx.1, idx.2)),
-        None => Ok(()),
-    }
-}
-
-/// Whether every element of `s` is finite: the exponent bits of each, or'ed over blocks of
-/// 1024 without a branch per element (so LLVM vectorises it), stopping at the first block
-/// with an infinity or NaN.
-fn all_finite(s: &[f32]) -> bool {
-    const EXP: u32 = 0x7f80_0000;
-    s.chunks(1024).all(|c| {
-        !c.iter()
-            .fold(false, |bad, v| bad | (v.to_bits() & EXP == EXP))
-    })
-}
-
-/// The bytes of a weights file, or an error naming it (both networks' `load`).
-pub(crate) fn read_weights(path: &Path) -> Result<Vec<u8>, CnnError> {
-    std::fs::read(path).map_err(|source| CnnError::Io {
-        path: path.display().to_string(),
-        source,
-    })
-}
 
 impl SqueezeNet {
     /// Loads the weights from a safetensors file (tensors `conv1.weight` (64, 3, 3, 3),
@@ -211,7 +79,7 @@ impl SqueezeNet {
     /// `conv10.weight` (1000, 512, 1, 1), `conv10.bias` (1000); kernels OIHW, f32),
     /// as written by `scripts/convert_squeezenet.py`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CnnError> {
-        Self::from_safetensors_bytes(&crate::net::read_weights(path.as_ref())?)
+        Self::from_safetensors_bytes(&read_weights(path.as_ref())?)
     }
 
     /// The ImageNet weights shipped in `data/squeezenet/` (embedded at compile time).
@@ -254,20 +122,11 @@ impl SqueezeNet {
         Some((side(height)?, side(width)?))
     }
 
-    fn check_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
-        let (c, h, w) = input.dim();
-        if c != 3 || Self::score_map_size(h, w).is_none() {
-            return Err(CnnError::InputShape(input.shape().to_vec()));
-        }
-        check_finite_input(input)
-    }
-
     /// The class-score map: conv10's output (1000, h, w) for `input` (3, H, W), a
     /// preprocessed image (BGR minus the mean, CHW; see [`crate::image::preprocess`]).
     /// Uses all rayon threads for one image.
     pub fn forward(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
-        Self::check_input(&input)?;
-        Ok(self.forward_unchecked(input, par_all()))
+        forward(self, input)
     }
 
     /// [`SqueezeNet::forward`] on many images: rayon over the images and over bands of rows
@@ -277,31 +136,7 @@ impl SqueezeNet {
         &self,
         inputs: &[ArrayView3<'_, f32>],
     ) -> Result<Vec<Array3<f32>>, CnnError> {
-        inputs.iter().try_for_each(Self::check_input)?;
-        Ok(inputs
-            .par_iter()
-            .map(|x| self.forward_unchecked(x.view(), par_all()))
-            .collect())
-    }
-
-    pub(crate) fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
-        // Rayon regions, not a pass-long team: the fire modules of small maps run their
-        // GEMMs in parallel inside one band.
-        let team = &Team::fork_join(par);
-        let mut x = conv1_pool(&self.conv1, input, team);
-        for (i, f) in self.fires.iter().enumerate() {
-            if i == 2 || i == 4 {
-                let y = max_pool(&x, team);
-                recycle(std::mem::replace(&mut x, y).data);
-            }
-            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, team);
-            recycle(std::mem::replace(&mut x, y).data);
-        }
-        let (h, w) = (x.h, x.w);
-        let map = conv1x1_chw(&self.conv10, &x, team);
-        recycle(x.data);
-        map.into_shape_with_order((NUM_CLASSES, h, w))
-            .expect("contiguous")
+        forward_batch(self, inputs)
     }
 
     /// The layers, for the reference implementation: conv1, (squeeze, expand1x1,
@@ -329,43 +164,66 @@ impl SqueezeNet {
     }
 }
 
-/// Spatial mean of a score map (C, h, w) → (C), accumulated in f64.
-pub(crate) fn pool_scores(map: &Array3<f32>) -> Array1<f32> {
-    let (c, h, w) = map.dim();
-    let n = (h * w) as f64;
-    Array1::from_shape_fn(c, |k| {
-        (map.slice(s![k, .., ..])
-            .iter()
-            .map(|&v| v as f64)
-            .sum::<f64>()
-            / n) as f32
-    })
+impl Network for SqueezeNet {
+    fn check_input(input: &ArrayView3<'_, f32>) -> Result<(), CnnError> {
+        let (c, h, w) = input.dim();
+        if c != 3 || Self::score_map_size(h, w).is_none() {
+            return Err(CnnError::InputShape(input.shape().to_vec()));
+        }
+        check_finite_input(input)
+    }
+
+    fn forward_unchecked(&self, input: ArrayView3<'_, f32>, par: Par) -> Array3<f32> {
+        // Rayon regions, not a pass-long team: the fire modules of small maps run their
+        // GEMMs in parallel inside one band.
+        let team = &Team::fork_join(par);
+        let mut x = conv1_pool(&self.conv1, input, team);
+        for (i, f) in self.fires.iter().enumerate() {
+            if i == 2 || i == 4 {
+                let y = max_pool(&x, team);
+                recycle(std::mem::replace(&mut x, y).data);
+            }
+            let y = fire(&f.squeeze, &f.expand1, &f.expand3, &x, team);
+            recycle(std::mem::replace(&mut x, y).data);
+        }
+        let (h, w) = (x.h, x.w);
+        let map = conv1x1_chw(&self.conv10, &x, team);
+        recycle(x.data);
+        map.into_shape_with_order((NUM_CLASSES, h, w))
+            .expect("contiguous")
+    }
 }
 
-/// Log-softmax (natural parameters of the categorical distribution), computed stably:
-/// $\ell_k = s_k - \log\sum_l e^{s_l} = (s_k - m) - \log\sum_l e^{s_l - m}$ with
-/// $m = \max_l s_l$, the sum in f64. Never takes the log of a rounded probability, so
-/// scores far apart give finite values. `s` has shape (C), C ≥ 1, finite entries.
-pub fn log_softmax(s: ndarray::ArrayView1<'_, f32>) -> Array1<f32> {
-    let mut out = s.to_owned();
-    log_softmax_inplace(out.as_slice_mut().expect("owned 1-D array is contiguous"));
-    out
+impl sealed::Forward for SqueezeNet {
+    fn forward_par(&self, input: ArrayView3<'_, f32>, par: Par) -> Result<Array3<f32>, CnnError> {
+        Ok(self.forward_unchecked(input, par))
+    }
 }
 
-/// [`log_softmax`] in place on a slice.
-fn log_softmax_inplace(s: &mut [f32]) {
-    let m = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-    // Terms below e^-80 (relative to the largest term, 1) cannot change an f64 sum >= 1;
-    // skipping them also avoids libm's slow underflow path.
-    let sum: f64 = s
-        .iter()
-        .map(|&v| v - m)
-        .filter(|&d| d > -80.0)
-        .map(|d| d.exp() as f64)
-        .sum();
-    let lse = sum.ln();
-    for v in s.iter_mut() {
-        *v = ((*v - m) as f64 - lse) as f32;
+impl Cnn for SqueezeNet {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn input_side(&self) -> usize {
+        INPUT_SIDE
+    }
+    fn min_input_side(&self) -> usize {
+        MIN_INPUT_SIDE
+    }
+    fn cell_stride(&self) -> usize {
+        CELL_STRIDE
+    }
+    fn receptive_field(&self) -> usize {
+        RECEPTIVE_FIELD
+    }
+    fn map_size(&self, height: usize, width: usize) -> Option<(usize, usize)> {
+        SqueezeNet::score_map_size(height, width)
+    }
+    fn preprocess(&self, img: ArrayView3<'_, f32>) -> Result<Array3<f32>, ImageError> {
+        crate::image::preprocess(img)
+    }
+    fn score_map(&self, input: ArrayView3<'_, f32>) -> Result<Array3<f32>, CnnError> {
+        self.forward(input)
     }
 }
 
@@ -375,42 +233,6 @@ mod tests {
     use crate::reference;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    #[test]
-    fn non_finite_inputs_are_found_anywhere() {
-        // Every position relative to the 1024-element blocks, every kind of non-finite
-        // value; the extremes of the finite range pass.
-        let mut x = Array3::<f32>::zeros((3, 25, 41));
-        x[[0, 0, 0]] = f32::MAX;
-        x[[1, 2, 3]] = f32::MIN_POSITIVE / 2.0;
-        x[[2, 24, 40]] = -f32::MAX;
-        assert!(check_finite_input(&x.view()).is_ok());
-        assert!(check_finite_input(&x.view().reversed_axes()).is_ok());
-        let len = x.len();
-        for flat in [0, 1, 1023, 1024, 1025, 2047, 2048, len - 1] {
-            let idx = (flat / (25 * 41), (flat / 41) % 25, flat % 41);
-            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-                let mut y = x.clone();
-                y[idx] = bad;
-                let found = |v: &ArrayView3<'_, f32>| match check_finite_input(v) {
-                    Err(CnnError::NonFiniteInput(a, b, c)) => Some((a, b, c)),
-                    _ => None,
-                };
-                assert_eq!(found(&y.view()), Some(idx), "{bad} at {idx:?}");
-                // Not contiguous in logical order: the same element is found.
-                let t = y.view().reversed_axes();
-                let want_t = Some((idx.2, idx.1, idx.0));
-                assert_eq!(found(&t), want_t, "{bad} at {idx:?}, transposed");
-                let strided = y.slice(s![.., .., ..;2]);
-                let want_s = (idx.2 % 2 == 0).then_some((idx.0, idx.1, idx.2 / 2));
-                assert_eq!(
-                    found(&strided),
-                    want_s,
-                    "{bad} at {idx:?}, every 2nd column"
-                );
-            }
-        }
-    }
 
     /// A smooth random "image" in the preprocessed range (BGR minus the mean): a few random
     /// sinusoids plus noise, so activations are neither all zero nor saturated.

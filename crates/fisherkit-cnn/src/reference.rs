@@ -1,9 +1,10 @@
 //! The previous implementation of the network (CHW layout, im2col for every 3×3 layer,
 //! separate ReLU passes), kept for tests only: the reference the fast channel-last path in
-//! [`crate::layers`] is compared against (`net::tests`).
+//! [`crate::ops`] and [`crate::blocks`] are compared against (`net::tests`).
 
-use crate::layers::{pool_out, same_geometry, Conv, POOL_K, POOL_S};
 use crate::net::SqueezeNet;
+use crate::ops::conv::{same_geometry, Conv};
+use crate::ops::pooling::{pool_out, POOL_K, POOL_S};
 use fisherkit::linalg::{gemm, Par};
 use ndarray::{Array1, Array2, Array3, ArrayView3, ArrayViewMut2, Axis};
 use rayon::prelude::*;

@@ -6,7 +6,7 @@
 //! $C_{out}$):
 //! - expand: $e_{p,c} = \mathrm{relu6}(b^e_c + \sum_{c'} x_{p,c'} W^e_{c,c'})$ per pixel $p$
 //!   (absent when $e = 1$: then $e = x$);
-//! - depthwise ("same" padding $p_t, p_l$, see [`crate::layers::same_geometry`]):
+//! - depthwise ("same" padding $p_t, p_l$, see [`crate::ops::conv::same_geometry`]):
 //!   $d_{i,j,c} = \mathrm{relu6}(b^d_c + \sum_{u,v<k} W^d_{c,u,v}\, e_{s i + u - p_t,\, s j + v - p_l,\, c})$,
 //!   zero outside the image;
 //! - project: $y_{p,o} = b^p_o + \sum_c d_{p,c} W^p_{o,c}$ [$+\, x_{p,o}$ when the block has
@@ -33,27 +33,34 @@
 //! same guarantee. The depthwise sums the taps in the order (u, v) from zero and adds the bias
 //! last, the zero padding contributing exact zeros, i.e. the same values as the unpadded sum.
 
-use crate::layers::{
-    bias_act_inplace, even_split, overwritable, view, view_mut, with_scratch, Act, Conv, Depthwise,
-    Hwc, SamePad,
-};
-use crate::pointwise::pointwise;
-use crate::team::Team;
+use crate::exec::bands::even_split;
+use crate::exec::scratch::{overwritable, recycle, with_scratch};
+use crate::exec::team::Team;
+use crate::ops::activation::{bias_act_inplace, Act};
+use crate::ops::conv::{Conv, SamePad};
+use crate::ops::depthwise::{dw_row, Depthwise, MAX_K};
+use crate::ops::pointwise::{available, pointwise};
+use crate::ops::tensor::{view, view_mut, Hwc};
 use fisherkit::linalg::{gemm, vectorized, Par};
 
 /// Working-set target, in floats, of one group of the rolling schedule (ring + expand scratch
 /// + depthwise output): 128 K floats (512 KB), about a core's L2 cache.
 const TILE_FLOATS: usize = 128 * 1024;
+
 /// Most chunks a rolling block is split into (parallel slack for a few threads).
 const MAX_CHUNKS: usize = 16;
+
 /// Fewest chunks for the rolling schedule when the geometry alone decides the cut; with fewer
 /// the two-phase one is used (see [`min_chunks`]).
 const MIN_CHUNKS: usize = 4;
+
 /// A chunk of output rows spans at least this many times the k − s rows it shares with its
 /// neighbour (so recomputed expand rows cost at most ~1/6 of the chunk's).
 const OVERLAP_FACTOR: usize = 6;
+
 /// Floats per band of the two-phase schedule (expand output or depthwise output).
 const BAND_FLOATS: usize = 96 * 1024;
+
 /// Fewest bands the two-phase schedule cuts a map into (when it has that many rows).
 const MIN_BANDS: usize = 8;
 
@@ -187,7 +194,7 @@ pub(crate) fn mbconv(
                 )
             });
         });
-        crate::layers::recycle(hidden);
+        recycle(hidden);
     }
     Hwc {
         h: ho,
@@ -200,7 +207,7 @@ pub(crate) fn mbconv(
 /// How many pieces (chunks or bands) the block's rows are cut into for `threads`, when the cut
 /// cannot change the output: every 1×1 layer of the block runs the pointwise kernel, whose
 /// row i depends only on row i of its input however the rows are batched
-/// ([`crate::pointwise::available`]). Then one piece per thread: no expand row computed
+/// ([`crate::ops::pointwise::available`]). Then one piece per thread: no expand row computed
 /// twice at chunk borders, and each band of a small map sweeping the 1×1 weights once less
 /// (two per thread, for slack between unequal cores, measured 1–3 % slower in a pass-long
 /// team at 227–454 px; docs/evidence/cnn-threads-2026-12-05.md). `None`: the
@@ -208,7 +215,7 @@ pub(crate) fn mbconv(
 /// the shapes and the output must be the same bits for any thread count.
 fn pieces_for(threads: usize, expand: Option<&Conv>, project: &Conv) -> Option<usize> {
     let packed = project.packed.is_some() && expand.is_none_or(|e| e.packed.is_some());
-    (packed && crate::pointwise::available()).then_some(threads)
+    (packed && available()).then_some(threads)
 }
 
 /// Fewest chunks ([`rolling_chunks`]) for which a block rolls: [`MIN_CHUNKS`], for parallel
@@ -464,413 +471,12 @@ fn dw_project(
     );
 }
 
-/// Largest depthwise kernel side [`dw_row`] takes.
-pub(crate) const MAX_K: usize = 7;
-
-/// One output row of a depthwise convolution + bias + ReLU6 from `rows` (its k zero-padded
-/// input rows, each ≥ ((w_o − 1)s + k)·C floats): `out[j·C + c]` =
-/// relu6($b_c + \sum_{u,v} W_{c,u,v}$ `rows[u][(s j + v)·C + c]`), for j < w_o, the sum taken
-/// from zero in tap order (u, v) with fused multiply-adds where the CPU has FMA.
-///
-/// On x86-64 with AVX-512F or AVX2 + FMA and (k, s) ∈ {3, 5} × {1, 2}, runs [`x86`]'s
-/// kernel: 16 or 8 channels × 8 pixels of sums in registers, the K² taps unrolled; channels
-/// beyond the last full vector, other CPUs and other (k, s) take the portable code (the same
-/// operations in the same order when FMA is used, so every build gives the same values).
-pub(crate) fn dw_row(rows: &[&[f32]], dw: &Depthwise, s: usize, wo: usize, out: &mut [f32]) {
-    let c = dw.channels();
-    assert!(
-        rows.len() == dw.k
-            && wo >= 1
-            && rows.iter().all(|r| r.len() >= ((wo - 1) * s + dw.k) * c)
-            && dw.wt.len() >= dw.k * dw.k * c
-            && out.len() >= wo * c,
-        "dw_row: k rows of the padded width, w_o·C outputs"
-    );
-    #[cfg(target_arch = "x86_64")]
-    {
-        if x86::dw_row(rows, dw, s, wo, out) {
-            return;
-        }
-    }
-    dw_row_ks::<false, 16, 4>(rows, dw, s, wo, out, 0);
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! The depthwise row kernels with explicit AVX-512F or AVX2 + FMA intrinsics (LLVM's
-    //! auto-vectoriser picked the pixel axis, with gathers, for the portable code): the same
-    //! code on 16- or 8-float vectors, the same operations in the same order per channel, so
-    //! both (and the portable code with FMA) give the same bits.
-    use super::Depthwise;
-    use std::arch::x86_64::*;
-
-    /// [`super::dw_row`] by the AVX2 + FMA kernel; `false` (nothing written) if the CPU lacks
-    /// them or (k, s) has no kernel. Bounds are checked by the caller.
-    pub(super) fn dw_row(
-        rows: &[&[f32]],
-        dw: &Depthwise,
-        s: usize,
-        wo: usize,
-        out: &mut [f32],
-    ) -> bool {
-        let v4 = is_x86_feature_detected!("avx512f");
-        let v3 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
-        macro_rules! go {
-            ($k:literal, $s:literal) => {{
-                let r: &[&[f32]; $k] = rows.try_into().expect("k rows");
-                // SAFETY: the CPU has the features `v4_row` / `v3_row` is compiled for
-                // (checked above); the caller checked every slice bound the kernel relies on.
-                if v4 {
-                    unsafe { v4_row::<$k, $s>(r, &dw.wt, &dw.bias, wo, out) }
-                } else if v3 {
-                    unsafe { v3_row::<$k, $s>(r, &dw.wt, &dw.bias, wo, out) }
-                } else {
-                    return false;
-                }
-                true
-            }};
-        }
-        match (dw.k, s) {
-            (3, 1) => go!(3, 1),
-            (3, 2) => go!(3, 2),
-            (5, 1) => go!(5, 1),
-            (5, 2) => go!(5, 2),
-            _ => false,
-        }
-    }
-
-    /// Input pixels a block of 8 stride-2 outputs reads per row: (8 − 1)·2 + K for K ≤ 5.
-    const S2_PIXELS: usize = 19;
-
-    macro_rules! kernel {
-        ($name:ident, $feat:literal, $v:ty, $lanes:literal, $zero:ident, $set1:ident,
-         $load:ident, $store:ident, $fma:ident, $add:ident, $max:ident, $min:ident) => {
-            /// Blocks of 8 pixels × one vector of channels, their sums in registers; a row
-            /// whose width is not a multiple of 8 ends with a block over its last 8 pixels,
-            /// overlapping the one before (those pixels are computed twice, identically),
-            /// since a lone pixel's K² multiply-adds form one dependency chain that runs at a
-            /// fraction of the FMA rate; rows narrower than 8 pixel by pixel. The remaining
-            /// channels by the portable code with FMA.
-            ///
-            /// # Safety
-            /// The CPU must have the target features; `rows[u].len() ≥ ((w_o − 1)S + K)·C`,
-            /// `wt.len() ≥ K²·C`, `out.len() ≥ w_o·C` with C = `bias.len()`, `w_o ≥ 1`.
-            #[target_feature(enable = $feat)]
-            unsafe fn $name<const K: usize, const S: usize>(
-                rows: &[&[f32]; K],
-                wt: &[f32],
-                bias: &[f32],
-                wo: usize,
-                out: &mut [f32],
-            ) {
-                const P: usize = 8;
-                let c = bias.len();
-                let cv = c / $lanes * $lanes;
-                let rp: [*const f32; K] = std::array::from_fn(|u| rows[u].as_ptr());
-                let (wp, bp, op) = (wt.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
-                let (zero, six) = ($zero(), $set1(6.0));
-                // SAFETY (every load and store below): an input index ((j·S + v)·C + c0 + t)
-                // with j < w_o, v < K, c0 + t < C is below ((w_o − 1)S + K)·C ≤ rows[u].len();
-                // a tap index ((u·K + v)·C + c0 + t) below K²·C ≤ wt.len(); an output index
-                // (j·C + c0 + t) below w_o·C ≤ out.len(); bias indices below C (caller's
-                // contract). The loads and stores are unaligned ones.
-                unsafe {
-                    // Pixel blocks outside, channel vectors inside: the taps then change in
-                    // the inner loop, so LLVM cannot hoist the K² weight vectors out of it
-                    // into registers (for K = 5, with channels outside, that left too few
-                    // registers for the sums, which went to the stack), and each pixel's
-                    // channels are read in address order.
-                    let mut j0 = 0;
-                    while j0 < wo && wo >= P {
-                        // The last block of a row whose width is not a multiple of P overlaps
-                        // the previous one (see above).
-                        let jb = j0.min(wo - P);
-                        for c0 in (0..cv).step_by($lanes) {
-                            let bv = $load(bp.add(c0));
-                            let mut acc: [$v; P] = [zero; P];
-                            if S == 2 {
-                                // The (P − 1)·2 + K input pixels of each row loaded once, by
-                                // a pointer stepping one pixel at a time: with the offsets
-                                // ((j·2 + v)·C) written out, LLVM kept 19 of them in
-                                // general registers, spilled and reloaded them around every
-                                // multiply-add, and ran at half the stride-1 rate. Stride 1
-                                // keeps the direct loads: the stepping pointer was 1–6 %
-                                // slower there (12 offsets fit in registers).
-                                for u in 0..K {
-                                    let mut xs: [$v; S2_PIXELS] = [zero; S2_PIXELS];
-                                    let mut ptr = rp[u].add(jb * S * c + c0);
-                                    for x in xs.iter_mut().take((P - 1) * S + K) {
-                                        *x = $load(ptr);
-                                        ptr = ptr.add(c);
-                                    }
-                                    for v in 0..K {
-                                        let wv = $load(wp.add((u * K + v) * c + c0));
-                                        for (p, a) in acc.iter_mut().enumerate() {
-                                            *a = $fma(xs[p * S + v], wv, *a);
-                                        }
-                                    }
-                                }
-                            } else {
-                                for u in 0..K {
-                                    for v in 0..K {
-                                        let wv = $load(wp.add((u * K + v) * c + c0));
-                                        for (p, a) in acc.iter_mut().enumerate() {
-                                            let x = $load(rp[u].add(((jb + p) * S + v) * c + c0));
-                                            *a = $fma(x, wv, *a);
-                                        }
-                                    }
-                                }
-                            }
-                            for (p, a) in acc.iter().enumerate() {
-                                let y = $min($max($add(*a, bv), zero), six);
-                                $store(op.add((jb + p) * c + c0), y);
-                            }
-                        }
-                        j0 += P;
-                    }
-                    while j0 < wo {
-                        for c0 in (0..cv).step_by($lanes) {
-                            let bv = $load(bp.add(c0));
-                            let mut a = zero;
-                            for u in 0..K {
-                                for v in 0..K {
-                                    let wv = $load(wp.add((u * K + v) * c + c0));
-                                    let x = $load(rp[u].add((j0 * S + v) * c + c0));
-                                    a = $fma(x, wv, a);
-                                }
-                            }
-                            $store(op.add(j0 * c + c0), $min($max($add(a, bv), zero), six));
-                        }
-                        j0 += 1;
-                    }
-                }
-                if cv < c {
-                    let dw_rows: &[&[f32]] = rows;
-                    super::dw_tail::<K, S>(dw_rows, wt, bias, wo, out, cv);
-                }
-            }
-        };
-    }
-
-    kernel!(
-        v4_row,
-        "avx512f",
-        __m512,
-        16,
-        _mm512_setzero_ps,
-        _mm512_set1_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_fmadd_ps,
-        _mm512_add_ps,
-        _mm512_max_ps,
-        _mm512_min_ps
-    );
-
-    kernel!(
-        v3_row,
-        "avx2,fma",
-        __m256,
-        8,
-        _mm256_setzero_ps,
-        _mm256_set1_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_fmadd_ps,
-        _mm256_add_ps,
-        _mm256_max_ps,
-        _mm256_min_ps
-    );
-}
-
-/// Channels `c_from ..` of [`dw_row`] by the portable code with fused multiply-adds (the
-/// channels after the vector kernels' last full vector).
-#[inline(always)]
-fn dw_tail<const K: usize, const S: usize>(
-    rows: &[&[f32]],
-    wt: &[f32],
-    bias: &[f32],
-    wo: usize,
-    out: &mut [f32],
-    c_from: usize,
-) {
-    let rows: &[&[f32]; K] = rows.try_into().expect("K rows");
-    for c0 in c_from..bias.len() {
-        dw_cols::<true, 1, 1, K, S>(rows, wt, bias, wo, c0, out);
-    }
-}
-
-/// [`dw_row`] with k and s constant for the (k, s) EfficientNet uses (the tap loops then
-/// unroll and the sums stay in registers).
-#[inline(always)]
-fn dw_row_ks<const FMA: bool, const N: usize, const P: usize>(
-    rows: &[&[f32]],
-    dw: &Depthwise,
-    s: usize,
-    wo: usize,
-    out: &mut [f32],
-    c_from: usize,
-) {
-    let (wt, b) = (&dw.wt[..], &dw.bias[..]);
-    match (dw.k, s) {
-        (3, 1) => dw_row_k::<FMA, N, P, 3, 1>(rows, wt, b, wo, out, c_from),
-        (3, 2) => dw_row_k::<FMA, N, P, 3, 2>(rows, wt, b, wo, out, c_from),
-        (5, 1) => dw_row_k::<FMA, N, P, 5, 1>(rows, wt, b, wo, out, c_from),
-        (5, 2) => dw_row_k::<FMA, N, P, 5, 2>(rows, wt, b, wo, out, c_from),
-        (k, s) => dw_row_generic::<FMA>(rows, wt, b, k, s, wo, out),
-    }
-}
-
-/// Channel blocks of N (registers), then 8, then single channels.
-#[inline(always)]
-fn dw_row_k<const FMA: bool, const N: usize, const P: usize, const K: usize, const S: usize>(
-    rows: &[&[f32]],
-    wt: &[f32],
-    bias: &[f32],
-    wo: usize,
-    out: &mut [f32],
-    c_from: usize,
-) {
-    let rows: &[&[f32]; K] = rows.try_into().expect("K rows");
-    let c = bias.len();
-    let mut c0 = c_from;
-    while c0 + N <= c {
-        dw_cols::<FMA, N, P, K, S>(rows, wt, bias, wo, c0, out);
-        c0 += N;
-    }
-    while c0 + 8 <= c {
-        dw_cols::<FMA, 8, P, K, S>(rows, wt, bias, wo, c0, out);
-        c0 += 8;
-    }
-    while c0 < c {
-        dw_cols::<FMA, 1, P, K, S>(rows, wt, bias, wo, c0, out);
-        c0 += 1;
-    }
-}
-
-/// Any (k, s): one channel and one pixel at a time.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn dw_row_generic<const FMA: bool>(
-    rows: &[&[f32]],
-    wt: &[f32],
-    bias: &[f32],
-    k: usize,
-    s: usize,
-    wo: usize,
-    out: &mut [f32],
-) {
-    let c = bias.len();
-    for j in 0..wo {
-        for ch in 0..c {
-            let mut a = 0.0f32;
-            for (u, r) in rows.iter().enumerate() {
-                for v in 0..k {
-                    a = madd::<FMA>(a, r[(j * s + v) * c + ch], wt[(u * k + v) * c + ch]);
-                }
-            }
-            out[j * c + ch] = Act::Relu6.apply(a + bias[ch]);
-        }
-    }
-}
-
-/// $a + x w$, fused (one rounding) when `FMA`.
-#[inline(always)]
-fn madd<const FMA: bool>(a: f32, x: f32, w: f32) -> f32 {
-    if FMA {
-        x.mul_add(w, a)
-    } else {
-        a + x * w
-    }
-}
-
-/// Channels `c0 .. c0 + N` of a whole output row ([`dw_row`]): blocks of `P` pixels with
-/// their P·N sums in registers over the K² taps, then single pixels.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // u, v and t also enter the index arithmetic
-fn dw_cols<const FMA: bool, const N: usize, const P: usize, const K: usize, const S: usize>(
-    rows: &[&[f32]; K],
-    wt: &[f32],
-    bias: &[f32],
-    wo: usize,
-    c0: usize,
-    out: &mut [f32],
-) {
-    let c = bias.len();
-    // Every index below is in bounds given these (checked once here, not per load): an input
-    // index ((j·S + v)·C + c0 + t) with j < w_o, v < K, c0 + t < C is below
-    // ((w_o − 1)·S + K)·C ≤ rows[u].len(); a tap index ((u·K + v)·C + c0 + t) is below
-    // K²·C ≤ wt.len(); an output index (j·C + c0 + t) is below w_o·C ≤ out.len().
-    assert!(
-        c0 + N <= c
-            && wo >= 1
-            && rows.iter().all(|r| r.len() >= ((wo - 1) * S + K) * c)
-            && wt.len() >= K * K * c
-            && out.len() >= wo * c,
-        "dw_cols: bounds"
-    );
-    let b: [f32; N] = bias[c0..c0 + N].try_into().expect("N floats");
-    let rp: [*const f32; K] = std::array::from_fn(|u| rows[u].as_ptr());
-    let wp = wt.as_ptr();
-    // SAFETY (every `load` below): the index is one of those bounded by the assertion above.
-    let mut j0 = 0;
-    while j0 + P <= wo {
-        let mut acc = [[0.0f32; N]; P];
-        for u in 0..K {
-            for v in 0..K {
-                let wv = unsafe { load::<N>(wp, (u * K + v) * c + c0) };
-                for (p, a) in acc.iter_mut().enumerate() {
-                    let xv = unsafe { load::<N>(rp[u], ((j0 + p) * S + v) * c + c0) };
-                    for t in 0..N {
-                        a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
-                    }
-                }
-            }
-        }
-        for (p, a) in acc.iter().enumerate() {
-            let o = (j0 + p) * c + c0;
-            let o: &mut [f32; N] = (&mut out[o..o + N]).try_into().expect("N floats");
-            for t in 0..N {
-                o[t] = Act::Relu6.apply(a[t] + b[t]);
-            }
-        }
-        j0 += P;
-    }
-    while j0 < wo {
-        let mut a = [0.0f32; N];
-        for u in 0..K {
-            for v in 0..K {
-                let wv = unsafe { load::<N>(wp, (u * K + v) * c + c0) };
-                let xv = unsafe { load::<N>(rp[u], (j0 * S + v) * c + c0) };
-                for t in 0..N {
-                    a[t] = madd::<FMA>(a[t], xv[t], wv[t]);
-                }
-            }
-        }
-        let o = j0 * c + c0;
-        for t in 0..N {
-            out[o + t] = Act::Relu6.apply(a[t] + b[t]);
-        }
-        j0 += 1;
-    }
-}
-
-/// The N floats at `p + i`.
-///
-/// # Safety
-/// `p + i .. p + i + N` lies inside one live `f32` slice. (`[f32; N]` has the alignment of
-/// `f32`, so the read is aligned.)
-#[inline(always)]
-unsafe fn load<const N: usize>(p: *const f32, i: usize) -> [f32; N] {
-    // SAFETY: the caller's contract.
-    unsafe { p.add(i).cast::<[f32; N]>().read() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::same_geometry;
-    use crate::team::with_team;
+    use crate::exec::team::with_team;
+    use crate::ops::conv::same_geometry;
+    use crate::ops::depthwise::dw_row_ks;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
