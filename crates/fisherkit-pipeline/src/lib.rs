@@ -38,10 +38,10 @@ mod trained;
 pub use classifier::{RawEncodings, SceneClassifier, Scored};
 pub use config::{defaults, Classifier, RunConfig, Whitening};
 pub use job::Job;
+pub use report::ModelReport;
 pub use run::{run, run_descriptors};
 pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};
 pub use store::StoreFormat;
-pub use trained::ModelReport;
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

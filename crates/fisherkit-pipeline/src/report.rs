@@ -23,7 +23,7 @@ pub struct Report {
     /// `None` for a run on descriptor files.
     pub cnn: Option<String>,
     /// The saved classifier (`--save-model`), if any.
-    pub model: Option<crate::trained::ModelReport>,
+    pub model: Option<ModelReport>,
 }
 
 /// The result of one encoder.
@@ -105,4 +105,25 @@ pub(crate) fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl F
     let r = f();
     timings.push((name, t.elapsed().as_secs_f64()));
     r
+}
+
+/// What the report says of the saved classifier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelReport {
+    /// Where it was written.
+    pub path: String,
+    /// Its encoder (`mfa-fs:loading`), and whether whitened.
+    pub encoder: String,
+    pub whitened: bool,
+    /// The cost C and the cross-validated training accuracy at it.
+    pub c: f64,
+    pub cv_accuracy: f64,
+    /// Mean per-class accuracy of the saved classifier on the run's test
+    /// split, its features computed from the stored encodings exactly as
+    /// `fisherkit evaluate` computes them from the images (equal with the
+    /// default `f32` stores).
+    pub test_accuracy: f64,
+    /// Its predicted class index for every test image, in the order of the
+    /// report's test images.
+    pub test_predictions: Vec<usize>,
 }

@@ -8,7 +8,7 @@
 use crate::classifier::{part_list, SceneClassifier};
 use crate::config::RunConfig;
 use crate::inputs::Inputs;
-use crate::report::ResultRow;
+use crate::report::{ModelReport, ResultRow};
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::{Fitted, Learned, ModelKind, ModelSpec, Source};
 use crate::store::Store;
@@ -17,7 +17,6 @@ use fisherkit::metrics::mean_per_class_accuracy;
 use fisherkit::svm::LinearSvc;
 use fisherkit_io::{ClassifierFile, ClassifierInfo, InputInfo, PartInfo};
 use ndarray::Array1;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -32,27 +31,6 @@ pub(crate) struct Candidate {
     /// The cost chosen by cross-validation and the cross-validated accuracy at it.
     pub c: f64,
     pub cv: f64,
-}
-
-/// What the report says of the saved classifier.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelReport {
-    /// Where it was written.
-    pub path: String,
-    /// Its encoder (`mfa-fs:loading`), and whether whitened.
-    pub encoder: String,
-    pub whitened: bool,
-    /// The cost C and the cross-validated training accuracy at it.
-    pub c: f64,
-    pub cv_accuracy: f64,
-    /// Mean per-class accuracy of the saved classifier on the run's test
-    /// split, its features computed from the stored encodings exactly as
-    /// `fisherkit evaluate` computes them from the images (equal with the
-    /// default `f32` stores).
-    pub test_accuracy: f64,
-    /// Its predicted class index for every test image, in the order of the
-    /// report's test images.
-    pub test_predictions: Vec<usize>,
 }
 
 /// Whether the run saves a classifier and `spec` may be it.
