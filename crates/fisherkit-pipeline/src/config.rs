@@ -43,6 +43,7 @@ pub mod defaults {
     /// (1/4 size) EfficientNet-Lite0 gives MFA-FS(Λ) 36.7 % against SqueezeNet's
     /// 24.8 % (±2.6) and GMM-FV(σ) 28.1 % against 17.6 %, at about the same
     /// pipeline time per image (fewer cells to encode, a slower network).
+    /// [`fisherkit_cnn::BackboneKind::default`] is the same network (a test checks).
     pub const CNN: &str = "efficientnet-lite0";
     /// The CNN of `fisherkit demo`: its bundled images are 28 px, one patch
     /// each, where SqueezeNet's 13×13 cells beat EfficientNet-Lite0's 7×7
@@ -363,5 +364,18 @@ impl RunConfig {
             v.push(("save_descriptors".into(), dir.display().to_string()));
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_default_cnn_everywhere() {
+        let kind: fisherkit_cnn::BackboneKind = defaults::CNN.parse().unwrap();
+        assert_eq!(kind, fisherkit_cnn::BackboneKind::default());
+        let demo: fisherkit_cnn::BackboneKind = defaults::DEMO_CNN.parse().unwrap();
+        assert_eq!(demo, fisherkit_cnn::BackboneKind::SqueezeNet);
     }
 }
