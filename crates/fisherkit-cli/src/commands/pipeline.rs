@@ -592,3 +592,69 @@ fn demo_predictions(model: &Path, test: &Path, cnn: &CnnChoice) -> Result<(), Cl
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One default per setting: `fisherkit run` with only its folders has
+    /// the library's defaults ([`RunConfig::new`]), so the help, which shows
+    /// the flags' defaults, cannot disagree with the library.
+    #[test]
+    fn the_command_lines_defaults_are_the_librarys() {
+        let args: Vec<String> = ["--train", "tr", "--test", "te"].map(String::from).to_vec();
+        let inv = run_argv(&args).unwrap();
+        let got = &inv.config;
+        let want = RunConfig::new("tr".into(), "te".into());
+        assert_eq!(got.encoders, want.encoders);
+        assert_eq!(got.descriptors, want.descriptors);
+        assert_eq!(
+            (
+                got.pca_dim,
+                got.sample_images,
+                got.pca_sample,
+                got.model_sample
+            ),
+            (
+                want.pca_dim,
+                want.sample_images,
+                want.pca_sample,
+                want.model_sample
+            )
+        );
+        assert_eq!(
+            (
+                got.gmm_components,
+                got.gmm_max_iter,
+                got.mfa_components,
+                got.mfa_factors,
+                got.mfa_max_iter
+            ),
+            (
+                want.gmm_components,
+                want.gmm_max_iter,
+                want.mfa_components,
+                want.mfa_factors,
+                want.mfa_max_iter
+            )
+        );
+        assert_eq!(
+            (got.whitening, got.classifier, got.store_format),
+            (want.whitening, want.classifier, want.store_format)
+        );
+        assert_eq!(got.normalization, want.normalization);
+        assert_eq!(
+            (&got.c_grid, got.cv_folds, got.seed),
+            (&want.c_grid, want.cv_folds, want.seed)
+        );
+        assert_eq!(
+            (got.compact_dim, &got.save_model, &got.model_encoder),
+            (None, &None, &None)
+        );
+        assert_eq!(
+            got.cache_dir.as_deref(),
+            Some(Path::new(fisherkit_pipeline::defaults::CACHE_DIR))
+        );
+        assert_eq!(inv.cnn, CnnChoice::Builtin(BackboneKind::default()));
+    }
+}
