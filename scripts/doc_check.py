@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -206,15 +207,21 @@ def run_block(block: Block, work: Path, env: dict, log) -> tuple[bool, float, st
         cmd = [sys.executable, "-c", PY_PRELUDE + "\n" + text]
     else:
         return True, 0.0, "not run"
-    t = time.monotonic()
+    t, cpu = time.monotonic(), children_cpu()
     p = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, stdin=subprocess.DEVNULL)
-    dt = time.monotonic() - t
+    dt, cpu = time.monotonic() - t, children_cpu() - cpu
     log.write(f"==== {block.where()} ({block.lang}, exit {p.returncode}, {dt:.1f} s)\n{p.stdout}\n")
     if p.returncode != 0:
         tail = "\n".join(p.stdout.rstrip().split("\n")[-25:])
         return False, dt, f"exit {p.returncode}\n{tail}"
-    return True, dt, "ok" + (" (some lines skipped)" if prefixes else "")
+    return True, dt, f"ok, {cpu:.1f} s CPU" + (" (some lines skipped)" if prefixes else "")
+
+
+def children_cpu() -> float:
+    """CPU seconds of the finished child processes (Ray's daemons are not counted)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def check_commands(binary: str, keep: bool) -> bool:
@@ -329,8 +336,9 @@ def check_links() -> bool:
 
 
 def find_binary(given: str | None) -> str:
-    for p in [given, os.environ.get("FISHERKIT_BIN"), ROOT / "target/debug/fisherkit",
-              ROOT / "target/release/fisherkit"]:
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+    for p in [given, os.environ.get("FISHERKIT_BIN"), target / "debug/fisherkit",
+              target / "release/fisherkit"]:
         if p and Path(p).is_file():
             return str(Path(p).resolve())
     raise SystemExit("doc check: the fisherkit binary is not built (cargo build -p fisherkit-cli) "
