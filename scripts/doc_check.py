@@ -25,6 +25,9 @@ crate's doctest).
    `<!-- doc-check: skip "PREFIX" (why) -->` only its lines starting with
    PREFIX. Other `<!-- doc-check: ... -->` comments are notes for the reader.
 
+Front door. README.md is at most 12 KB and its first `sh` block is exactly the
+two commands (the demo, the test suite).
+
 Links. In every tracked Markdown page: each relative link `[text](path#anchor)`
 must name an existing file (and, for a Markdown page, an existing heading or
 `<a id>` anchor), and each repository path in backticks that starts with
@@ -175,7 +178,7 @@ def copy_subset(dst: Path, n_train: int, n_test: int) -> None:
                 shutil.copy(f, d / f.name)
 
 
-def prepare(work: Path, page: str, tools: Path) -> None:
+def prepare(work: Path, page: str) -> None:
     (work / "data").symlink_to(ROOT / "data")
     if page == "README.md":
         copy_subset(work / "scenes", 8, 4)
@@ -236,7 +239,7 @@ def check_commands(binary: str, keep: bool) -> bool:
         for page in PAGES:
             work = top / page.replace("/", "_").replace(".md", "")
             work.mkdir()
-            prepare(work, page, tools)
+            prepare(work, page)
             for block in blocks_of(page):
                 if block.lang not in ("sh", "bash", "python"):
                     continue
@@ -325,11 +328,27 @@ def check_links() -> bool:
                 # crate-relative paths (`tests/onnx.rs` in a page about one crate) count too
                 if not (ROOT / p).exists() and not any(c.joinpath(p).exists() for c in CRATES):
                     problems.append(f"{where}: `{path}` does not exist")
+    problems += front_door()
     for p in problems:
         print("doc check:", p)
     print(f"doc check: links of {len(markdown_pages())} Markdown pages: "
           f"{'ok' if not problems else f'{len(problems)} problems'}")
     return not problems
+
+
+TWO_COMMANDS = ["cargo run --release -p fisherkit-cli -- demo", "bash scripts/test.sh"]
+
+
+def front_door() -> list[str]:
+    """The README stays a front door: at most 12 KB, the two commands in its first block."""
+    out, size = [], (ROOT / "README.md").stat().st_size
+    if size > 12 * 1024:
+        out.append(f"README.md is {size} bytes; the front door keeps to 12 KB (move detail to docs/)")
+    first = next((b for b in blocks_of("README.md") if b.lang == "sh"), None)
+    lines = [l.split("#")[0].strip() for l in (first.text if first else "").split("\n") if l.strip()]
+    if lines != TWO_COMMANDS:
+        out.append(f"README.md: the first sh block must be the two commands {TWO_COMMANDS}, got {lines}")
+    return out
 
 
 # ---------------------------------------------------------------- main
