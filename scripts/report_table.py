@@ -7,7 +7,9 @@ error sqrt(p (1 - p) / n_test) (binomial, on the test images), then the stage ti
 peak memory the report recorded.
 
     python3 scripts/report_table.py report.json
+    python3 scripts/report_table.py docs/evidence/object-scenes-full.report.json.gz   # gzip-compressed reports too
 """
+import gzip
 import json
 import math
 import sys
@@ -18,7 +20,7 @@ def se(p, n):
 
 
 def main(path):
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         r = json.load(f)
     n_test = r["dataset"]["n_test"]
     scales = [row["scale"] for row in r["results"] if row.get("scale")]

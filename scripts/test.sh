@@ -7,7 +7,10 @@
 #      one feature resolution (a separate `-p …` run would rebuild faer, rayon &
 #      co., whose features tract changes); the build without the features is
 #      checked by `cargo clippy --workspace` (.ci/run),
-#   2. the Python module: pip install . and pytest tests/python (if present).
+#   2. the Python module: pip install . and pytest tests/python (if present),
+#   3. the doc check: the commands of README.md and docs/guide.md on the bundled
+#      data with the binary step 1 built, and the links of every Markdown page
+#      (scripts/doc_check.py, a few minutes).
 # FISHERKIT_REQUIRE_PEERS=1 makes a test whose peer is missing fail instead of skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +21,4 @@ if [ -f pyproject.toml ] && [ -d tests/python ]; then
   python3 -m pip install -q --disable-pip-version-check .
   python3 -m pytest -q tests/python
 fi
+python3 scripts/doc_check.py
