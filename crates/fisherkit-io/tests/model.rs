@@ -240,7 +240,7 @@ fn invalid_mfa_is_not_written() {
 #[test]
 fn model_kind_is_read_without_the_tensors_and_errors_name_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    for kind in ["gmm", "mfa", "pca", "linear-svm"] {
+    for kind in ["gmm", "mfa", "pca", "linear-svm", "scene-classifier"] {
         // Only the header matters: a pca file with GMM tensors still says "pca".
         let p = raw_file(
             dir.path(),
@@ -261,7 +261,7 @@ fn model_kind_is_read_without_the_tensors_and_errors_name_the_file() {
     check(&[], "missing metadata key `kind`");
     check(
         &[("kind", "sample-part")],
-        "unknown model kind \"sample-part\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\"",
+        "unknown model kind \"sample-part\"; expected \"gmm\", \"mfa\", \"pca\", \"linear-svm\" or \"scene-classifier\"",
     );
     check(
         &[("kind", "gmm"), ("format_version", "2")],
@@ -286,7 +286,7 @@ fn metadata_errors() {
     refused(
         &[("kind", "hmm")],
         gmm_tensors(),
-        &["unknown model kind \"hmm\"; expected \"gmm\", \"mfa\", \"pca\" or \"linear-svm\""],
+        &["unknown model kind \"hmm\"; expected \"gmm\", \"mfa\", \"pca\", \"linear-svm\" or \"scene-classifier\""],
     );
     refused(
         &[("kind", "gmm"), ("format_version", "2")],
