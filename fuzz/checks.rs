@@ -1,11 +1,12 @@
-//! The properties the `npy`, `npz` and `model` fuzz targets check, shared with
+//! The properties the `npy`, `npz`, `model` and `classifier` fuzz targets check, shared with
 //! the stable replay of their corpora
 //! (`crates/fisherkit-io/tests/fuzz_corpus.rs`), so that both check the same.
 //! Each function reads `data` as its target does and panics when a property
 //! fails; it returns the reader's error, if any, for the caller to inspect.
 #![allow(dead_code)]
 
-use fisherkit_io::{Dtype, GmmModel, MfaModel, Model};
+use fisherkit_io::{ClassifierFile, Dtype, GmmModel, MfaModel, Model};
+use std::path::Path;
 
 /// `.npy` reader: what was read is backed by the input's bytes (a header
 /// claiming 10^12 elements is refused before anything is allocated).
@@ -69,4 +70,120 @@ pub fn model(data: &[u8], name: &str) -> fisherkit_io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Scene-classifier reader: a file that loads validates; its SVM has one
+/// row per class and the parts' total width; every array (PCA, background
+/// models, whitening, SVM) is finite; and writing it back with
+/// `write_classifier` and reading that again gives the same description and
+/// bit-identical arrays, and writing the re-read file gives the same bytes.
+pub fn classifier(data: &[u8], name: &str) -> fisherkit_io::Result<()> {
+    let path = Path::new(name);
+    let f = fisherkit_io::read_classifier_bytes(data, path)?;
+    f.validate(path).expect("a loaded classifier validates");
+    let width: usize = f.info.parts.iter().map(|p| p.width).sum();
+    assert_eq!(f.svm.coef().dim(), (f.info.classes.len(), width));
+    assert_eq!(f.svm.intercept().len(), f.info.classes.len());
+    assert_eq!(f.pcas.len(), f.info.input.scale_names.len());
+    assert_eq!(f.whitening.len(), f.info.parts.len());
+    assert!(
+        all_finite(&f),
+        "a loaded classifier holds a non-finite value"
+    );
+    assert!(
+        f.whitening.iter().flatten().flatten().all(|&v| v >= 0.0),
+        "negative whitening value"
+    );
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let p = dir.path().join("c.safetensors");
+    fisherkit_io::write_classifier(&p, &f).expect("a loaded classifier can be written back");
+    let g = fisherkit_io::read_classifier(&p).expect("a written classifier reads back");
+    assert_eq!(g.info, f.info, "the description changed on a round trip");
+    assert!(same_arrays(&f, &g), "an array changed on a round trip");
+    let q = dir.path().join("d.safetensors");
+    fisherkit_io::write_classifier(&q, &g).expect("the re-read classifier can be written");
+    assert!(
+        std::fs::read(&p).ok() == std::fs::read(&q).ok(),
+        "writing is not deterministic"
+    );
+    Ok(())
+}
+
+fn all_finite(f: &ClassifierFile) -> bool {
+    fn fin<'a>(mut v: impl Iterator<Item = &'a f32>) -> bool {
+        v.all(|x| x.is_finite())
+    }
+    f.pcas.iter().all(|p| {
+        fin(p.mean().iter())
+            && fin(p.components().iter())
+            && p.explained_variance().iter().all(|v| v.is_finite())
+    }) && f
+        .gmms
+        .iter()
+        .flatten()
+        .all(|g| fin(g.weights().iter()) && fin(g.means().iter()) && fin(g.variances().iter()))
+        && f.mfas.iter().flatten().all(|m| {
+            fin(m.weights().iter())
+                && fin(m.means().iter())
+                && fin(m.loadings().iter())
+                && fin(m.psi().iter())
+        })
+        && f.whitening.iter().flatten().all(|w| fin(w.iter()))
+        && fin(f.svm.coef().iter())
+        && fin(f.svm.intercept().iter())
+}
+
+/// Bit equality of every array of `a` and `b` (so that -0.0 and 0.0 differ).
+fn same_arrays(a: &ClassifierFile, b: &ClassifierFile) -> bool {
+    fn bits<'a>(v: impl Iterator<Item = &'a f32>) -> Vec<u32> {
+        v.map(|x| x.to_bits()).collect()
+    }
+    fn bits64<'a>(v: impl Iterator<Item = &'a f64>) -> Vec<u64> {
+        v.map(|x| x.to_bits()).collect()
+    }
+    let pca = a.pcas.len() == b.pcas.len()
+        && a.pcas.iter().zip(&b.pcas).all(|(p, q)| {
+            p.components().dim() == q.components().dim()
+                && bits(p.components().iter()) == bits(q.components().iter())
+                && bits(p.mean().iter()) == bits(q.mean().iter())
+                && bits64(p.explained_variance().iter()) == bits64(q.explained_variance().iter())
+        });
+    let gmm = a.gmms.len() == b.gmms.len()
+        && a.gmms.iter().zip(&b.gmms).all(|(p, q)| match (p, q) {
+            (None, None) => true,
+            (Some(p), Some(q)) => {
+                p.means().dim() == q.means().dim()
+                    && bits(p.weights().iter()) == bits(q.weights().iter())
+                    && bits(p.means().iter()) == bits(q.means().iter())
+                    && bits(p.variances().iter()) == bits(q.variances().iter())
+            }
+            _ => false,
+        });
+    let mfa = a.mfas.len() == b.mfas.len()
+        && a.mfas.iter().zip(&b.mfas).all(|(p, q)| match (p, q) {
+            (None, None) => true,
+            (Some(p), Some(q)) => {
+                p.loadings().dim() == q.loadings().dim()
+                    && p.psi().dim() == q.psi().dim()
+                    && bits(p.weights().iter()) == bits(q.weights().iter())
+                    && bits(p.means().iter()) == bits(q.means().iter())
+                    && bits(p.loadings().iter()) == bits(q.loadings().iter())
+                    && bits(p.psi().iter()) == bits(q.psi().iter())
+            }
+            _ => false,
+        });
+    let white = a.whitening.len() == b.whitening.len()
+        && a.whitening
+            .iter()
+            .zip(&b.whitening)
+            .all(|(p, q)| match (p, q) {
+                (None, None) => true,
+                (Some(p), Some(q)) => bits(p.iter()) == bits(q.iter()),
+                _ => false,
+            });
+    let svm = a.svm.coef().dim() == b.svm.coef().dim()
+        && bits(a.svm.coef().iter()) == bits(b.svm.coef().iter())
+        && bits(a.svm.intercept().iter()) == bits(b.svm.intercept().iter());
+    pca && gmm && mfa && white && svm
 }

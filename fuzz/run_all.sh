@@ -6,8 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T=${SECONDS_PER_TARGET:-600}
-targets=${*:-npy npz model image}
-declare -A maxlen=([npy]=4096 [npz]=8192 [model]=4096 [image]=16384)
+targets=${*:-npy npz model image classifier}
+declare -A maxlen=([npy]=4096 [npz]=8192 [model]=4096 [image]=16384 [classifier]=16384)
 for t in $targets; do
   mkdir -p fuzz/corpus-raw/$t
   [ -d fuzz/corpus/$t ] && cp -n fuzz/corpus/$t/* fuzz/corpus-raw/$t/ 2>/dev/null

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import struct
+import subprocess
 import zipfile
 
 import numpy as np
@@ -130,4 +131,12 @@ fm = os.path.join(os.path.dirname(ROOT), "..", "data", "fashion-mnist-demo", "te
 first = sorted(os.listdir(fm))[0]
 with open(os.path.join(fm, first), "rb") as f:
     put("image", "fashion_mnist.png", f.read())
+
+# --- classifier (scene-classifier files are easiest to make with the writer
+# itself: crates/fisherkit-io/examples/classifier_seeds.rs, valid files of
+# several shapes plus truncated, bit-flipped and tampered variants)
+subprocess.run(
+    ["cargo", "run", "-q", "-p", "fisherkit-io", "--example", "classifier_seeds", "--",
+     os.path.join(ROOT, "classifier")],
+    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), check=True)
 print("seeded", ROOT)

@@ -427,7 +427,11 @@ pub fn read_classifier_bytes(buf: &[u8], path: &Path) -> Result<ClassifierFile> 
         svm: r.svm()?,
         info,
     };
-    let extra = st.names().into_iter().find(|n| !r.known(n, &file));
+    // In name order: `names()` comes from a hash map, and the error should
+    // name the same tensor on every run.
+    let mut names = st.names();
+    names.sort_unstable();
+    let extra = names.into_iter().find(|n| !r.known(n, &file));
     if let Some(n) = extra {
         return Err(bad(path, format!("unexpected tensor `{n}`")));
     }
