@@ -176,7 +176,7 @@ fn backbone_kinds_names_and_geometry() {
         .parse::<BackboneKind>()
         .unwrap_err()
         .contains("resnet"));
-    assert_eq!(BackboneKind::default(), BackboneKind::SqueezeNet);
+    assert_eq!(BackboneKind::default(), BackboneKind::EfficientNetLite0);
     let e = Backbone::builtin(BackboneKind::EfficientNetLite0).unwrap();
     let s = Backbone::builtin(BackboneKind::SqueezeNet).unwrap();
     assert_eq!(
