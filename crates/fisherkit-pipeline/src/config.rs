@@ -31,6 +31,15 @@ pub mod defaults {
     pub const MFA_FACTORS: usize = 10;
     /// MFA EM iterations at most.
     pub const MFA_MAX_ITER: usize = 30;
+    /// When the EM of the run's GMMs and MFAs stops (or at the iteration
+    /// cap): the library's default, an absolute change of the mean
+    /// log-likelihood per row below 1e-3 (scikit-learn's rule). Until
+    /// 2026-12 the run used a relative change below 1e-6; on `fisherkit demo`
+    /// both rules give the same eight fits and the same accuracies (every fit
+    /// stops at its cap either way: the last changes are 2e-2 to 1e-1 nats),
+    /// docs/pipeline.md §2. The rule is part of the models' run-folder names.
+    pub const EM_TOL: fisherkit::stream::EmTol =
+        fisherkit::stream::EmTol::Absolute(fisherkit::stream::em_defaults::TOL);
     /// SVM costs tried by cross-validation.
     pub const C_GRID: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
     /// Cross-validation folds.
