@@ -1,7 +1,8 @@
 //! Diagonal GMM: EM fit, posteriors, log-likelihoods, mergeable statistics
 //! (`GmmStatistics`) and the M-step.
 
-use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError};
+use crate::interrupt::{interruptible, Cancelled};
+use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::gmm::{DiagGmm, GmmInit, GmmParams, GmmStats, VarianceFloor};
 use fisherkit::stream::EmTol;
@@ -92,7 +93,15 @@ fn gmm_fit<'py>(
             .seed(seed)
             .init(init)
             .variance_floor(floor);
-        let fit = py.detach(|| params.fit(x)).map_err(value_error)?;
+        let params = params.check().map_err(value_error)?;
+        // EM in a worker thread; Ctrl-C stops it after the current iteration
+        let fit = interruptible(py, |cancel| {
+            params.fit_with_callback(x, &mut |_, _| match cancel.is_set() {
+                true => Err(Stop::Cancelled(Cancelled)),
+                false => Ok(()),
+            })
+        })?
+        .map_err(Stop::into_py)?;
         Ok((
             params_to_py(py, fit.model),
             fit.log_likelihood,

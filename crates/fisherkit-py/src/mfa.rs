@@ -1,7 +1,8 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
-use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError};
+use crate::interrupt::{interruptible, Cancelled};
+use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
 use fisherkit::mfa::{Mfa, MfaParams, MfaStats, PsiMode};
@@ -108,7 +109,15 @@ fn mfa_fit<'py>(
         params: &MfaParams,
         x: ArrayView2<'_, F>,
     ) -> PyResult<FitOut<'py>> {
-        let fit = py.detach(|| params.fit(x)).map_err(value_error)?;
+        let params = params.check().map_err(value_error)?;
+        // EM in a worker thread; Ctrl-C stops it after the current iteration
+        let fit = interruptible(py, |cancel| {
+            params.fit_with_callback(x, &mut |_, _| match cancel.is_set() {
+                true => Err(Stop::Cancelled(Cancelled)),
+                false => Ok(()),
+            })
+        })?
+        .map_err(Stop::into_py)?;
         Ok((
             params_to_py(py, fit.model),
             fit.log_likelihood,

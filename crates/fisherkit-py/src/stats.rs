@@ -142,6 +142,37 @@ macro_rules! statistics_class {
 }
 pub(crate) use statistics_class;
 
+/// Why an EM fit run by [`crate::interrupt::interruptible`] stopped early:
+/// the library's error, or the cancel flag (then Python gets the signal
+/// handler's exception, never this value).
+#[derive(Debug)]
+pub(crate) enum Stop {
+    Failed(String),
+    Cancelled(crate::interrupt::Cancelled),
+}
+
+impl Stop {
+    /// The `ValueError` of a library error.
+    pub(crate) fn into_py(self) -> pyo3::PyErr {
+        match self {
+            Stop::Failed(m) => pyo3::exceptions::PyValueError::new_err(m),
+            Stop::Cancelled(_) => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+        }
+    }
+}
+
+impl From<fisherkit::gmm::GmmError> for Stop {
+    fn from(e: fisherkit::gmm::GmmError) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
+impl From<fisherkit::mfa::MfaError> for Stop {
+    fn from(e: fisherkit::mfa::MfaError) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
 /// The EM tolerance of `tol` and `tol_mode` ("absolute" or "relative",
 /// `fisherkit::stream::EmTol`); an unknown mode is a `ValueError` naming it.
 pub(crate) fn em_tol(tol: f64, tol_mode: &str) -> pyo3::PyResult<fisherkit::stream::EmTol> {

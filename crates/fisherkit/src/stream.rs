@@ -385,23 +385,21 @@ where
 /// what the in-memory `fit` of both models runs, so an in-memory fit and a
 /// streamed one over a single chunk with `init_sample` ≥ N are the same
 /// computation, bit for bit.
-pub(crate) fn fit_in_memory<F, P>(
+pub(crate) fn fit_in_memory<F, P, E>(
     p: &P,
     x: ArrayView2<'_, F>,
-    on_iter: &mut dyn FnMut(&P::Report),
-) -> Result<EmState<P::Model>, P::Error>
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
 where
     F: Float,
     P: StreamedEm<F>,
+    E: From<P::Error>,
 {
     p.check_hyper()?;
-    check_matrix(x, None, "training data")?;
+    check_matrix(x, None, "training data").map_err(P::Error::from)?;
     p.check_sample(x.nrows(), x)?;
     // checked once above: the passes need not check the same rows again
-    fit_restarts(p, &mut |visit| visit(x), false, x, &mut |report, _| {
-        on_iter(report);
-        Ok(())
-    })
+    fit_restarts(p, &mut |visit| visit(x), false, x, on_iter)
 }
 
 /// The restarts of a fit: restart r starts from [`StreamedEm::start_model`]

@@ -2,6 +2,7 @@
 
 use super::model::DiagGmm;
 use super::stats::{data_mean_var, m_step, GmmStats, VarianceFloor};
+use super::stream::{GmmEmState, OnGmmIteration};
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
@@ -299,6 +300,21 @@ impl<F: Float> ValidGmmParams<F> {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&EmIteration),
     ) -> Result<GmmFit<F>, GmmError> {
+        let mut report = |it: &EmIteration, _: &GmmEmState<F>| {
+            on_iter(it);
+            Ok::<(), GmmError>(())
+        };
+        Ok(fit_in_memory(self, x, &mut report)?.into())
+    }
+
+    /// [`ValidGmmParams::fit`], calling `on_iter` after every iteration with
+    /// its report and the new state; an error of `on_iter` stops the fit and
+    /// is returned (how a caller cancels a fit: Ctrl-C in the Python module).
+    pub fn fit_with_callback<E: From<GmmError>>(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut OnGmmIteration<'_, F, E>,
+    ) -> Result<GmmFit<F>, E> {
         Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
@@ -474,6 +490,30 @@ mod tests {
             strict.log_likelihood[strict.n_iter - 1],
         );
         assert!(b - a < 1e-2 && b >= a - 1e-9, "{a} vs {b}");
+    }
+
+    #[test]
+    fn a_callback_error_stops_the_fit() {
+        // how the Python module cancels a fit on Ctrl-C
+        let x = standard_normal(500, 3, 1);
+        let p = GmmParams::new(3).tol(0.0).max_iter(50).check().unwrap();
+        let mut seen = 0;
+        let r = p.fit_with_callback(x.view(), &mut |it, state| {
+            seen += 1;
+            assert_eq!(state.n_iter(), it.iter + 1);
+            if it.iter == 4 {
+                Err(GmmError::InvalidStatistics("stop".into()))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(r, Err(GmmError::InvalidStatistics(m)) if m == "stop"));
+        assert_eq!(seen, 5);
+        // and with a callback that never fails, the same fit as `fit`
+        let all = p
+            .fit_with_callback(x.view(), &mut |_, _| Ok::<(), GmmError>(()))
+            .unwrap();
+        assert_eq!(all, p.fit(x.view()).unwrap());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use super::init::init_mfa;
 use super::model::{Mfa, PsiMode};
+use super::stream::{MfaEmState, OnMfaIteration};
 use super::MfaError;
 use crate::float::Float;
 use crate::stream::{fit_in_memory, EmTol};
@@ -253,6 +254,21 @@ impl ValidMfaParams {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
+        let mut report = |it: &MfaIteration, _: &MfaEmState<F>| {
+            on_iter(it);
+            Ok::<(), MfaError>(())
+        };
+        Ok(fit_in_memory(self, x, &mut report)?.into())
+    }
+
+    /// [`ValidMfaParams::fit`], calling `on_iter` after every iteration with
+    /// its report and the new state; an error of `on_iter` stops the fit and
+    /// is returned (how a caller cancels a fit: Ctrl-C in the Python module).
+    pub fn fit_with_callback<F: Float, E: From<MfaError>>(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
+    ) -> Result<MfaFit<F>, E> {
         Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 
