@@ -290,7 +290,7 @@ class StatisticsEMMixin:
         computed with the current model, this is exactly one EM iteration on
         the whole set. Records the statistics' mean log-likelihood in
         ``log_likelihood_history_`` / ``lower_bound_``, increments ``n_iter_``
-        and sets ``converged_`` by ``tol`` (the rule of ``fit``).
+        and sets ``converged_`` by ``tol`` and ``tol_mode`` (the rule of ``fit``).
 
         ``GaussianMixture`` also accepts statistics on an unfitted estimator
         (the model is then float64); the MFA's M-step needs the model that
@@ -309,7 +309,7 @@ class StatisticsEMMixin:
         hist = list(getattr(self, "log_likelihood_history_", []))
         # the library's one stopping rule, the one ``fit`` runs: not converged
         # while the M-step re-seeds starved components
-        _, converged = _native.em_stopping_rule(hist, ll, float(self.tol), reseeded)
+        _, converged = _native.em_stopping_rule(hist, ll, float(self.tol), str(self.tol_mode), reseeded)
         hist.append(ll)
         self.log_likelihood_history_ = np.asarray(hist, dtype=np.float64)
         self.lower_bound_ = ll

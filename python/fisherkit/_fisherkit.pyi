@@ -27,6 +27,7 @@ def gmm_fit(
     n_components: int,
     max_iter: int,
     tol: float,
+    tol_mode: str,
     n_init: int,
     init: str,
     variance_floor: float,
@@ -49,6 +50,7 @@ def gmm_fit_from_statistics(
     statistics_of: Any,
     max_iter: int,
     tol: float,
+    tol_mode: str,
     variance_floor: float,
     variance_floor_mode: str,
 ) -> tuple[_Gmm, list[float], int, bool]:
@@ -149,6 +151,7 @@ def mfa_fit(
     psi_mode: str,
     max_iter: int,
     tol: float,
+    tol_mode: str,
     n_init: int,
     psi_floor: float,
     seed: int,
@@ -158,7 +161,7 @@ def mfa_predict_proba(params: _Mfa, x: _F) -> _F: ...
 def mfa_sufficient_statistics(params: _Mfa, x: _F) -> MfaStatistics: ...
 def mfa_update_from_statistics(params: _Mfa, stats: MfaStatistics, psi_floor: float) -> tuple[_Mfa, int]: ...
 def mfa_fit_from_statistics(
-    params: _Mfa, statistics_of: Any, max_iter: int, tol: float, psi_floor: float
+    params: _Mfa, statistics_of: Any, max_iter: int, tol: float, tol_mode: str, psi_floor: float
 ) -> tuple[_Mfa, list[float], int, bool]:
     """The library's EM loop with the E-step ``statistics_of(w, m, lam, psi) -> MfaStatistics``."""
 def mfa_fisher_score(
@@ -301,5 +304,7 @@ class Job:
     def add_timing(self, name: str, seconds: float) -> None: ...
     def finish(self, verbose: bool) -> str: ...
 
-def em_stopping_rule(history: list[float], ll: float, tol: float, reseeded: int = 0) -> tuple[float, bool]: ...
+def em_stopping_rule(
+    history: list[float], ll: float, tol: float, tol_mode: str, reseeded: int = 0
+) -> tuple[float, bool]: ...
 def defaults() -> dict[str, float | int | bool | str]: ...

@@ -182,10 +182,15 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         Number of components K.
     max_iter : int, default 100
         Maximum number of EM iterations per initialisation.
-    tol : float, default 1e-6
-        Stop when the relative change of the mean log-likelihood per row,
-        |l_t - l_(t-1)| / max(|l_(t-1)|, 1), is below ``tol``
-        (scikit-learn's ``tol`` is an absolute change of the lower bound).
+    tol : float, default 1e-3
+        Stop when the change of the mean log-likelihood per row between two
+        iterations is below ``tol``: by default the absolute change
+        |l_t - l_(t-1)|, scikit-learn's rule and default.
+    tol_mode : {"absolute", "relative"}, default "absolute"
+        "relative": the change |l_t - l_(t-1)| / max(|l_(t-1)|, 1) instead,
+        free of the data's scale (``tol=1e-6, tol_mode="relative"`` is the
+        strict setting that was the default before; it often runs to
+        ``max_iter``).
     n_init : int, default 1
         Number of initialisations; the best final log-likelihood wins.
     init_params : {"kmeans", "random"}, default "kmeans"
@@ -250,7 +255,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self,
         n_components,
         max_iter=100,
-        tol=1e-6,
+        tol=1e-3,
+        tol_mode="absolute",
         n_init=1,
         init_params="kmeans",
         variance_floor=1e-3,
@@ -265,6 +271,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self.n_components = n_components
         self.max_iter = max_iter
         self.tol = tol
+        self.tol_mode = tol_mode
         self.n_init = n_init
         self.init_params = init_params
         self.variance_floor = variance_floor
@@ -359,6 +366,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             positive_int(self.n_components, "n_components"),
             max_iter,
             nonneg_float(self.tol, "tol"),
+            str(self.tol_mode),
             positive_int(self.n_init, "n_init"),
             self.init_params,
             *self._floor(),
@@ -478,7 +486,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def _native_fit_from_statistics(self, step, max_iter: int):
         return _native.gmm_fit_from_statistics(
-            *self._params(), step, max_iter, nonneg_float(self.tol, "tol"), *self._floor()
+            *self._params(), step, max_iter, nonneg_float(self.tol, "tol"), str(self.tol_mode), *self._floor()
         )
 
     # -------------------------------------------------------------- files
@@ -487,7 +495,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         as the ``fisherkit`` command line (docs/formats.md §2.2): metadata
         ``kind`` = "gmm", ``format_version`` = "1"; tensors ``weights`` (K),
         ``means`` (K, D), ``variances`` (K, D) in the model's dtype; the
-        hyper-parameters (``max_iter``, ``tol``, ``n_init``, ``init``,
+        hyper-parameters (``max_iter``, ``tol``, ``tol_mode``, ``n_init``, ``init``,
         ``variance_floor`` as "Relative(f)"/"Absolute(f)", ``seed`` for an
         int ``random_state``) and the fit's ``n_iter``, ``converged`` and
         ``mean_log_likelihood`` as optional metadata (the command line's keys)."""
@@ -533,7 +541,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
 def _fit_metadata(est: Any) -> dict[str, str]:
     """The hyper-parameters and fit state of a mixture as model-file metadata
     (the command line's keys)."""
-    meta = {"max_iter": str(int(est.max_iter)), "tol": repr(float(est.tol)), "n_init": str(int(est.n_init))}
+    meta = {"max_iter": str(int(est.max_iter)), "tol": repr(float(est.tol)), "tol_mode": str(est.tol_mode),
+            "n_init": str(int(est.n_init))}
     rs = est.random_state
     if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
         meta["seed"] = str(int(rs))
@@ -550,8 +559,8 @@ def _hyper_from_metadata(meta: dict, extra: dict) -> dict[str, Any]:
     """Hyper-parameters from the metadata of :func:`_fit_metadata` (and
     ``extra``: key → (parameter, converter)); unparsable values are skipped."""
     out: dict[str, Any] = {}
-    keys = {"max_iter": ("max_iter", int), "tol": ("tol", float), "n_init": ("n_init", int),
-            "seed": ("random_state", int), **extra}
+    keys = {"max_iter": ("max_iter", int), "tol": ("tol", float), "tol_mode": ("tol_mode", _tol_mode),
+            "n_init": ("n_init", int), "seed": ("random_state", int), **extra}
     for key, (name, conv) in keys.items():
         if key in meta:
             try:
@@ -559,6 +568,13 @@ def _hyper_from_metadata(meta: dict, extra: dict) -> dict[str, Any]:
             except ValueError:
                 pass
     return out
+
+
+def _tol_mode(v: str) -> str:
+    """A model file's ``tol_mode``: "absolute" or "relative" (a ``ValueError`` otherwise)."""
+    if v not in ("absolute", "relative"):
+        raise ValueError(v)
+    return v
 
 
 def _restore_fit(est: Any, meta: dict) -> None:

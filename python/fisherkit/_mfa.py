@@ -51,10 +51,13 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     psi_mode : {"shared", "per_component"}, default "shared"
         One Psi for all components (the paper's model) or one per component.
     max_iter : int, default 100
-    tol : float, default 1e-6
-        Stop when the relative change of the mean log-likelihood,
-        |l_t - l_(t-1)| / max(|l_(t-1)|, 1), is below ``tol`` (the rule of
-        every fisherkit EM fit).
+    tol : float, default 1e-3
+        Stop when the change of the mean log-likelihood per row between two
+        iterations is below ``tol``: by default the absolute change
+        |l_t - l_(t-1)| (scikit-learn's ``GaussianMixture`` rule and default).
+    tol_mode : {"absolute", "relative"}, default "absolute"
+        "relative": |l_t - l_(t-1)| / max(|l_(t-1)|, 1) instead
+        (``tol=1e-6, tol_mode="relative"``: the strict former default).
     n_init : int, default 1
     psi_floor : float, default 1e-3
         psi_d >= ``psi_floor`` * Var(x_d).
@@ -93,7 +96,8 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         n_factors,
         psi_mode="shared",
         max_iter=100,
-        tol=1e-6,
+        tol=1e-3,
+        tol_mode="absolute",
         n_init=1,
         psi_floor=1e-3,
         random_state=0,
@@ -104,6 +108,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         self.psi_mode = psi_mode
         self.max_iter = max_iter
         self.tol = tol
+        self.tol_mode = tol_mode
         self.n_init = n_init
         self.psi_floor = psi_floor
         self.random_state = random_state
@@ -136,6 +141,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
             str(self.psi_mode),
             max_iter,
             nonneg_float(self.tol, "tol"),
+            str(self.tol_mode),
             positive_int(self.n_init, "n_init"),
             nonneg_float(self.psi_floor, "psi_floor"),
             seed_from(self.random_state),
@@ -219,7 +225,8 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def _native_fit_from_statistics(self, step, max_iter: int):
         return _native.mfa_fit_from_statistics(
-            self._params(), step, max_iter, nonneg_float(self.tol, "tol"), nonneg_float(self.psi_floor, "psi_floor")
+            self._params(), step, max_iter, nonneg_float(self.tol, "tol"), str(self.tol_mode),
+            nonneg_float(self.psi_floor, "psi_floor"),
         )
 
     def save(self, path: str | os.PathLike) -> None:
@@ -228,7 +235,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         tensors ``weights`` (K), ``means`` (K, D), ``loadings`` (K, D, R),
         ``psi`` (D) shared or (K, D) per component; the whitening block
         (``fisher_information``, ``whitening_parts``) if the model has one;
-        the hyper-parameters (``max_iter``, ``tol``, ``n_init``, ``psi``,
+        the hyper-parameters (``max_iter``, ``tol``, ``tol_mode``, ``n_init``, ``psi``,
         ``psi_floor``, ``seed``) and ``n_iter``, ``converged``,
         ``mean_log_likelihood`` as optional metadata."""
         w, m, lam, psi = self._params()

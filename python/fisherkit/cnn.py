@@ -104,10 +104,26 @@ class Descriptors(TransformerMixin, BaseEstimator):
         return scales, self.patch_mode, side, float(self.stride)
 
     def transform(self, images: Sequence[Any]) -> list:
-        """The descriptors of ``images``: paths (str or os.PathLike) or
-        (H, W, 3) RGB arrays (uint8, or floats in 0–255), in any mix.
-        Returns a list with one (n_i, 1000) float32 array per image (or
-        ``(array, global_vector)`` pairs with ``global_descriptor=True``).
+        """The descriptors of ``images``: paths (str or os.PathLike, PNG or
+        JPEG) or arrays, in any mix. Returns a list with one (n_i, 1000)
+        float32 array per image (or ``(array, global_vector)`` pairs with
+        ``global_descriptor=True``).
+
+        Arrays, converted as image files are:
+
+        - values: ``uint8`` in 0–255 (other integer dtypes with values in
+          0–255 alike), or floats in [0, 1] (scikit-image's convention,
+          multiplied by 255 for the network). A float array with a value
+          outside [0, 1], NaN or infinite is a ``ValueError`` naming the image
+          and the range found: convert a float image in 0–255 with
+          ``img.astype(np.uint8)``;
+        - shapes: (H, W, 3) RGB; (H, W) or (H, W, 1) grey, replicated to the
+          three channels (as a greyscale file); (H, W, 4) RGBA, whose alpha
+          channel is dropped (as the file reader drops it, without compositing).
+
+        So a PNG file, its pixels as ``uint8``, the same divided by 255 and,
+        for a grey file, its (H, W) array give the same descriptors (up to
+        float rounding for the floats).
 
         Raises ``ValueError`` naming the image that cannot be read or used,
         ``TypeError`` for an input that is neither a path nor an array."""
@@ -115,22 +131,30 @@ class Descriptors(TransformerMixin, BaseEstimator):
         if isinstance(images, (str, os.PathLike, np.ndarray)) and not (
             isinstance(images, np.ndarray) and images.ndim == 4
         ):
-            raise TypeError("images must be a sequence of paths or (H, W, 3) arrays, not a single image")
+            raise TypeError("images must be a sequence of paths or image arrays, not a single image")
         items = []
         for i, im in enumerate(images):
             if isinstance(im, (str, os.PathLike)):
                 items.append(os.fspath(im))
             elif isinstance(im, np.ndarray):
-                if im.ndim != 3 or im.shape[2] != 3:
-                    raise ValueError(f"image {i} has shape {im.shape}; expected (H, W, 3) RGB")
-                if im.dtype == np.uint8:
+                if im.dtype == np.uint8 or im.dtype in (np.float32, np.float64):
                     items.append(np.ascontiguousarray(im))
-                elif im.dtype.kind in "fiu":
-                    items.append(np.ascontiguousarray(im, dtype=np.float32))
+                elif im.dtype.kind in "iu":
+                    lo, hi = (int(im.min()), int(im.max())) if im.size else (0, 0)
+                    if lo < 0 or hi > 255:
+                        raise ValueError(
+                            f"image {i} is an integer array ({im.dtype}) with values in [{lo}, {hi}]; "
+                            "images are uint8 arrays in 0..255 or float arrays in [0, 1]"
+                        )
+                    items.append(np.ascontiguousarray(im, dtype=np.uint8))
+                elif im.dtype.kind == "f":
+                    items.append(np.ascontiguousarray(im, dtype=np.float64))
                 else:
-                    raise TypeError(f"image {i} has dtype {im.dtype}; expected uint8 or a float array in 0..255")
+                    raise TypeError(
+                        f"image {i} has dtype {im.dtype}; expected uint8 (0..255) or a float array in [0, 1]"
+                    )
             else:
-                raise TypeError(f"image {i} is a {type(im).__name__}; expected a path or an (H, W, 3) array")
+                raise TypeError(f"image {i} is a {type(im).__name__}; expected a path or an image array")
         if not items:
             return []
         if self.cnn not in ("squeezenet", "efficientnet-lite0"):

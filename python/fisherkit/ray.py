@@ -239,9 +239,10 @@ def fit_gmm_distributed(
     shards: Sequence[Any],
     n_components: int,
     max_iter: int = 100,
-    tol: float = 1e-6,
+    tol: float = 1e-3,
     random_state: Any = 0,
     *,
+    tol_mode: str = "absolute",
     init_params: str = "kmeans",
     variance_floor: float = 1e-3,
     variance_floor_mode: str = "relative",
@@ -259,9 +260,9 @@ def fit_gmm_distributed(
         The data, split by rows (any number of shards, more than CPUs is
         fine). ObjectRefs are resolved inside the tasks, so a shard loaded by
         a remote task never travels through the driver.
-    n_components, max_iter, tol, init_params, variance_floor, variance_floor_mode
-        As :class:`fisherkit.GaussianMixture` (``tol``: relative change of the
-        mean log-likelihood).
+    n_components, max_iter, tol, tol_mode, init_params, variance_floor, variance_floor_mode
+        As :class:`fisherkit.GaussianMixture` (``tol``: by default the
+        absolute change of the mean log-likelihood per row, scikit-learn's rule).
     random_state : int, default 0
         Seed of the initialisation sample and of the initial fit.
     init : GaussianMixture, optional
@@ -289,6 +290,7 @@ def fit_gmm_distributed(
         positive_int(n_components, "n_components"),
         max_iter=positive_int(max_iter, "max_iter"),
         tol=tol,
+        tol_mode=tol_mode,
         init_params=init_params,
         variance_floor=variance_floor,
         variance_floor_mode=variance_floor_mode,
@@ -302,9 +304,10 @@ def fit_mfa_distributed(
     n_components: int,
     n_factors: int,
     max_iter: int = 100,
-    tol: float = 1e-6,
+    tol: float = 1e-3,
     random_state: Any = 0,
     *,
+    tol_mode: str = "absolute",
     psi_mode: str = "shared",
     psi_floor: float = 1e-3,
     init: MixtureOfFactorAnalyzers | None = None,
@@ -321,9 +324,9 @@ def fit_mfa_distributed(
     shards : list of ndarray (N_i, D) or ray.ObjectRef to one
         The data, split by rows (any number of shards). ObjectRefs are
         resolved inside the tasks.
-    n_components, n_factors, max_iter, tol, psi_mode, psi_floor
-        As :class:`fisherkit.MixtureOfFactorAnalyzers` (``tol``: relative
-        change of the mean log-likelihood, ``|l_t - l_{t-1}| <= tol |l_{t-1}|``).
+    n_components, n_factors, max_iter, tol, tol_mode, psi_mode, psi_floor
+        As :class:`fisherkit.MixtureOfFactorAnalyzers` (``tol``: by default
+        the absolute change of the mean log-likelihood per row, ``|l_t - l_{t-1}| < tol``).
     random_state : int, default 0
         Seed of the initialisation sample and of the initial fit.
     init : MixtureOfFactorAnalyzers, optional
@@ -356,6 +359,7 @@ def fit_mfa_distributed(
         psi_mode=psi_mode,
         max_iter=positive_int(max_iter, "max_iter"),
         tol=tol,
+        tol_mode=tol_mode,
         psi_floor=psi_floor,
         random_state=seed,
     )

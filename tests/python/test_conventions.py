@@ -227,7 +227,7 @@ def test_keyword_defaults_are_the_librarys():
     lib = fisherkit._fisherkit.defaults()
     from fisherkit import ray as fk_ray  # imports ray only when a fit runs
 
-    em = {"max_iter": "em_max_iter", "tol": "em_tol", "random_state": "em_seed"}
+    em = {"max_iter": "em_max_iter", "tol": "em_tol", "tol_mode": "em_tol_mode", "random_state": "em_seed"}
     want = {
         fisherkit.KMeans: {"max_iter": "kmeans_max_iter", "tol": "kmeans_tol", "n_init": "kmeans_n_init",
                            "random_state": "kmeans_seed"},

@@ -57,6 +57,38 @@ def test_gmm_matches_sklearn_on_planted_mixture(mixture):
     assert np.all(np.diff(h) >= -1e-10)
 
 
+def test_default_tolerance_converges_like_sklearn():
+    # Issue 30 item 7: K = 3 on 1 000 x 5 standard normal rows ran to the cap
+    # of 100 iterations with a ConvergenceWarning under the old default
+    # (relative change 1e-6). The default is now scikit-learn's rule and
+    # tolerance: the absolute change of the mean log-likelihood below 1e-3.
+    import warnings
+
+    X = np.random.default_rng(0).standard_normal((1000, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fisherkit.ConvergenceWarning)
+        g = fisherkit.GaussianMixture(n_components=3, random_state=0).fit(X)
+    assert g.converged_ and g.n_iter_ < 30, g.n_iter_
+    assert (g.tol, g.tol_mode) == (1e-3, "absolute")
+    h = g.log_likelihood_history_
+    assert abs(h[-1] - h[-2]) < 1e-3 <= abs(h[-2] - h[-3])
+    # the strict former default is still there, and runs to the cap here
+    with pytest.warns(fisherkit.ConvergenceWarning):
+        strict = fisherkit.GaussianMixture(3, tol=1e-6, tol_mode="relative", random_state=0).fit(X)
+    assert not strict.converged_ and strict.n_iter_ == 100
+    assert strict.lower_bound_ - g.lower_bound_ < 1e-2
+    with pytest.raises(ValueError, match='tol_mode must be "absolute" or "relative", got "rel"'):
+        fisherkit.GaussianMixture(3, tol_mode="rel").fit(X)
+    # scikit-learn, same data and rule: converges too, in a comparable number
+    # of iterations (its k-means start differs), to a comparable likelihood
+    sk_mixture = peer("sklearn.mixture")
+    ref = sk_mixture.GaussianMixture(3, covariance_type="diag", random_state=0).fit(X)
+    assert ref.converged_ and ref.n_iter_ < 30
+    print(f"fisherkit: {g.n_iter_} iterations, mean log-likelihood {g.score(X):.5f}; "
+          f"scikit-learn: {ref.n_iter_} iterations, {ref.score(X):.5f}")
+    assert abs(g.score(X) - ref.score(X)) < 0.02
+
+
 def test_inference_matches_direct_formulas(mixture):
     X, *_ = mixture
     g = fisherkit.GaussianMixture(4, max_iter=5, random_state=1).fit(X)

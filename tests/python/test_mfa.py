@@ -244,6 +244,29 @@ def test_save_load_pickle_clone(tmp_path, data, psi_mode):
         fisherkit.GaussianMixture.load(path)
 
 
+def test_default_tolerance_is_absolute_and_round_trips(tmp_path):
+    # The data for the GMM (1 000 x 5 standard normal): the default
+    # rule (absolute change 1e-3) stops well before the cap, without a
+    # warning; the strict relative rule runs on; the file keeps the rule.
+    import warnings
+
+    X = np.random.default_rng(0).standard_normal((1000, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fisherkit.ConvergenceWarning)
+        m = fisherkit.MixtureOfFactorAnalyzers(3, 2, random_state=0).fit(X)
+    assert m.converged_ and m.n_iter_ < 50, m.n_iter_
+    h = m.log_likelihood_history_
+    assert abs(h[-1] - h[-2]) < 1e-3
+    strict = fisherkit.MixtureOfFactorAnalyzers(3, 2, tol=1e-6, tol_mode="relative", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fisherkit.ConvergenceWarning)
+        strict.fit(X)
+    assert strict.n_iter_ > m.n_iter_
+    strict.save(tmp_path / "m.safetensors")
+    back = fisherkit.MixtureOfFactorAnalyzers.load(tmp_path / "m.safetensors")
+    assert (back.tol, back.tol_mode) == (1e-6, "relative")
+
+
 def test_errors(data):
     with pytest.raises(ValueError, match="n_factors"):
         fisherkit.MixtureOfFactorAnalyzers(2, 8).fit(data)

@@ -83,12 +83,47 @@ def test_bad_options_and_inputs_are_named(images, tmp_path):
     broken.write_bytes(b"not a png")
     with pytest.raises(ValueError, match="broken.png"):
         enc.transform([broken])
-    with pytest.raises(ValueError, match="shape"):
-        enc.transform([np.zeros((10, 10), np.uint8)])
+    with pytest.raises(ValueError, match=r"image 0 has shape \[10, 10, 2\]"):
+        enc.transform([np.zeros((10, 10, 2), np.uint8)])
     with pytest.raises(TypeError, match="image 0"):
         enc.transform([3])
     with pytest.raises(ValueError, match="patch_mode"):
         fisherkit.cnn.Descriptors(patch_mode="sparse").transform([np.zeros((30, 30, 3), np.uint8)])
+
+
+def test_array_conventions_give_the_rows_of_the_file(images, tmp_path):
+    # uint8 0-255, float 0-1 (scikit-image's convention), grey (H, W) and
+    # (H, W, 1), RGBA: each gives the descriptors of the PNG file it came from.
+    PIL = peer("PIL.Image")
+    train, _ = images
+    grey_path = sorted(train.rglob("*.png"))[0]  # the demo's pictures are grey
+    grey = np.asarray(PIL.open(grey_path).convert("L"))
+    assert grey.std() > 0
+    # a colour picture made from it, written as an RGB PNG
+    rgb = np.dstack([grey, grey // 2, 255 - grey]).astype(np.uint8)
+    path = tmp_path / "colour.png"
+    PIL.fromarray(rgb).save(path)
+    enc = fisherkit.cnn.Descriptors(scales=[28])
+    (from_file,) = enc.transform([path])
+    rgba = np.dstack([rgb, np.full(rgb.shape[:2], 9, np.uint8)])
+    arrays = [rgb, rgb / 255.0, (rgb / 255.0).astype(np.float32), rgba, rgb.astype(np.int64)]
+    for i, d in enumerate(enc.transform(arrays)):
+        np.testing.assert_allclose(d, from_file, atol=1e-4, err_msg=f"array {i}")
+    (grey_file,) = enc.transform([grey_path])
+    assert np.abs(grey_file - from_file).max() > 1e-3  # a different picture
+    for i, d in enumerate(enc.transform([grey, grey[:, :, None], grey / 255.0, np.dstack([grey] * 3)])):
+        np.testing.assert_allclose(d, grey_file, atol=1e-4, err_msg=f"grey array {i}")
+    # floats outside [0, 1] are refused, naming the image, the range and the conventions
+    with pytest.raises(ValueError, match=r"image 1 is a float array that has values in \[0, 255\].*uint8 arrays in 0\.\.255 or float arrays in \[0, 1\]"):
+        enc.transform([rgb, rgb.astype(np.float64)])
+    with pytest.raises(ValueError, match=r"image 0 is a float array that has values in \[-0\.5, 0\.5\]"):
+        enc.transform([np.full((20, 20), -0.5, np.float32) + (np.arange(400) % 2).reshape(20, 20)])
+    bad = (rgb / 255.0).copy()
+    bad[3, 4, 1] = np.nan
+    with pytest.raises(ValueError, match="image 0 is a float array that has the non-finite value NaN"):
+        enc.transform([bad])
+    with pytest.raises(ValueError, match=r"image 0 is an integer array \(int16\) with values in \[-1, 3\]"):
+        enc.transform([np.array([[-1, 3], [0, 0]], np.int16)])
 
 
 def test_an_unreadable_image_is_skipped_and_counted(images, tmp_path):

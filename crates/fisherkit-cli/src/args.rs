@@ -130,6 +130,25 @@ metadata whitening_parts naming the parts (encode applies it to those parts only
 }
 
 /// EM initialisation.
+/// What an EM tolerance bounds ([`fisherkit::stream::EmTol`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TolModeArg {
+    /// |l_t - l_(t-1)| < T.
+    Absolute,
+    /// |l_t - l_(t-1)| / max(|l_(t-1)|, 1) < T.
+    Relative,
+}
+
+impl TolModeArg {
+    /// The library's rule with tolerance `tol`.
+    pub fn with(self, tol: f64) -> fisherkit::stream::EmTol {
+        match self {
+            Self::Absolute => fisherkit::stream::EmTol::Absolute(tol),
+            Self::Relative => fisherkit::stream::EmTol::Relative(tol),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum InitArg {
     /// k-means, then one M-step from the hard assignments.
@@ -153,9 +172,15 @@ pub struct GmmFitArgs {
     /// Maximum EM iterations per restart.
     #[arg(long, default_value_t = em_defaults::MAX_ITER, value_name = "N")]
     pub max_iter: usize,
-    /// Stop when the relative change of the mean log-likelihood falls below T.
+    /// Stop when the change of the mean log-likelihood per row between two
+    /// iterations falls below T (absolute, as scikit-learn's GaussianMixture;
+    /// see --tol-mode).
     #[arg(long, default_value_t = em_defaults::TOL, value_name = "T")]
     pub tol: f64,
+    /// What --tol bounds: the absolute change |l_t - l_(t-1)|, or the relative
+    /// change |l_t - l_(t-1)| / max(|l_(t-1)|, 1) (strict: e.g. --tol 1e-6).
+    #[arg(long, value_enum, default_value_t = TolModeArg::Absolute)]
+    pub tol_mode: TolModeArg,
     /// Number of EM restarts; the best log-likelihood wins.
     #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,
@@ -242,9 +267,15 @@ pub struct MfaFitArgs {
     /// Maximum EM iterations per restart.
     #[arg(long, default_value_t = em_defaults::MAX_ITER, value_name = "N")]
     pub max_iter: usize,
-    /// Stop when the relative change of the mean log-likelihood falls below T.
+    /// Stop when the change of the mean log-likelihood per row between two
+    /// iterations falls below T (absolute, as scikit-learn's GaussianMixture;
+    /// see --tol-mode).
     #[arg(long, default_value_t = em_defaults::TOL, value_name = "T")]
     pub tol: f64,
+    /// What --tol bounds: the absolute change |l_t - l_(t-1)|, or the relative
+    /// change |l_t - l_(t-1)| / max(|l_(t-1)|, 1) (strict: e.g. --tol 1e-6).
+    #[arg(long, value_enum, default_value_t = TolModeArg::Absolute)]
+    pub tol_mode: TolModeArg,
     /// Number of EM restarts.
     #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,

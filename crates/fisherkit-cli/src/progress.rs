@@ -60,7 +60,7 @@ impl Ui {
 }
 
 /// The EM progress bar shared by `gmm fit` and `mfa fit`: position = iteration,
-/// message = restart, log-likelihood and relative change, plus how far the
+/// message = restart, log-likelihood and its change (of the `--tol` rule), plus how far the
 /// current pass over the data has got; reset at each restart. Methods take
 /// `&self` so that the data pass and the per-iteration callback can share it.
 pub struct EmBar {
@@ -81,19 +81,19 @@ impl EmBar {
     }
 
     /// Shows iteration `iter` (0-based) of restart `restart`.
-    pub fn update(&self, restart: usize, iter: usize, log_likelihood: f64, rel_change: f64) {
+    pub fn update(&self, restart: usize, iter: usize, log_likelihood: f64, change: f64) {
         if restart != self.restart.get() {
             self.restart.set(restart);
             self.bar.reset();
         }
         self.bar.set_position(iter as u64 + 1);
-        let change = if rel_change.is_finite() {
-            format!("{rel_change:.2e}")
+        let change = if change.is_finite() {
+            format!("{change:.2e}")
         } else {
             "-".into()
         };
         let msg = format!(
-            "restart {}/{}, log-lik {log_likelihood:.6}, rel. change {change}",
+            "restart {}/{}, log-lik {log_likelihood:.6}, change {change}",
             restart + 1,
             self.n_init
         );

@@ -31,6 +31,16 @@ pub mod defaults {
     pub const MFA_FACTORS: usize = 10;
     /// MFA EM iterations at most.
     pub const MFA_MAX_ITER: usize = 30;
+    /// When the EM of the run's GMMs and MFAs stops (or at the iteration
+    /// cap): the pipeline keeps its own rule, a relative change of the mean
+    /// log-likelihood below 1e-6, under which every object-scene table of
+    /// docs/evidence was measured, rather than the library's default
+    /// (absolute 1e-3, scikit-learn's). On `fisherkit demo` both rules give
+    /// the same eight fits and accuracies (every fit stops at its cap either
+    /// way, docs/pipeline.md §2); the object-scene sets, where the rules could
+    /// differ, are not yet compared, and issue 30 asks the pipeline to keep
+    /// its setting until they are. Run-folder names carry any other rule.
+    pub const EM_TOL: fisherkit::stream::EmTol = fisherkit::stream::EmTol::Relative(1e-6);
     /// SVM costs tried by cross-validation.
     pub const C_GRID: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
     /// Cross-validation folds.

@@ -14,12 +14,12 @@ use crate::config::RunConfig;
 use crate::evaluate::{evaluate, Classes};
 use crate::inputs::Inputs;
 use crate::output::OutputDir;
-use crate::report::{timed, DatasetInfo, Report};
+use crate::report::{timed, DatasetInfo, ModelInfo, Report};
 use crate::spec::Term;
 use crate::stages::{
-    self, fit_pca, key, project_sample, sample_images, EncodeTarget, EncodedPart, FitSettings,
-    Fitted, ImageLog, Learned, ModelKind, ModelSpec, OnDescriptors, RunFolder, Sample, SamplePart,
-    SampleSettings, Source,
+    self, fit_pca, key, project_sample, sample_images, EmRecord, EncodeTarget, EncodedPart,
+    FitSettings, Fitted, ImageLog, Learned, ModelKind, ModelSpec, OnDescriptors, RunFolder, Sample,
+    SamplePart, SampleSettings, Source,
 };
 use crate::store::{Store, StoreFormat};
 use crate::{PipelineError, Progress};
@@ -122,19 +122,44 @@ fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
     fisherkit_io::read_pca(p).ok()?.to_dtype::<f32>().ok()
 }
 
-fn read_fitted(p: &Path, kind: ModelKind) -> Option<Fitted> {
-    match kind {
-        ModelKind::Gmm { .. } => Some(Fitted::Gmm(Box::new(
-            fisherkit_io::read_gmm(p).ok()?.to_dtype::<f32>().ok()?,
-        ))),
-        ModelKind::Mfa { .. } => Some(Fitted::Mfa(Box::new(
-            fisherkit_io::read_mfa(p).ok()?.to_dtype::<f32>().ok()?,
-        ))),
-    }
+/// A model of the run folder, and how it was fitted if its file says so
+/// (the metadata keys of `fisherkit gmm fit`: `n_iter`, `max_iter`,
+/// `converged`, `mean_log_likelihood`).
+fn read_fitted(p: &Path, kind: ModelKind) -> Option<(Fitted, Option<EmRecord>)> {
+    let (model, meta) = fisherkit_io::read_model_with_metadata(p).ok()?;
+    let fitted = match (kind, model) {
+        (ModelKind::Gmm { .. }, fisherkit_io::Model::Gmm(g)) => {
+            Fitted::Gmm(Box::new(g.to_dtype::<f32>().ok()?))
+        }
+        (ModelKind::Mfa { .. }, fisherkit_io::Model::Mfa(m)) => {
+            Fitted::Mfa(Box::new(m.to_dtype::<f32>().ok()?))
+        }
+        _ => return None,
+    };
+    let record = (|| {
+        Some(EmRecord {
+            iterations: meta.get("n_iter")?.parse().ok()?,
+            max_iter: meta.get("max_iter")?.parse().ok()?,
+            converged: meta.get("converged")?.parse().ok()?,
+            log_likelihood: meta.get("mean_log_likelihood")?.parse().ok()?,
+        })
+    })();
+    Some((fitted, record))
 }
 
-fn write_fitted(p: &Path, f: &Fitted) -> Result<(), PipelineError> {
-    let meta = BTreeMap::new();
+fn write_fitted(p: &Path, f: &Fitted, r: &EmRecord) -> Result<(), PipelineError> {
+    let tol = crate::defaults::EM_TOL;
+    let meta = BTreeMap::from([
+        ("n_iter".to_string(), r.iterations.to_string()),
+        ("max_iter".to_string(), r.max_iter.to_string()),
+        ("converged".to_string(), r.converged.to_string()),
+        (
+            "mean_log_likelihood".to_string(),
+            r.log_likelihood.to_string(),
+        ),
+        ("tol".to_string(), tol.value().to_string()),
+        ("tol_mode".to_string(), tol.mode().to_string()),
+    ]);
     match f {
         Fitted::Gmm(g) => fisherkit_io::write_gmm(p, g, &meta),
         Fitted::Mfa(m) => fisherkit_io::write_mfa_model(p, m, &meta),
@@ -157,6 +182,9 @@ pub struct Job<'a> {
     /// PCA per scale and models read from the run folder or learned.
     pcas: Vec<Option<Pca<f32>>>,
     models: BTreeMap<ModelSpec, Fitted>,
+    /// How each model was fitted (if known: a model file of an older run
+    /// folder may not say).
+    fits: BTreeMap<ModelSpec, EmRecord>,
     /// The sample pass so far: chunks added, merged sums.
     sampled: usize,
     /// Chunks an earlier, killed run of this job finished (their parts are
@@ -193,6 +221,7 @@ impl<'a> Job<'a> {
             timings: Vec::new(),
             pcas: Vec::new(),
             models: BTreeMap::new(),
+            fits: BTreeMap::new(),
             sampled: 0,
             resumable: 0,
             sample: None,
@@ -203,11 +232,14 @@ impl<'a> Job<'a> {
         job.pcas = (0..job.inputs.scale_names.len())
             .map(|s| read_pca_file(&job.pca_path(s)))
             .collect();
-        job.models = job
-            .plan
-            .iter()
-            .filter_map(|m| read_fitted(&job.model_path(m), m.kind).map(|f| (*m, f)))
-            .collect();
+        for m in job.plan.clone() {
+            if let Some((f, record)) = read_fitted(&job.model_path(&m), m.kind) {
+                job.models.insert(m, f);
+                if let Some(r) = record {
+                    job.fits.insert(m, r);
+                }
+            }
+        }
         job.resumable = job.count_sample_parts();
         job.check_classifier()?;
         job.check_disk()?;
@@ -522,11 +554,12 @@ impl<'a> Job<'a> {
                 continue;
             }
             let name = &self.inputs.scale_names[m.scale];
-            let (f, secs) = stages::fit_model(&m, &xs[m.scale], &fit, name, progress)?;
+            let (f, record, secs) = stages::fit_model(&m, &xs[m.scale], &fit, name, progress)?;
             self.timings
                 .push((format!("em {}", m.stem(name, &fit)), secs));
-            write_fitted(&self.model_path(&m), &f)?;
+            write_fitted(&self.model_path(&m), &f, &record)?;
             self.models.insert(m, f);
+            self.fits.insert(m, record);
         }
         Ok(())
     }
@@ -866,7 +899,35 @@ impl<'a> Job<'a> {
             fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
             cnn: self.inputs.source.cnn_name().map(str::to_string),
             model,
+            models: self.model_infos(),
         })
+    }
+
+    /// The report's account of every planned model's fit.
+    fn model_infos(&self) -> Vec<ModelInfo> {
+        let fit = self.fit_settings();
+        self.plan
+            .iter()
+            .map(|m| {
+                let scale = &self.inputs.scale_names[m.scale];
+                let record = self.fits.get(m);
+                let (kind, components, factors, max_iter) = match m.kind {
+                    ModelKind::Gmm { k } => ("gmm", k, None, fit.gmm_max_iter),
+                    ModelKind::Mfa { k, r } => ("mfa", k, Some(r), fit.mfa_max_iter),
+                };
+                ModelInfo {
+                    name: m.stem(scale, &fit),
+                    kind: kind.to_string(),
+                    components,
+                    factors,
+                    scale: scale.clone(),
+                    iterations: record.map(|r| r.iterations),
+                    max_iter,
+                    converged: record.map(|r| r.converged),
+                    log_likelihood: record.map(|r| r.log_likelihood),
+                }
+            })
+            .collect()
     }
 
     /// `images.train.txt` / `images.test.txt` in the output folder, if any.

@@ -24,6 +24,36 @@ pub struct Report {
     pub cnn: Option<String>,
     /// The saved classifier (`--save-model`), if any.
     pub model: Option<ModelReport>,
+    /// How each background model was fitted, in the run's model order.
+    pub models: Vec<ModelInfo>,
+}
+
+/// How one background model (GMM or MFA of one scale) was fitted by EM.
+/// EM stops when the change of the mean log-likelihood per sample row falls
+/// below the run's tolerance ([`crate::defaults::EM_TOL`]) or at the
+/// iteration cap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The run-folder file stem, which names every setting the model depends on
+    /// (`gmm-K50-it100-ms100000-s1`).
+    pub name: String,
+    /// `gmm` or `mfa`.
+    pub kind: String,
+    /// Number of components K asked for (capped at the sample's rows when fitted).
+    pub components: usize,
+    /// Factors R per component (MFA only).
+    pub factors: Option<usize>,
+    /// The patch scale whose descriptors it models.
+    pub scale: String,
+    /// EM iterations run; `None` for a model read from a run folder written
+    /// before fits were recorded (likewise `converged` and `log_likelihood`).
+    pub iterations: Option<usize>,
+    /// The iteration cap.
+    pub max_iter: usize,
+    /// Whether the stopping rule was met before the cap.
+    pub converged: Option<bool>,
+    /// Mean log-likelihood per sample row of the parameters entering the last iteration.
+    pub log_likelihood: Option<f64>,
 }
 
 /// The result of one encoder.

@@ -17,6 +17,7 @@ use fisherkit::encode::{
 use fisherkit::gmm::{DiagGmm, GmmParams};
 use fisherkit::mfa::{Mfa, MfaParams};
 use fisherkit::pca::{Pca, PcaMoments, PcaParams};
+use fisherkit::stream::EmTol;
 use fisherkit::{Encoder, Normalization};
 use fisherkit_cnn::descriptors::DescriptorParams;
 use fisherkit_cnn::{Backbone, Cnn};
@@ -130,15 +131,26 @@ pub(crate) struct FitSettings {
 }
 
 impl ModelSpec {
-    /// The file stem of the model in the run folder: every setting it depends on.
+    /// The file stem of the model in the run folder: every setting it
+    /// depends on (`gmm-K50-it100-ms100000-s1`). The EM rule
+    /// ([`crate::defaults::EM_TOL`]) is named when it is not the one every
+    /// earlier run folder was made with (relative 1e-6), so those stay
+    /// valid and models of another rule are never mixed with them
+    /// (`gmm-K50-it100-abstol0.001-ms100000-s1`).
     pub(crate) fn stem(&self, scale_name: &str, s: &FitSettings) -> String {
+        let tol = crate::defaults::EM_TOL;
+        let rule = if tol == fisherkit::stream::EmTol::Relative(1e-6) {
+            String::new()
+        } else {
+            format!("{}tol{}-", &tol.mode()[..3], tol.value())
+        };
         match self.kind {
             ModelKind::Gmm { k } => format!(
-                "gmm-K{k}-it{}-ms{}-{scale_name}",
+                "gmm-K{k}-it{}-{rule}ms{}-{scale_name}",
                 s.gmm_max_iter, s.model_sample
             ),
             ModelKind::Mfa { k, r } => format!(
-                "mfa-K{k}-R{r}-it{}-ms{}-{scale_name}",
+                "mfa-K{k}-R{r}-it{}-{rule}ms{}-{scale_name}",
                 s.mfa_max_iter, s.model_sample
             ),
         }
@@ -537,16 +549,65 @@ pub(crate) fn project_sample(
         .collect()
 }
 
-/// Fits one model on its scale's sample with the run's seed.
+/// What one EM fit did: iterations run, whether the stopping rule was met
+/// before the cap, and the last mean log-likelihood per row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct EmRecord {
+    pub iterations: usize,
+    pub max_iter: usize,
+    pub converged: bool,
+    pub log_likelihood: f64,
+}
+
+impl EmRecord {
+    fn new(iterations: usize, max_iter: usize, converged: bool, history: &[f64]) -> Self {
+        Self {
+            iterations,
+            max_iter,
+            converged,
+            log_likelihood: history.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// The one-line summary shown when the model's stage ends, in words a
+    /// newcomer reads: converged, or stopped at the iteration cap (then the
+    /// last change of the log-likelihood, against the tolerance it missed).
+    pub(crate) fn summary(&self, history: &[f64], tol: EmTol) -> String {
+        let head = format!(
+            "{} iterations, log-likelihood {:.4}",
+            self.iterations, self.log_likelihood
+        );
+        if self.converged {
+            return format!("{head}, converged");
+        }
+        let last = match history {
+            [.., a, b] => format!(
+                " (the last {} change, {:.1e}, is above the tolerance {:.0e})",
+                tol.mode(),
+                tol.change(*a, *b),
+                tol.value()
+            ),
+            _ => String::new(),
+        };
+        format!(
+            "{head}, stopped at the cap of {} iterations{last}",
+            self.max_iter
+        )
+    }
+}
+
+/// Fits one model on its scale's sample with the run's seed and
+/// [`crate::defaults::EM_TOL`].
 pub(crate) fn fit_model(
     spec: &ModelSpec,
     x: &Array2<f32>,
     s: &FitSettings,
     scale_name: &str,
     progress: &dyn Progress,
-) -> Result<(Fitted, f64), PipelineError> {
+) -> Result<(Fitted, EmRecord, f64), PipelineError> {
     let t = Instant::now();
-    let fitted = match spec.kind {
+    let tol = crate::defaults::EM_TOL;
+    let (fitted, record) = match spec.kind {
         ModelKind::Gmm { k } => {
             let k = k.min(x.nrows());
             progress.start(
@@ -555,11 +616,18 @@ pub(crate) fn fit_model(
             );
             let fit = GmmParams::<f32>::new(k)
                 .max_iter(s.gmm_max_iter)
+                .tol(tol)
                 .seed(s.seed)
                 .fit_with_progress(x.view(), &mut |_| progress.inc(1))
                 .map_err(PipelineError::stage("GMM training"))?;
-            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            Fitted::Gmm(Box::new(fit.model))
+            let r = EmRecord::new(
+                fit.n_iter,
+                s.gmm_max_iter,
+                fit.converged,
+                &fit.log_likelihood,
+            );
+            progress.finish(&r.summary(&fit.log_likelihood, tol));
+            (Fitted::Gmm(Box::new(fit.model)), r)
         }
         ModelKind::Mfa { k, r } => {
             let d = x.ncols();
@@ -575,24 +643,21 @@ pub(crate) fn fit_model(
             );
             let fit = MfaParams::new(k, r)
                 .max_iter(s.mfa_max_iter)
+                .tol(tol)
                 .seed(s.seed)
                 .fit_with_progress(x.view(), &mut |_| progress.inc(1))
                 .map_err(PipelineError::stage("MFA training"))?;
-            progress.finish(&em_summary(fit.n_iter, &fit.log_likelihood, fit.converged));
-            Fitted::Mfa(Box::new(fit.model))
+            let rec = EmRecord::new(
+                fit.n_iter,
+                s.mfa_max_iter,
+                fit.converged,
+                &fit.log_likelihood,
+            );
+            progress.finish(&rec.summary(&fit.log_likelihood, tol));
+            (Fitted::Mfa(Box::new(fit.model)), rec)
         }
     };
-    Ok((fitted, t.elapsed().as_secs_f64()))
-}
-
-/// The one-line summary of an EM fit shown when its stage ends.
-fn em_summary(n_iter: usize, log_likelihood: &[f64], converged: bool) -> String {
-    let ll = log_likelihood
-        .last()
-        .map(|v| format!(", log-likelihood {v:.4}"))
-        .unwrap_or_default();
-    let tail = if converged { "" } else { " (not converged)" };
-    format!("{n_iter} iterations{ll}{tail}")
+    Ok((fitted, record, t.elapsed().as_secs_f64()))
 }
 
 /// The encode pass's result for some images: per image, one raw encoding

@@ -103,6 +103,29 @@ fn planted_local_structure_is_classified_from_both_file_layouts() {
         .config
         .contains(&("input".into(), "descriptor files".into())));
     assert_eq!(r.results.len(), 3);
+    // The report says how each background model was fitted.
+    let kinds: Vec<_> = r
+        .models
+        .iter()
+        .map(|m| (m.kind.as_str(), m.components, m.factors, m.max_iter))
+        .collect();
+    assert_eq!(kinds, vec![("gmm", 8, None, 30), ("mfa", 2, Some(1), 20)]);
+    for m in &r.models {
+        let it = m.iterations.expect("fitted in this run");
+        assert!(it >= 1 && it <= m.max_iter, "{}: {it}", m.name);
+        assert!(m.converged.is_some() && m.log_likelihood.unwrap().is_finite());
+        // stopping before the cap means the rule was met
+        if it < m.max_iter {
+            assert_eq!(m.converged, Some(true), "{}", m.name);
+        }
+    }
+    // A run that reads the models from its run folder reports the same.
+    let mut cached = cfg.clone();
+    cached.cache_dir = Some(t.path().join("cache"));
+    let first = run_descriptors(&cached, &NoProgress).unwrap();
+    let again = run_descriptors(&cached, &NoProgress).unwrap();
+    assert_eq!(first.models, r.models);
+    assert_eq!(again.models, r.models);
     // Chance is 1/3. The classes differ in the orientation of their descriptor
     // clouds: exactly what the MFA's local subspaces model (its loading scores
     // separate them perfectly); the diagonal GMM sees it less directly.

@@ -1,9 +1,11 @@
 //! Diagonal GMM: EM fit, posteriors, log-likelihoods, mergeable statistics
 //! (`GmmStatistics`) and the M-step.
 
-use crate::stats::{returned_statistics, statistics_class, DriveError};
+use crate::interrupt::{interruptible, Cancelled};
+use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::gmm::{DiagGmm, GmmInit, GmmParams, GmmStats, VarianceFloor};
+use fisherkit::stream::EmTol;
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyValueError;
@@ -42,7 +44,7 @@ type FitOut<'py> = (Params<'py>, Vec<f64>, usize, bool);
 /// `(weights, means, variances)` (then `init` and `n_init` are ignored).
 /// Returns `((weights, means, variances), log_likelihood_history, n_iter, converged)`.
 #[pyfunction]
-#[pyo3(signature = (x, n_components, max_iter, tol, n_init, init, variance_floor, variance_floor_mode, seed, given=None))]
+#[pyo3(signature = (x, n_components, max_iter, tol, tol_mode, n_init, init, variance_floor, variance_floor_mode, seed, given=None))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -50,6 +52,7 @@ fn gmm_fit<'py>(
     n_components: usize,
     max_iter: usize,
     tol: f64,
+    tol_mode: &str,
     n_init: usize,
     init: &str,
     variance_floor: f64,
@@ -58,6 +61,7 @@ fn gmm_fit<'py>(
     given: Option<(Vec1<'py>, Mat<'py>, Mat<'py>)>,
 ) -> PyResult<FitOut<'py>> {
     let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
+    let tol = em_tol(tol, tol_mode)?;
     if !matches!(init, "kmeans" | "random") {
         return Err(PyValueError::new_err(format!(
             "init_params must be \"kmeans\" or \"random\", got {init:?}"
@@ -68,7 +72,7 @@ fn gmm_fit<'py>(
         (k, max_iter, tol, n_init, init, floor, seed): (
             usize,
             usize,
-            f64,
+            EmTol,
             usize,
             &str,
             VarianceFloor,
@@ -89,7 +93,15 @@ fn gmm_fit<'py>(
             .seed(seed)
             .init(init)
             .variance_floor(floor);
-        let fit = py.detach(|| params.fit(x)).map_err(value_error)?;
+        let params = params.check().map_err(value_error)?;
+        // EM in a worker thread; Ctrl-C stops it after the current iteration
+        let fit = interruptible(py, |cancel| {
+            params.fit_with_callback(x, &mut |_, _| match cancel.is_set() {
+                true => Err(Stop::Cancelled(Cancelled)),
+                false => Ok(()),
+            })
+        })?
+        .map_err(Stop::into_py)?;
         Ok((
             params_to_py(py, fit.model),
             fit.log_likelihood,
@@ -120,15 +132,17 @@ fn gmm_fit_from_statistics<'py>(
     statistics_of: Bound<'py, PyAny>,
     max_iter: usize,
     tol: f64,
+    tol_mode: &str,
     variance_floor: f64,
     variance_floor_mode: &str,
 ) -> PyResult<FitOut<'py>> {
     let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
+    let tol = em_tol(tol, tol_mode)?;
     fn run<'py, F: PyFloat>(
         py: Python<'py>,
         start: DiagGmm<F>,
         statistics_of: &Bound<'py, PyAny>,
-        (max_iter, tol, floor): (usize, f64, VarianceFloor),
+        (max_iter, tol, floor): (usize, EmTol, VarianceFloor),
     ) -> PyResult<FitOut<'py>> {
         let params = GmmParams::<F>::new(start.n_components())
             .max_iter(max_iter)

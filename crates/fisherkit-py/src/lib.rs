@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 
 mod encode;
 mod gmm;
+mod interrupt;
 mod io;
 mod kmeans;
 mod linear;
@@ -137,6 +138,14 @@ pub(crate) use with_views;
 #[pymodule]
 fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // rust-numpy looks numpy's C API up on first use, by importing numpy, and
+    // panics if that fails ("Failed to access NumPy array API capsule"): it
+    // did when the first use came after a long computation with a Ctrl-C
+    // pending, whose KeyboardInterrupt the import raised. Looked up here, at
+    // import, after numpy imported cleanly (a pending Ctrl-C raises from it).
+    m.py().import("numpy")?;
+    m.py().check_signals()?;
+    let _ = numpy::PyArray1::<f64>::zeros(m.py(), 0, false);
     kmeans::register(m)?;
     gmm::register(m)?;
     encode::register(m)?;

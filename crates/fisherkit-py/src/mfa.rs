@@ -1,10 +1,12 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
-use crate::stats::{returned_statistics, statistics_class, DriveError};
+use crate::interrupt::{interruptible, Cancelled};
+use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
 use fisherkit::mfa::{Mfa, MfaParams, MfaStats, PsiMode};
+use fisherkit::stream::EmTol;
 use fisherkit::{Encoder, Normalization};
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 use numpy::{
@@ -80,7 +82,7 @@ type FitOut<'py> = (MfaOut<'py>, Vec<f64>, usize, bool);
 /// EM (k-means + PPCA initialisation) on the rows of `x` (N, D) in x's dtype.
 /// Returns `((weights, means, loadings, psi), log_likelihood_history, n_iter, converged)`.
 #[pyfunction]
-#[pyo3(signature = (x, n_components, n_factors, psi_mode, max_iter, tol, n_init, psi_floor, seed))]
+#[pyo3(signature = (x, n_components, n_factors, psi_mode, max_iter, tol, tol_mode, n_init, psi_floor, seed))]
 #[allow(clippy::too_many_arguments)]
 fn mfa_fit<'py>(
     py: Python<'py>,
@@ -90,6 +92,7 @@ fn mfa_fit<'py>(
     psi_mode: &str,
     max_iter: usize,
     tol: f64,
+    tol_mode: &str,
     n_init: usize,
     psi_floor: f64,
     seed: u64,
@@ -97,7 +100,7 @@ fn mfa_fit<'py>(
     let params = MfaParams::new(n_components, n_factors)
         .psi_mode(self::psi_mode(psi_mode)?)
         .max_iter(max_iter)
-        .tol(tol)
+        .tol(em_tol(tol, tol_mode)?)
         .n_init(n_init)
         .psi_floor(psi_floor)
         .seed(seed);
@@ -106,7 +109,15 @@ fn mfa_fit<'py>(
         params: &MfaParams,
         x: ArrayView2<'_, F>,
     ) -> PyResult<FitOut<'py>> {
-        let fit = py.detach(|| params.fit(x)).map_err(value_error)?;
+        let params = params.check().map_err(value_error)?;
+        // EM in a worker thread; Ctrl-C stops it after the current iteration
+        let fit = interruptible(py, |cancel| {
+            params.fit_with_callback(x, &mut |_, _| match cancel.is_set() {
+                true => Err(Stop::Cancelled(Cancelled)),
+                false => Ok(()),
+            })
+        })?
+        .map_err(Stop::into_py)?;
         Ok((
             params_to_py(py, fit.model),
             fit.log_likelihood,
@@ -221,13 +232,15 @@ fn mfa_fit_from_statistics<'py>(
     statistics_of: Bound<'py, PyAny>,
     max_iter: usize,
     tol: f64,
+    tol_mode: &str,
     psi_floor: f64,
 ) -> PyResult<(MfaOut<'py>, Vec<f64>, usize, bool)> {
+    let tol = em_tol(tol, tol_mode)?;
     fn run<'py, F: PyFloat>(
         py: Python<'py>,
         start: Mfa<F>,
         statistics_of: &Bound<'py, PyAny>,
-        (max_iter, tol, psi_floor): (usize, f64, f64),
+        (max_iter, tol, psi_floor): (usize, EmTol, f64),
     ) -> PyResult<(MfaOut<'py>, Vec<f64>, usize, bool)> {
         let params = MfaParams::new(start.n_components(), start.n_factors())
             .psi_mode(start.psi_mode())

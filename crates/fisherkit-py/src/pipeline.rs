@@ -4,6 +4,7 @@
 //! `fisherkit.ray.run_pipeline` drives, whose passes over images run in Ray
 //! tasks (docs/pipeline.md §6).
 
+use crate::interrupt::interruptible;
 use fisherkit::pca::PcaMoments;
 use fisherkit_cli::progress::Ui;
 use fisherkit_cli::{run_argv, RunInvocation};
@@ -12,10 +13,11 @@ use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::descriptors::describe_batch;
 use fisherkit_pipeline::{EncodedPart, ImageEntry, Job, Sample, SamplePart};
 use ndarray::{Array1, Array2, Array3};
-use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -61,47 +63,97 @@ fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<St
     serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
 }
 
-/// One image for [`cnn_descriptors`]: a path, or an (H, W, 3) RGB array.
+/// One image for [`cnn_descriptors`]: a path, or an array (H, W), (H, W, 1),
+/// (H, W, 3) or (H, W, 4) — uint8 in 0–255, or float in [0, 1].
 #[derive(FromPyObject)]
 pub(crate) enum ImageArg<'py> {
     Path(PathBuf),
-    U8(PyReadonlyArray3<'py, u8>),
-    F32(PyReadonlyArray3<'py, f32>),
-    F64(PyReadonlyArray3<'py, f64>),
+    U8(PyReadonlyArrayDyn<'py, u8>),
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
+/// The largest value of a float image: images in [0, 1] are multiplied by
+/// 255 (scikit-image's convention → the CNN's 0–255 input).
+const FLOAT_IMAGE_MAX: f64 = 1.0;
+
+/// An array image as (H, W, 3) f32 in 0–255, converted as the file reader
+/// converts files (`fisherkit_cnn::image::decode_image`, the `image` crate's
+/// `to_rgb8`): grey (H, W) or (H, W, 1) replicated to the three channels, the
+/// alpha channel of (H, W, 4) dropped. `value` maps an element to 0–255.
+fn to_rgb<T: Copy>(
+    i: usize,
+    a: ndarray::ArrayViewD<'_, T>,
+    value: impl Fn(T) -> f32,
+) -> Result<Array3<f32>, String> {
+    let shape = a.shape().to_vec();
+    let (h, w, c) = match shape[..] {
+        [h, w] => (h, w, 1),
+        [h, w, c @ (1 | 3 | 4)] => (h, w, c),
+        _ => {
+            return Err(format!(
+                "image {i} has shape {shape:?}; expected (H, W) or (H, W, 1) grey, (H, W, 3) RGB or (H, W, 4) RGBA"
+            ))
+        }
+    };
+    if h == 0 || w == 0 {
+        return Err(format!("image {i} is empty: shape {shape:?}"));
+    }
+    let a = a
+        .into_shape_with_order((h, w, c))
+        .map_err(|e| format!("image {i}: {e}"))?;
+    Ok(Array3::from_shape_fn((h, w, 3), |(y, x, k)| {
+        value(a[[y, x, if c == 1 { 0 } else { k }]])
+    }))
+}
+
+/// A float image's values, checked to lie in [0, 1]: otherwise the error
+/// names the image, the range found and the two accepted conventions.
+fn check_unit_range(i: usize, values: impl Iterator<Item = f64>) -> Result<(), String> {
+    let (mut lo, mut hi, mut bad) = (f64::INFINITY, f64::NEG_INFINITY, None);
+    for v in values {
+        if !v.is_finite() {
+            bad.get_or_insert(v);
+        } else {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+    }
+    let found = match bad {
+        Some(v) => format!("has the non-finite value {v}"),
+        None if lo >= 0.0 && hi <= FLOAT_IMAGE_MAX => return Ok(()),
+        None => format!("has values in [{lo}, {hi}]"),
+    };
+    Err(format!(
+        "image {i} is a float array that {found}; images are uint8 arrays in 0..255 or float arrays in [0, 1] \
+         (scikit-image's convention), so convert it (e.g. img.astype(np.uint8) for a float image in 0..255, \
+         or img / img.max())"
+    ))
 }
 
 /// The image as (H, W, 3) f32 in 0–255, or why it cannot be used.
 pub(crate) fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
-    let checked = |a: Array3<f32>| {
-        let (h, w, c) = a.dim();
-        if c != 3 || h == 0 || w == 0 {
-            return Err(format!(
-                "image {i} has shape ({h}, {w}, {c}); expected (H, W, 3) RGB"
-            ));
-        }
-        if let Some(v) = a
-            .iter()
-            .find(|v| !(v.is_finite() && (0.0..=255.0).contains(*v)))
-        {
-            return Err(format!(
-                "image {i} has the value {v}; pixel values must lie in 0..255"
-            ));
-        }
-        Ok(a)
-    };
     match img {
         ImageArg::Path(p) => {
             let name = p.display().to_string();
             let bytes = std::fs::read(p).map_err(|e| format!("cannot read image {name}: {e}"))?;
             fisherkit_cnn::image::decode_image(&bytes, &name).map_err(|e| e.to_string())
         }
-        ImageArg::U8(a) => checked(a.as_array().mapv(f32::from)),
-        ImageArg::F32(a) => checked(a.as_array().to_owned()),
-        ImageArg::F64(a) => checked(a.as_array().mapv(|v| v as f32)),
+        ImageArg::U8(a) => to_rgb(i, a.as_array(), f32::from),
+        ImageArg::F32(a) => {
+            let a = a.as_array();
+            check_unit_range(i, a.iter().map(|&v| f64::from(v)))?;
+            to_rgb(i, a, |v| v * 255.0)
+        }
+        ImageArg::F64(a) => {
+            let a = a.as_array();
+            check_unit_range(i, a.iter().copied())?;
+            to_rgb(i, a, |v| (v * 255.0) as f32)
+        }
     }
 }
 
-/// The CNN descriptors of `images` (paths or (H, W, 3) RGB arrays, 0–255):
+/// The CNN descriptors of `images` (paths or arrays, see [`ImageArg`]):
 /// per image, one (n_i, 1000) float32 array, the rows of every scale stacked
 /// in scale order — the rows `fisherkit run --save-descriptors` writes —
 /// and, with `with_global`, the image-level vector (1000).
@@ -138,10 +190,15 @@ fn cnn_descriptors<'py>(
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let kind: BackboneKind = cnn.parse().map_err(PyValueError::new_err)?;
     let net = net(kind)?;
-    let decoded: Vec<Result<Array3<f32>, String>> = images
+    // arrays are converted here, with the GIL (they are Python objects);
+    // files are read and decoded by the worker, batch by batch
+    let pending: Vec<Result<Result<Array3<f32>, String>, PathBuf>> = images
         .iter()
         .enumerate()
-        .map(|(i, im)| decode(i, im))
+        .map(|(i, im)| match im {
+            ImageArg::Path(p) => Err(p.clone()),
+            _ => Ok(decode(i, im)),
+        })
         .collect();
     let names: Vec<String> = images
         .iter()
@@ -152,18 +209,23 @@ fn cnn_descriptors<'py>(
         })
         .collect();
     let batch = 4 * rayon::current_num_threads().max(1);
-    let computed = py.detach(|| {
-        let mut out = Vec::with_capacity(decoded.len());
-        let mut it = decoded.into_iter().zip(names.iter().cloned());
+    // batches in a worker thread; Ctrl-C stops them after the current batch
+    let computed = interruptible(py, |cancel| {
+        let mut out = Vec::with_capacity(pending.len());
+        let mut it = pending.into_iter().zip(names.iter().cloned());
         loop {
             let (d, n): (Vec<_>, Vec<_>) = it.by_ref().take(batch).unzip();
-            if d.is_empty() {
+            if d.is_empty() || cancel.is_set() {
                 break;
             }
+            let d = d
+                .into_par_iter()
+                .map(|r| r.unwrap_or_else(|p| decode(0, &ImageArg::Path(p))))
+                .collect();
             out.extend(describe_batch(net, d, &n, &params, with_global)?);
         }
         Ok::<_, fisherkit_pipeline::PipelineError>(out)
-    });
+    })?;
     let computed = computed.map_err(|e| PyValueError::new_err(e.to_string()))?;
     let mut result = Vec::with_capacity(computed.len());
     for d in computed {

@@ -142,19 +142,62 @@ macro_rules! statistics_class {
 }
 pub(crate) use statistics_class;
 
+/// Why an EM fit run by [`crate::interrupt::interruptible`] stopped early:
+/// the library's error, or the cancel flag (then Python gets the signal
+/// handler's exception, never this value).
+#[derive(Debug)]
+pub(crate) enum Stop {
+    Failed(String),
+    Cancelled(crate::interrupt::Cancelled),
+}
+
+impl Stop {
+    /// The `ValueError` of a library error.
+    pub(crate) fn into_py(self) -> pyo3::PyErr {
+        match self {
+            Stop::Failed(m) => pyo3::exceptions::PyValueError::new_err(m),
+            Stop::Cancelled(_) => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+        }
+    }
+}
+
+impl From<fisherkit::gmm::GmmError> for Stop {
+    fn from(e: fisherkit::gmm::GmmError) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
+impl From<fisherkit::mfa::MfaError> for Stop {
+    fn from(e: fisherkit::mfa::MfaError) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
+/// The EM tolerance of `tol` and `tol_mode` ("absolute" or "relative",
+/// `fisherkit::stream::EmTol`); an unknown mode is a `ValueError` naming it.
+pub(crate) fn em_tol(tol: f64, tol_mode: &str) -> pyo3::PyResult<fisherkit::stream::EmTol> {
+    fisherkit::stream::EmTol::with_mode(tol_mode, tol)
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// The library's one EM stopping rule (`fisherkit::stream::em_stopping_rule`)
-/// for `update_from_statistics`: the relative change of the mean
-/// log-likelihood `ll` after the `history`, and whether it is below `tol`
+/// for `update_from_statistics`: the change of the mean log-likelihood `ll`
+/// after the `history` — absolute, |l_t - l_(t-1)|, or with `tol_mode`
+/// "relative" divided by max(|l_(t-1)|, 1) — and whether it is below `tol`
 /// (never while the M-step re-seeded components: `reseeded` > 0).
 #[pyo3::pyfunction]
-#[pyo3(signature = (history, ll, tol, reseeded = 0))]
+#[pyo3(signature = (history, ll, tol, tol_mode, reseeded = 0))]
 pub(crate) fn em_stopping_rule(
     history: Vec<f64>,
     ll: f64,
     tol: f64,
+    tol_mode: &str,
     reseeded: usize,
-) -> (f64, bool) {
-    fisherkit::stream::em_stopping_rule(&history, ll, tol, reseeded)
+) -> pyo3::PyResult<(f64, bool)> {
+    let rule = em_tol(tol, tol_mode)?;
+    Ok(fisherkit::stream::em_stopping_rule(
+        &history, ll, rule, reseeded,
+    ))
 }
 
 /// The error of a fit whose E-step runs in Python (`*_fit_from_statistics`):
@@ -225,6 +268,7 @@ pub(crate) fn defaults(
     let norm = fisherkit::Normalization::default();
     d.set_item("em_max_iter", em::MAX_ITER)?;
     d.set_item("em_tol", em::TOL)?;
+    d.set_item("em_tol_mode", fisherkit::stream::EmTol::default().mode())?;
     d.set_item("em_n_init", em::N_INIT)?;
     d.set_item("em_seed", em::SEED)?;
     d.set_item("kmeans_max_iter", km::MAX_ITER)?;

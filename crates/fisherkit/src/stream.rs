@@ -27,8 +27,10 @@ use rand_chacha::ChaCha8Rng;
 pub mod em_defaults {
     /// Most EM iterations per restart.
     pub const MAX_ITER: usize = 100;
-    /// Relative change of the mean log-likelihood below which EM stops ([`super::em_stopping_rule`]).
-    pub const TOL: f64 = 1e-6;
+    /// Absolute change of the mean log-likelihood per row below which EM
+    /// stops ([`super::EmTol::Absolute`], scikit-learn's `GaussianMixture`
+    /// rule and default).
+    pub const TOL: f64 = 1e-3;
     /// EM restarts (the best log-likelihood wins).
     pub const N_INIT: usize = 1;
     /// Seed of every random choice.
@@ -135,32 +137,117 @@ impl<M> EmState<M> {
 /// report `R` and the new state; an error stops the fit.
 pub type OnIteration<'a, R, M, E> = dyn FnMut(&R, &EmState<M>) -> Result<(), E> + 'a;
 
+/// When EM has converged: a tolerance on the change of the mean
+/// log-likelihood per row between two iterations, $\ell_{t-1}$ and $\ell_t$
+/// (docs/math.md §2.6). A bare number is an absolute tolerance
+/// (`GmmParams::new(3).tol(1e-4)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EmTol {
+    /// $|\ell_t - \ell_{t-1}| < \mathrm{tol}$: scikit-learn's
+    /// `GaussianMixture` rule, and the default with
+    /// [`em_defaults::TOL`] = 1e-3. Depends on the scale of the data (ℓ grows
+    /// with the dimension D).
+    Absolute(f64),
+    /// $|\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, 1) < \mathrm{tol}$: free
+    /// of the scale of ℓ (the floor 1 makes it absolute for |ℓ| < 1). The
+    /// strict setting `Relative(1e-6)` was the library's default before
+    /// `Absolute(1e-3)`; it often runs to the iteration cap.
+    Relative(f64),
+}
+
+impl Default for EmTol {
+    /// `Absolute(`[`em_defaults::TOL`]`)`.
+    fn default() -> Self {
+        Self::Absolute(em_defaults::TOL)
+    }
+}
+
+impl From<f64> for EmTol {
+    /// A bare tolerance is absolute.
+    fn from(tol: f64) -> Self {
+        Self::Absolute(tol)
+    }
+}
+
+impl EmTol {
+    /// The tolerance, whichever the rule.
+    pub fn value(&self) -> f64 {
+        match *self {
+            Self::Absolute(v) | Self::Relative(v) => v,
+        }
+    }
+
+    /// The rule's name: `"absolute"` or `"relative"` (the Python module's
+    /// `tol_mode`, the command line's `--tol-mode`, the model files' `tol_mode`).
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Self::Absolute(_) => "absolute",
+            Self::Relative(_) => "relative",
+        }
+    }
+
+    /// The rule called `mode` (see [`EmTol::mode`]) with tolerance `tol`;
+    /// an unknown mode is an error naming it.
+    ///
+    /// ```
+    /// use fisherkit::stream::EmTol;
+    /// assert_eq!(EmTol::with_mode("relative", 1e-6), Ok(EmTol::Relative(1e-6)));
+    /// assert!(EmTol::with_mode("rel", 1e-6).unwrap_err().contains("\"rel\""));
+    /// ```
+    pub fn with_mode(mode: &str, tol: f64) -> Result<Self, String> {
+        match mode {
+            "absolute" => Ok(Self::Absolute(tol)),
+            "relative" => Ok(Self::Relative(tol)),
+            _ => Err(format!(
+                "tol_mode must be \"absolute\" or \"relative\", got {mode:?}"
+            )),
+        }
+    }
+
+    /// The change that is compared with the tolerance, from $\ell_{t-1}$ =
+    /// `prev` to $\ell_t$ = `ll`.
+    pub fn change(&self, prev: f64, ll: f64) -> f64 {
+        match self {
+            Self::Absolute(_) => (ll - prev).abs(),
+            Self::Relative(_) => (ll - prev).abs() / prev.abs().max(1.0),
+        }
+    }
+
+    /// The reason a tolerance is refused (not finite or negative), if it is.
+    pub(crate) fn invalid(&self) -> Option<String> {
+        let v = self.value();
+        (!(v.is_finite() && v >= 0.0))
+            .then(|| format!("must be finite and >= 0, got {v} ({} change)", self.mode()))
+    }
+}
+
 /// The stopping rule of every EM fit of the library — in memory, streamed,
 /// resumed, GMM and MFA — and of the Python module's `update_from_statistics`
 /// (docs/math.md §2.6): after the history $\ell_0 … \ell_{t-1}$ of mean
-/// log-likelihoods per row, the new value $\ell_t$ has the relative change
-///
-/// $$r_t = |\ell_t - \ell_{t-1}| / \max(|\ell_{t-1}|, 1)$$
-///
-/// (infinite for the first iteration; the floor 1 makes it an absolute change
-/// for |ℓ| < 1), and the fit has converged when $r_t$ < `tol` and the M-step
-/// re-seeded no component (`reseeded` = 0). So `tol` = 0 runs `max_iter`
-/// iterations. Returns $(r_t, \text{converged})$.
+/// log-likelihoods per row, the new value $\ell_t$ has the change $c_t$ of
+/// the rule `tol` ([`EmTol::change`]: $|\ell_t - \ell_{t-1}|$ for
+/// [`EmTol::Absolute`], that over $\max(|\ell_{t-1}|, 1)$ for
+/// [`EmTol::Relative`]; infinite for the first iteration), and the fit has
+/// converged when $c_t$ < tol and the M-step re-seeded no component
+/// (`reseeded` = 0). So a tolerance of 0 runs `max_iter` iterations.
+/// Returns $(c_t, \text{converged})$.
 ///
 /// ```
-/// use fisherkit::stream::em_stopping_rule;
-/// assert_eq!(em_stopping_rule(&[], -3.0, 1e-6, 0), (f64::INFINITY, false));
-/// let (r, done) = em_stopping_rule(&[-200.0], -200.0001, 1e-6, 0);
-/// assert!((r - 5e-7).abs() < 1e-12 && done);
+/// use fisherkit::stream::{em_stopping_rule, EmTol};
+/// assert_eq!(em_stopping_rule(&[], -3.0, EmTol::Absolute(1e-3), 0), (f64::INFINITY, false));
+/// let (c, done) = em_stopping_rule(&[-200.0], -200.0005, EmTol::Absolute(1e-3), 0);
+/// assert!((c - 5e-4).abs() < 1e-9 && done);
+/// let (r, done) = em_stopping_rule(&[-200.0], -200.0005, EmTol::Relative(1e-6), 0);
+/// assert!((r - 2.5e-6).abs() < 1e-12 && !done);
 /// // a re-seeded component keeps the fit going
-/// assert!(!em_stopping_rule(&[-200.0], -200.0, 1e-6, 1).1);
+/// assert!(!em_stopping_rule(&[-200.0], -200.0, EmTol::Absolute(1e-3), 1).1);
 /// ```
-pub fn em_stopping_rule(history: &[f64], ll: f64, tol: f64, reseeded: usize) -> (f64, bool) {
-    let rel = match history.last() {
-        Some(&prev) => (ll - prev).abs() / prev.abs().max(1.0),
+pub fn em_stopping_rule(history: &[f64], ll: f64, tol: EmTol, reseeded: usize) -> (f64, bool) {
+    let change = match history.last() {
+        Some(&prev) => tol.change(prev, ll),
         None => f64::INFINITY,
     };
-    (rel, rel < tol && reseeded == 0)
+    (change, change < tol.value() && reseeded == 0)
 }
 
 /// The error of a pass that fed no rows.
@@ -298,23 +385,21 @@ where
 /// what the in-memory `fit` of both models runs, so an in-memory fit and a
 /// streamed one over a single chunk with `init_sample` ≥ N are the same
 /// computation, bit for bit.
-pub(crate) fn fit_in_memory<F, P>(
+pub(crate) fn fit_in_memory<F, P, E>(
     p: &P,
     x: ArrayView2<'_, F>,
-    on_iter: &mut dyn FnMut(&P::Report),
-) -> Result<EmState<P::Model>, P::Error>
+    on_iter: &mut OnIteration<'_, P::Report, P::Model, E>,
+) -> Result<EmState<P::Model>, E>
 where
     F: Float,
     P: StreamedEm<F>,
+    E: From<P::Error>,
 {
     p.check_hyper()?;
-    check_matrix(x, None, "training data")?;
+    check_matrix(x, None, "training data").map_err(P::Error::from)?;
     p.check_sample(x.nrows(), x)?;
     // checked once above: the passes need not check the same rows again
-    fit_restarts(p, &mut |visit| visit(x), false, x, &mut |report, _| {
-        on_iter(report);
-        Ok(())
-    })
+    fit_restarts(p, &mut |visit| visit(x), false, x, on_iter)
 }
 
 /// The restarts of a fit: restart r starts from [`StreamedEm::start_model`]

@@ -61,7 +61,7 @@ fn fit_typed<F: Element>(
     };
     let params = GmmParams::<F>::new(a.components)
         .max_iter(a.max_iter)
-        .tol(a.tol)
+        .tol(a.tol_mode.with(a.tol))
         .n_init(a.n_init)
         .seed(a.seed)
         .init(init)
@@ -89,7 +89,7 @@ fn fit_typed<F: Element>(
         output: &a.output,
         seed: a.seed,
         max_iter: a.max_iter,
-        tol: a.tol,
+        tol: a.tol_mode.with(a.tol),
         n_init: a.n_init,
     };
     let fit = run_fit(&params, &run, &settings, |e| gmm_error(&input.label, e))?;
@@ -129,7 +129,7 @@ impl<F: Element> StreamedKind<F> for GmmParams<F> {
     }
 
     fn progress(it: &EmIteration) -> (usize, usize, f64, f64) {
-        (it.restart, it.iter, it.log_likelihood, it.rel_change)
+        (it.restart, it.iter, it.log_likelihood, it.change)
     }
 
     fn fit(

@@ -61,7 +61,7 @@ fn fit_typed<F: Element>(
     let params = MfaParams::new(a.components, a.factors)
         .psi_mode(psi_mode)
         .max_iter(a.max_iter)
-        .tol(a.tol)
+        .tol(a.tol_mode.with(a.tol))
         .n_init(a.n_init)
         .seed(a.seed);
     let src = &input.source;
@@ -87,7 +87,7 @@ fn fit_typed<F: Element>(
         output: &a.output,
         seed: a.seed,
         max_iter: a.max_iter,
-        tol: a.tol,
+        tol: a.tol_mode.with(a.tol),
         n_init: a.n_init,
     };
     let fit = run_fit::<F, _>(&params, &run, &settings, |e| mfa_error(&input.label, a, e))?;
@@ -125,7 +125,7 @@ impl<F: Element> StreamedKind<F> for MfaParams {
     }
 
     fn progress(it: &MfaIteration) -> (usize, usize, f64, f64) {
-        (it.restart, it.iter, it.log_likelihood, it.rel_change)
+        (it.restart, it.iter, it.log_likelihood, it.change)
     }
 
     fn fit(

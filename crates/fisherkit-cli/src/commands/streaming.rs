@@ -367,7 +367,7 @@ pub struct FitRun<'a> {
     pub output: &'a Path,
     pub seed: u64,
     pub max_iter: usize,
-    pub tol: f64,
+    pub tol: fisherkit::stream::EmTol,
     pub n_init: usize,
 }
 
@@ -397,7 +397,7 @@ pub trait StreamedKind<F: Element> {
         model: &Self::Model,
         meta: &BTreeMap<String, String>,
     ) -> Result<(), IoError>;
-    /// Restart, iteration, mean log-likelihood and relative change of a report.
+    /// Restart, iteration, mean log-likelihood and change (of the `--tol` rule) of a report.
     fn progress(it: &Self::Report) -> (usize, usize, f64, f64);
     /// The library's streamed fit.
     fn fit(
@@ -454,8 +454,8 @@ where
             })
         };
         let mut on_iter = |it: &K::Report, st: &EmState<K::Model>| {
-            let (restart, iter, ll, rel_change) = K::progress(it);
-            bar.update(restart, iter, ll, rel_change);
+            let (restart, iter, ll, change) = K::progress(it);
+            bar.update(restart, iter, ll, change);
             completed.set(st.n_iter());
             if let Some(every) = sa.checkpoint {
                 if st.n_iter() % every == 0 {
@@ -506,7 +506,8 @@ pub fn save_fit<F: Element, K: StreamedKind<F>>(
     put("seed", run.seed.to_string());
     put("n_init", run.n_init.to_string());
     put("max_iter", run.max_iter.to_string());
-    put("tol", run.tol.to_string());
+    put("tol", run.tol.value().to_string());
+    put("tol_mode", run.tol.mode().to_string());
     put("n_iter", fit.n_iter().to_string());
     put("converged", fit.converged.to_string());
     put("mean_log_likelihood", final_ll.to_string());

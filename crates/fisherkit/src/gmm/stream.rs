@@ -264,8 +264,7 @@ impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
         }
         let ll = stats.mean_log_likelihood();
         let m = m_step(&stats, self.variance_floor)?;
-        let (rel_change, converged) =
-            em_stopping_rule(&state.log_likelihood, ll, self.tol, m.reseeded);
+        let (change, converged) = em_stopping_rule(&state.log_likelihood, ll, self.tol, m.reseeded);
         Ok(EmStep {
             model: m.model,
             log_likelihood: ll,
@@ -274,7 +273,7 @@ impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
                 restart,
                 iter: state.n_iter(),
                 log_likelihood: ll,
-                rel_change,
+                change,
                 reseeded: m.reseeded,
             },
         })

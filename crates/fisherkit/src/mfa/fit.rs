@@ -2,9 +2,10 @@
 
 use super::init::init_mfa;
 use super::model::{Mfa, PsiMode};
+use super::stream::{MfaEmState, OnMfaIteration};
 use super::MfaError;
 use crate::float::Float;
-use crate::stream::fit_in_memory;
+use crate::stream::{fit_in_memory, EmTol};
 use ndarray::ArrayView2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +18,7 @@ pub struct MfaParams {
     pub(super) n_factors: usize,
     pub(super) psi_mode: PsiMode,
     pub(super) max_iter: usize,
-    pub(super) tol: f64,
+    pub(super) tol: EmTol,
     pub(super) n_init: usize,
     pub(super) seed: u64,
     pub(super) psi_floor: f64,
@@ -32,8 +33,10 @@ pub struct MfaIteration {
     pub iter: usize,
     /// Mean log-likelihood per row of the model before this iteration's M-step.
     pub log_likelihood: f64,
-    /// $|\ell_t - \ell_{t-1}| / |\ell_{t-1}|$ (infinite at the first iteration).
-    pub rel_change: f64,
+    /// The change of the stopping rule ([`EmTol::change`]): $|\ell_t -
+    /// \ell_{t-1}|$ for [`EmTol::Absolute`], that over $\max(|\ell_{t-1}|, 1)$
+    /// for [`EmTol::Relative`] (infinite at the first iteration).
+    pub change: f64,
 }
 
 /// Result of [`MfaParams::fit`]: the best restart.
@@ -45,7 +48,7 @@ pub struct MfaFit<F: Float> {
     pub log_likelihood: Vec<f64>,
     /// Number of EM iterations (E-step + M-step) of the best restart.
     pub n_iter: usize,
-    /// Whether the relative change fell below `tol` before `max_iter`.
+    /// Whether the change of the `tol` rule fell below it before `max_iter`.
     pub converged: bool,
 }
 
@@ -66,7 +69,8 @@ pub const PSI_FLOOR: f64 = 1e-3;
 
 impl MfaParams {
     /// K components with R factors each; defaults: shared $\Psi$, `max_iter` 100,
-    /// `tol` 1e-6, `n_init` 1, `seed` 0 ([`crate::stream::em_defaults`]),
+    /// `tol` `Absolute(1e-3)` (scikit-learn's rule and default), `n_init` 1,
+    /// `seed` 0 ([`crate::stream::em_defaults`]),
     /// `psi_floor` [`PSI_FLOOR`] (1e-3).
     pub fn new(n_components: usize, n_factors: usize) -> Self {
         Self {
@@ -74,7 +78,7 @@ impl MfaParams {
             n_factors,
             psi_mode: PsiMode::Shared,
             max_iter: crate::stream::em_defaults::MAX_ITER,
-            tol: crate::stream::em_defaults::TOL,
+            tol: EmTol::default(),
             n_init: crate::stream::em_defaults::N_INIT,
             seed: crate::stream::em_defaults::SEED,
             psi_floor: PSI_FLOOR,
@@ -93,9 +97,12 @@ impl MfaParams {
         self
     }
 
-    /// Stop when the relative change of the log-likelihood is below `tol` (≥ 0).
-    pub fn tol(mut self, tol: f64) -> Self {
-        self.tol = tol;
+    /// Stop when the change of the mean log-likelihood per row (see
+    /// [`EmTol`], [`MfaIteration::change`]) is below the tolerance (≥ 0; 0
+    /// runs `max_iter`): a number is an absolute change (`.tol(1e-3)`, the
+    /// default), `.tol(EmTol::Relative(1e-6))` a relative one.
+    pub fn tol(mut self, tol: impl Into<EmTol>) -> Self {
+        self.tol = tol.into();
         self
     }
 
@@ -147,8 +154,8 @@ impl MfaParams {
         if self.n_init == 0 {
             return err("n_init", "must be >= 1".into());
         }
-        if !(self.tol.is_finite() && self.tol >= 0.0) {
-            return err("tol", format!("must be finite and >= 0, got {}", self.tol));
+        if let Some(reason) = self.tol.invalid() {
+            return err("tol", reason);
         }
         if !(self.psi_floor.is_finite() && self.psi_floor >= 0.0) {
             return err(
@@ -247,6 +254,21 @@ impl ValidMfaParams {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
+        let mut report = |it: &MfaIteration, _: &MfaEmState<F>| {
+            on_iter(it);
+            Ok::<(), MfaError>(())
+        };
+        Ok(fit_in_memory(self, x, &mut report)?.into())
+    }
+
+    /// [`ValidMfaParams::fit`], calling `on_iter` after every iteration with
+    /// its report and the new state; an error of `on_iter` stops the fit and
+    /// is returned (how a caller cancels a fit: Ctrl-C in the Python module).
+    pub fn fit_with_callback<F: Float, E: From<MfaError>>(
+        &self,
+        x: ArrayView2<'_, F>,
+        on_iter: &mut OnMfaIteration<'_, F, E>,
+    ) -> Result<MfaFit<F>, E> {
         Ok(fit_in_memory(self, x, on_iter)?.into())
     }
 

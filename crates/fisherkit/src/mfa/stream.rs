@@ -253,7 +253,7 @@ impl<F: Float> StreamedEm<F> for ValidMfaParams {
         let (model, reseeded) = state
             .model
             .update_from_statistics_reseeded(&st, self.psi_floor)?;
-        let (rel, converged) = em_stopping_rule(&state.log_likelihood, ll, self.tol, reseeded);
+        let (change, converged) = em_stopping_rule(&state.log_likelihood, ll, self.tol, reseeded);
         Ok(EmStep {
             model,
             log_likelihood: ll,
@@ -262,7 +262,7 @@ impl<F: Float> StreamedEm<F> for ValidMfaParams {
                 restart,
                 iter: state.n_iter(),
                 log_likelihood: ll,
-                rel_change: rel,
+                change,
             },
         })
     }
