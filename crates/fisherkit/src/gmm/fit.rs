@@ -2,7 +2,6 @@
 
 use super::model::DiagGmm;
 use super::stats::{data_mean_var, m_step, GmmStats, VarianceFloor};
-use super::stream::{GmmEmState, OnGmmIteration};
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
@@ -300,7 +299,7 @@ impl<F: Float> ValidGmmParams<F> {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&EmIteration),
     ) -> Result<GmmFit<F>, GmmError> {
-        let mut report = |it: &EmIteration, _: &GmmEmState<F>| {
+        let mut report = |it: &EmIteration, _: &crate::stream::EmState<DiagGmm<F>>| {
             on_iter(it);
             Ok::<(), GmmError>(())
         };
@@ -313,7 +312,7 @@ impl<F: Float> ValidGmmParams<F> {
     pub fn fit_with_callback<E: From<GmmError>>(
         &self,
         x: ArrayView2<'_, F>,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
+        on_iter: &mut crate::stream::OnIteration<'_, EmIteration, DiagGmm<F>, E>,
     ) -> Result<GmmFit<F>, E> {
         Ok(fit_in_memory(self, x, on_iter)?.into())
     }

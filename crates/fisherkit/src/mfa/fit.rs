@@ -2,7 +2,6 @@
 
 use super::init::init_mfa;
 use super::model::{Mfa, PsiMode};
-use super::stream::{MfaEmState, OnMfaIteration};
 use super::MfaError;
 use crate::float::Float;
 use crate::stream::{fit_in_memory, EmTol};
@@ -254,7 +253,7 @@ impl ValidMfaParams {
         x: ArrayView2<'_, F>,
         on_iter: &mut dyn FnMut(&MfaIteration),
     ) -> Result<MfaFit<F>, MfaError> {
-        let mut report = |it: &MfaIteration, _: &MfaEmState<F>| {
+        let mut report = |it: &MfaIteration, _: &crate::stream::EmState<Mfa<F>>| {
             on_iter(it);
             Ok::<(), MfaError>(())
         };
@@ -267,7 +266,7 @@ impl ValidMfaParams {
     pub fn fit_with_callback<F: Float, E: From<MfaError>>(
         &self,
         x: ArrayView2<'_, F>,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
+        on_iter: &mut crate::stream::OnIteration<'_, MfaIteration, Mfa<F>, E>,
     ) -> Result<MfaFit<F>, E> {
         Ok(fit_in_memory(self, x, on_iter)?.into())
     }
