@@ -158,7 +158,7 @@ class SceneClassifier(ClassifierMixin, BaseEstimator):
         return model
 
     def _adopt(self, path: str) -> "SceneClassifier":
-        self._model = _native.SceneModel.load(os.fspath(path))
+        self._model = _native.SceneModel(os.fspath(path))
         info = json.loads(self._model.info_json)
         names = list(self._model.classes)
         if info.get("training", {}).get("python_labels") == "int":

@@ -50,3 +50,35 @@ def numpy_estep(X, w, m, v):
     ll = mx[:, 0] + np.log(np.exp(lp - mx).sum(1))
     q = np.exp(lp - ll[:, None])
     return q, ll, q.sum(0), q.T @ X, q.T @ (X**2)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray cluster (2 CPUs) for every test that needs one: starting a
+    second in the same process after a shutdown can time out on a loaded machine."""
+    import tempfile
+
+    import fisherkit
+
+    ray = peer("ray")
+    home = tempfile.mkdtemp(prefix="fkray-home-")
+    temp = tempfile.mkdtemp(prefix="fkray", dir="/tmp")  # short: Ray's socket paths
+    old_home = os.environ.get("HOME")
+    os.environ["HOME"] = home  # Ray writes under HOME
+    # workers must import the same fisherkit as this process
+    pkg_root = os.path.dirname(os.path.dirname(fisherkit.__file__))
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [pkg_root, os.environ.get("PYTHONPATH")]))}}
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        _temp_dir=temp,
+        runtime_env=env,
+        log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+    if old_home is None:
+        del os.environ["HOME"]
+    else:
+        os.environ["HOME"] = old_home

@@ -1,5 +1,5 @@
 """fisherkit.ray: distributed EM and encoding on a local Ray cluster give the
-same results as one process."""
+same results as one process (the cluster: conftest.py's `ray_local`)."""
 
 import os
 import pickle
@@ -10,32 +10,6 @@ import pytest
 
 import fisherkit
 from conftest import peer, planted
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = peer("ray")
-    home = tempfile.mkdtemp(prefix="fkray-home-")
-    temp = tempfile.mkdtemp(prefix="fkray", dir="/tmp")  # short: Ray's socket paths
-    old_home = os.environ.get("HOME")
-    os.environ["HOME"] = home  # Ray writes under HOME
-    # workers must import the same fisherkit as this process
-    pkg_root = os.path.dirname(os.path.dirname(fisherkit.__file__))
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [pkg_root, os.environ.get("PYTHONPATH")]))}}
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        _temp_dir=temp,
-        runtime_env=env,
-        log_to_driver=False,
-    )
-    yield ray
-    ray.shutdown()
-    if old_home is None:
-        del os.environ["HOME"]
-    else:
-        os.environ["HOME"] = old_home
 
 
 @pytest.fixture(scope="module")

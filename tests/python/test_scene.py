@@ -135,42 +135,24 @@ def test_from_folder_and_bad_inputs(images, tmp_path):
         fisherkit.SceneClassifier.load(cut)
 
 
-def test_ray_predict_gives_the_cli_labels(images, cli_model, tmp_path):
-    ray = peer("ray")
+def test_ray_predict_gives_the_cli_labels(ray_local, images, cli_model, tmp_path):
+    ray = ray_local
     peer("pandas")
     peer("pyarrow")
-    import os
-    import tempfile
-
     model, _, rows = cli_model
-    home = tempfile.mkdtemp(prefix="fkray-home-")
-    temp = tempfile.mkdtemp(prefix="fkray", dir="/tmp")
-    old_home = os.environ.get("HOME")
-    os.environ["HOME"] = home
-    pkg_root = os.path.dirname(os.path.dirname(fisherkit.__file__))
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [pkg_root, os.environ.get("PYTHONPATH")]))}}
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=temp,
-             runtime_env=env, log_to_driver=False)
-    try:
-        import fisherkit.ray as fkray
+    import fisherkit.ray as fkray
 
-        ds = ray.data.from_items([{"path": r["path"]} for r in rows] + [{"path": str(tmp_path / "missing.png")}])
-        out = fkray.predict(ds, model, batch_size=4).take_all()
-        by_path = {o["path"]: o for o in out}
-        for r in rows:
-            assert by_path[r["path"]]["label"] == r["label"]
-            assert by_path[r["path"]]["score"] == pytest.approx(float(r["score"]), abs=1e-6)
-            assert by_path[r["path"]]["error"] == ""
-        miss = by_path[str(tmp_path / "missing.png")]
-        assert miss["label"] == "" and "missing.png" in miss["error"]
-        # encoded bytes (read_binary_files) give the same labels
-        ds = ray.data.read_binary_files([r["path"] for r in rows], include_paths=True)
-        out = fkray.predict(ds, model, batch_size=4).take_all()
-        assert sorted((o["path"].split("/")[-1], o["label"]) for o in out) == sorted(
-            (r["path"].split("/")[-1], r["label"]) for r in rows)
-    finally:
-        ray.shutdown()
-        if old_home is None:
-            del os.environ["HOME"]
-        else:
-            os.environ["HOME"] = old_home
+    ds = ray.data.from_items([{"path": r["path"]} for r in rows] + [{"path": str(tmp_path / "missing.png")}])
+    out = fkray.predict(ds, model, batch_size=4).take_all()
+    by_path = {o["path"]: o for o in out}
+    for r in rows:
+        assert by_path[r["path"]]["label"] == r["label"]
+        assert by_path[r["path"]]["score"] == pytest.approx(float(r["score"]), abs=1e-6)
+        assert by_path[r["path"]]["error"] == ""
+    miss = by_path[str(tmp_path / "missing.png")]
+    assert miss["label"] == "" and "missing.png" in miss["error"]
+    # encoded bytes (read_binary_files) give the same labels
+    ds = ray.data.read_binary_files([r["path"] for r in rows], include_paths=True)
+    out = fkray.predict(ds, model, batch_size=4).take_all()
+    assert sorted((o["path"].split("/")[-1], o["label"]) for o in out) == sorted(
+        (r["path"].split("/")[-1], r["label"]) for r in rows)

@@ -91,8 +91,8 @@ fn outcomes_to_py<'py>(
 #[pymethods]
 impl SceneModel {
     /// Reads and checks a classifier file (see `fisherkit_io::classifier`).
-    #[staticmethod]
-    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let clf = py
             .detach(|| SceneClassifier::load(&path))
             .map_err(|e| match e {
