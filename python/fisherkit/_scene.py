@@ -14,16 +14,7 @@ import numpy as np
 
 from . import _fisherkit as _native
 from ._base import BaseEstimator, check_fitted
-
-try:
-    from sklearn.base import ClassifierMixin
-except ImportError:  # pragma: no cover
-
-    class ClassifierMixin:
-        _estimator_type = "classifier"
-
-        def score(self, X, y, sample_weight=None):
-            return float(np.mean(self.predict(X) == np.asarray(y)))
+from ._linear import ClassifierMixin
 
 
 __all__ = ["SceneClassifier"]
@@ -52,6 +43,16 @@ def _images(X: Any) -> list:
                 f"X[{i}] is a {type(x).__name__}; expected an image path or an (H, W, 3) array"
             )
     return out
+
+
+def _raise_first(errors: list, what: str) -> None:
+    """A ValueError naming the first input that could not be labelled (``what``
+    formats its index) and how many more there are."""
+    bad = [(i, e) for i, e in enumerate(errors) if e is not None]
+    if bad:
+        i, e = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ValueError(f"{what.format(i)}: {e}{more}")
 
 
 class SceneClassifier(ClassifierMixin, BaseEstimator):
@@ -260,11 +261,7 @@ class SceneClassifier(ClassifierMixin, BaseEstimator):
         check_fitted(self, "_model")
         items = _images(X)
         classes, scores, feats, errors = self._model.predict_images(items, features)
-        bad = [(i, e) for i, e in enumerate(errors) if e is not None]
-        if bad:
-            i, e = bad[0]
-            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-            raise ValueError(f"X[{i}]: {e}{more}")
+        _raise_first(errors, "X[{}]")
         return classes, scores, feats
 
     def predict(self, X) -> np.ndarray:
@@ -292,7 +289,5 @@ class SceneClassifier(ClassifierMixin, BaseEstimator):
         check_fitted(self, "_model")
         bags = [np.ascontiguousarray(b, dtype=np.float32) for b in bags]
         classes, _, _, errors = self._model.predict_bags(bags, False)
-        bad = [(i, e) for i, e in enumerate(errors) if e is not None]
-        if bad:
-            raise ValueError(f"bag {bad[0][0]}: {bad[0][1]}")
+        _raise_first(errors, "bag {}")
         return self.classes_[classes]

@@ -24,6 +24,16 @@ impl Cancel {
     pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// `Err(Cancelled)` once the flag is set: the check a computation's
+    /// step callback makes (`cancel.checked()?`).
+    pub(crate) fn checked(&self) -> Result<(), Cancelled> {
+        if self.is_set() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// The error a computation returns when it stops at [`Cancel`]; never seen

@@ -1,7 +1,7 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
-use crate::interrupt::{interruptible, Cancelled};
+use crate::interrupt::interruptible;
 use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
@@ -112,10 +112,7 @@ fn mfa_fit<'py>(
         let params = params.check().map_err(value_error)?;
         // EM in a worker thread; Ctrl-C stops it after the current iteration
         let fit = interruptible(py, |cancel| {
-            params.fit_with_callback(x, &mut |_, _| match cancel.is_set() {
-                true => Err(Stop::Cancelled(Cancelled)),
-                false => Ok(()),
-            })
+            params.fit_with_callback(x, &mut |_, _| Ok::<_, Stop>(cancel.checked()?))
         })?
         .map_err(Stop::into_py)?;
         Ok((

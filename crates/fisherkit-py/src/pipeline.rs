@@ -132,6 +132,16 @@ fn check_unit_range(i: usize, values: impl Iterator<Item = f64>) -> Result<(), S
 }
 
 /// The image as (H, W, 3) f32 in 0–255, or why it cannot be used.
+impl ImageArg<'_> {
+    /// How messages name image `i` of a call: its path, or `image <i>`.
+    pub(crate) fn name(&self, i: usize) -> String {
+        match self {
+            ImageArg::Path(p) => p.display().to_string(),
+            _ => format!("image {i}"),
+        }
+    }
+}
+
 pub(crate) fn decode(i: usize, img: &ImageArg<'_>) -> Result<Array3<f32>, String> {
     match img {
         ImageArg::Path(p) => {
@@ -203,10 +213,7 @@ fn cnn_descriptors<'py>(
     let names: Vec<String> = images
         .iter()
         .enumerate()
-        .map(|(i, im)| match im {
-            ImageArg::Path(p) => p.display().to_string(),
-            _ => format!("image {i}"),
-        })
+        .map(|(i, im)| im.name(i))
         .collect();
     let batch = 4 * rayon::current_num_threads().max(1);
     // batches in a worker thread; Ctrl-C stops them after the current batch

@@ -45,6 +45,24 @@ impl SceneModel {
     }
 }
 
+/// Runs `batch(range)` over `0..n` in ranges of `size`, checking for
+/// signals (Ctrl-C) before each, and gathers the outcomes in order.
+fn in_batches(
+    py: Python<'_>,
+    n: usize,
+    size: usize,
+    mut batch: impl FnMut(
+        std::ops::Range<usize>,
+    ) -> Result<Vec<Outcome>, fisherkit_pipeline::PipelineError>,
+) -> PyResult<Vec<Outcome>> {
+    let mut all = Vec::with_capacity(n);
+    for start in (0..n).step_by(size) {
+        py.check_signals()?;
+        all.extend(batch(start..(start + size).min(n)).map_err(err)?);
+    }
+    Ok(all)
+}
+
 /// Turns outcomes into (class index or -1, scores (N, K), features (N, D) or
 /// None, error message or None per input).
 fn outcomes_to_py<'py>(
@@ -157,27 +175,17 @@ impl SceneModel {
         self.needs_net()?;
         let p = self.predictor()?;
         let batch = batch.unwrap_or_else(|| p.batch_len()).max(1);
-        let mut all = Vec::with_capacity(images.len());
-        for (b, chunk) in images.chunks(batch).enumerate() {
-            py.check_signals()?;
-            let decoded: Vec<Result<Array3<f32>, String>> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, im)| decode(b * batch + i, im))
+        let all = in_batches(py, images.len(), batch, |range| {
+            // arrays are Python objects: converted here, with the GIL
+            let chunk = &images[range.clone()];
+            let decoded: Vec<Result<Array3<f32>, String>> = range
+                .clone()
+                .zip(chunk)
+                .map(|(i, im)| decode(i, im))
                 .collect();
-            let names: Vec<String> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, im)| match im {
-                    ImageArg::Path(p) => p.display().to_string(),
-                    _ => format!("image {}", b * batch + i),
-                })
-                .collect();
-            let out = py
-                .detach(|| p.predict_arrays(decoded, &names, features))
-                .map_err(err)?;
-            all.extend(out);
-        }
+            let names: Vec<String> = range.zip(chunk).map(|(i, im)| im.name(i)).collect();
+            py.detach(|| p.predict_arrays(decoded, &names, features))
+        })?;
         outcomes_to_py(py, all, self.clf.classes().len(), self.clf.dim(), features)
     }
 
@@ -202,23 +210,18 @@ impl SceneModel {
         }
         let p = self.predictor()?;
         let batch = batch.unwrap_or_else(|| p.batch_len()).max(1);
-        let mut all = Vec::with_capacity(data.len());
-        for (chunk, chunk_names) in data.chunks(batch).zip(names.chunks(batch)) {
-            py.check_signals()?;
-            let out = py
-                .detach(|| {
-                    let decoded = chunk
-                        .iter()
-                        .zip(chunk_names)
-                        .map(|(b, n)| {
-                            fisherkit_cnn::image::decode_image(b, n).map_err(|e| e.to_string())
-                        })
-                        .collect();
-                    p.predict_arrays(decoded, chunk_names, features)
-                })
-                .map_err(err)?;
-            all.extend(out);
-        }
+        let all = in_batches(py, data.len(), batch, |range| {
+            py.detach(|| {
+                let decoded = data[range.clone()]
+                    .iter()
+                    .zip(&names[range.clone()])
+                    .map(|(b, n)| {
+                        fisherkit_cnn::image::decode_image(b, n).map_err(|e| e.to_string())
+                    })
+                    .collect();
+                p.predict_arrays(decoded, &names[range], features)
+            })
+        })?;
         outcomes_to_py(py, all, self.clf.classes().len(), self.clf.dim(), features)
     }
 

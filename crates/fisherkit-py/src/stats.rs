@@ -161,6 +161,12 @@ impl Stop {
     }
 }
 
+impl From<crate::interrupt::Cancelled> for Stop {
+    fn from(c: crate::interrupt::Cancelled) -> Self {
+        Stop::Cancelled(c)
+    }
+}
+
 impl From<fisherkit::gmm::GmmError> for Stop {
     fn from(e: fisherkit::gmm::GmmError) -> Self {
         Stop::Failed(e.to_string())
