@@ -531,7 +531,10 @@ fn evaluate_rows(
                 svm_seconds,
             )?;
             row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
-            let want = scale.is_none() && trained::wanted(cfg, spec);
+            // The weights of a row that cannot win are not formed (a pass over the training rows).
+            let want = scale.is_none()
+                && trained::wanted(cfg, spec)
+                && trained::improves(best, trained::cv_score(&row));
             if scale.is_none() && (c.out.is_some() || want) {
                 let (model, fims) = outputs(
                     c,

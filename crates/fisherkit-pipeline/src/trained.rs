@@ -47,9 +47,15 @@ pub(crate) fn cv_score(row: &ResultRow) -> f64 {
         .unwrap_or(f64::NEG_INFINITY)
 }
 
-/// Keeps `new` if it beats `best` (strictly: the first of equals stays).
+/// Whether a candidate of cross-validated accuracy `cv` would beat `best`
+/// (strictly: the first of equals stays), so that its weights are worth forming.
+pub(crate) fn improves(best: &Option<Candidate>, cv: f64) -> bool {
+    best.as_ref().is_none_or(|b| cv > b.cv)
+}
+
+/// Keeps `new` if it beats `best` ([`improves`]).
 pub(crate) fn consider(best: &mut Option<Candidate>, new: Candidate) {
-    if best.as_ref().is_none_or(|b| new.cv > b.cv) {
+    if improves(best, new.cv) {
         *best = Some(new);
     }
 }
