@@ -1,9 +1,10 @@
 """The whole scene-classification pipeline from Python: ``run`` is
 ``fisherkit run`` (image folders → CNN descriptors → PCA → GMM/MFA →
-Fisher vectors/scores → SVM → report), with the same options, defaults and
-report.
+Fisher vectors/scores → SVM → report), on the same configuration, with the
+same defaults and report.
 
-Options are the long flags of ``fisherkit run --help`` with underscores::
+Options are the settings of the pipeline's configuration, each named as its
+``fisherkit run`` flag with underscores::
 
     import fisherkit.pipeline
     report = fisherkit.pipeline.run(
@@ -12,13 +13,20 @@ Options are the long flags of ``fisherkit run --help`` with underscores::
     for row in report["results"]:
         print(row["spec"], row["accuracy"])
 
-Values: numbers, strings and paths as they are; lists and tuples become
-comma-separated lists (``scales=[96, 128]``); ``True`` turns a flag on
-(``save_encodings=True``, ``no_cache=True``); ``False`` and ``None`` leave an
-option at its default. The options are parsed by the command line's own
-definitions (in Rust), so a name or value ``fisherkit run`` refuses raises
-``ValueError`` with its message. The report is the ``--report`` JSON as a
-dict (docs/formats.md); ``report="r.json"`` also writes it.
+Values: numbers, strings, booleans and paths as they are; lists as lists
+(``scales=[96, 128]``) or as the flag's comma-separated text
+(``encoders="gmm-fv:var,mfa-fs:loading"``); ``None`` leaves a setting at its
+default. ``config=`` starts from a configuration instead of the defaults: a
+nested dict (the groups ``data``, ``descriptors``, ``pca``, ``models``,
+``encoding``, ``svm``, ``output`` and ``seed``), or a JSON file — a
+configuration (``fisherkit run --print-config`` writes one) or the report of
+an earlier run, which records its own. The options are set over it.
+
+The settings are checked by the library (in Rust) exactly as the command
+line's: an unknown name or a bad value raises ``ValueError`` naming the
+option and its flag. :func:`config` returns the checked configuration
+without running; the report (a dict, docs/formats.md) records it whole as
+``report["config"]``, so ``run(config=report["config"])`` repeats a run.
 
 Building the pipeline from the estimators instead, to swap a stage, is shown
 in docs/python.md.
@@ -28,70 +36,76 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
 from . import _fisherkit
 
-__all__ = ["run"]
+__all__ = ["config", "run"]
 
 
-def _text(name: str, value: Any) -> str:
-    if isinstance(value, bool):
-        raise TypeError(f"option {name}: a list of booleans is not a valid value")
-    if isinstance(value, (int, float, str)):
-        return str(value)
+def _plain(name: str, value: Any) -> Any:
+    """``value`` as JSON data (paths as text, numpy scalars as numbers)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(name, v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(f"{name}.{k}", v) for k, v in value.items()}
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # a numpy scalar
+        return value.item()
+    if hasattr(value, "tolist"):  # a numpy array
+        return _plain(name, value.tolist())
     raise TypeError(
-        f"option {name}={value!r}: expected a number, a string, a path, True/False "
-        f"or a list of numbers, not {type(value).__name__}"
+        f"option {name}={value!r}: expected a number, a string, a path, True/False, "
+        f"a list or a dict, not {type(value).__name__}"
     )
 
 
-def _argv(train: Any, test: Any, options: dict[str, Any]) -> list[str]:
-    """The ``fisherkit run`` arguments of ``run(train, test, **options)``."""
-    args: list[str] = []
-    for name, path in (("train", train), ("test", test)):
-        if path is not None:
-            args += [f"--{name}", _text(name, path)]
-    for name, value in options.items():
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-            raise ValueError(f"unknown option {name!r}: options are fisherkit run's long flags with underscores")
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)):
-            if not value:
-                raise ValueError(f"option {name}: the list is empty")
-            args += [flag, ",".join(_text(name, v) for v in value)]
-        else:
-            args += [flag, _text(name, value)]
-    return args
+def _request(train: Any, test: Any, config: Any, options: dict[str, Any]) -> str:
+    """The JSON the native module checks: the base configuration and the options."""
+    given = {"train": train, "test": test, **options}
+    opts = {name: _plain(name, v) for name, v in given.items() if v is not None}
+    if config is not None and not isinstance(config, dict):
+        config = os.fspath(config)
+    return json.dumps({"config": _plain("config", config), "options": opts}, allow_nan=False)
 
 
-def _check(e: ValueError) -> ValueError:
-    """clap's message for an unknown flag, in the Python option's name."""
-    m = re.search(r"unexpected argument '--([a-z0-9-]+)'", str(e))
-    if m:
-        name = m.group(1).replace("-", "_")
-        return ValueError(f"unknown option {name!r} (fisherkit run has no --{m.group(1)}); see fisherkit run --help")
-    return e
+def config(train: Any = None, test: Any = None, *, config: Any = None, **options: Any) -> dict:
+    """The checked configuration of ``run(train, test, config=…, **options)``,
+    as a nested dict, without running anything.
+
+    Examples
+    --------
+    >>> c = config("scenes/train", "scenes/test", pca_dim=64)
+    >>> c["pca"]["pca_dim"], c["descriptors"]["cnn"]
+    (64, 'efficientnet-lite0')
+    """
+    return json.loads(_fisherkit.pipeline_config(_request(train, test, config, options)))
 
 
-def run(train: Any = None, test: Any = None, *, verbose: bool = False, **options: Any) -> dict:
+def run(
+    train: Any = None,
+    test: Any = None,
+    *,
+    config: Any = None,
+    verbose: bool = False,
+    **options: Any,
+) -> dict:
     """Runs the pipeline (``fisherkit run``) and returns its report as a dict.
 
     ``train``/``test``: image folders ``DIR/<class>/*.jpg|png`` (or pass
     ``train_descriptors=``/``test_descriptors=`` descriptor files instead).
-    ``verbose``: progress and results on stderr. ``options``: see the module
-    docstring. The GIL is released while the run computes.
+    ``config``: a base configuration (dict, or a JSON file: a configuration
+    or a report). ``verbose``: each stage's summary on stderr. ``options``:
+    see the module docstring. The GIL is released while the run computes;
+    Ctrl-C raises ``KeyboardInterrupt`` at the next batch and the run folder
+    keeps the finished work (the same call continues from it).
 
     Raises ``ValueError`` for an unknown option, a bad value, an unreadable
     folder, or any failure of the run (the message names it), ``TypeError``
-    for a value of the wrong type.
+    for a value that is not JSON data.
 
     Examples
     --------
@@ -99,11 +113,7 @@ def run(train: Any = None, test: Any = None, *, verbose: bool = False, **options
     ...              scales=[28], pca_dim=20, encoders="gmm-fv:var",
     ...              gmm_components=4, no_cache=True)     # doctest: +SKIP
     >>> sorted(report)                                     # doctest: +SKIP
-    ['config', 'dataset', 'fisherkit_version', 'peak_rss_mb', 'results', 'sweep', 'timings']
+    ['cnn', 'config', 'dataset', 'fisherkit_version', 'model', 'models', 'peak_rss_mb', 'results', 'sweep', 'timings']
     """
-    args = _argv(train, test, options)
-    try:
-        text = _fisherkit.pipeline_run(args, bool(verbose))
-    except ValueError as e:
-        raise _check(e) from None
+    text = _fisherkit.pipeline_run(_request(train, test, config, options), bool(verbose))
     return json.loads(text)

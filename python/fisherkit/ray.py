@@ -418,14 +418,15 @@ def encode_distributed(
 _JOBS: dict = {}
 
 
-def _job(args: tuple, learned: bool):
-    """This worker process's Job of ``args`` (opened once per process and phase)."""
+def _job(args: str, learned: bool):
+    """This worker process's Job of the configuration ``args`` (JSON text;
+    opened once per process and phase)."""
     from . import _fisherkit
 
     key = (args, learned)
     job = _JOBS.get(key)
     if job is None:
-        job = _fisherkit.Job(list(args))
+        job = _fisherkit.Job(args)
         if learned:
             job.load_learned()
         _JOBS.clear()
@@ -433,12 +434,12 @@ def _job(args: tuple, learned: bool):
     return job
 
 
-def _sample_task(args: tuple, chunk: list, num_cpus: float) -> dict:
+def _sample_task(args: str, chunk: list, num_cpus: float) -> dict:
     _limit_threads(num_cpus)
     return _job(args, False).sample_chunk(chunk)
 
 
-def _encode_task(args: tuple, images: list, num_cpus: float, fault_marker: str | None) -> dict:
+def _encode_task(args: str, images: list, num_cpus: float, fault_marker: str | None) -> dict:
     _limit_threads(num_cpus)
     if fault_marker and not os.path.exists(fault_marker):
         # Fault injection for tests (FISHERKIT_RAY_FAULT_MARKER): the first
@@ -484,7 +485,7 @@ def run_pipeline(
     import time
 
     from . import _fisherkit
-    from .pipeline import _argv, _check
+    from .pipeline import _request
 
     ray = _ray()
     size = positive_int(images_per_task, "images_per_task")
@@ -499,11 +500,8 @@ def run_pipeline(
             options[name] = os.path.abspath(os.fspath(options[name]))
     train = None if train is None else os.path.abspath(os.fspath(train))
     test = None if test is None else os.path.abspath(os.fspath(test))
-    args = tuple(_argv(train, test, options))
-    try:
-        job = _fisherkit.Job(list(args))
-    except ValueError as e:
-        raise _check(e) from None
+    args = _request(train, test, options.pop("config", None), options)
+    job = _fisherkit.Job(args)
     sample = ray.remote(_sample_task).options(num_cpus=num_cpus, max_retries=3)
     encode = ray.remote(_encode_task).options(num_cpus=num_cpus, max_retries=3)
 

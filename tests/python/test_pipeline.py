@@ -43,6 +43,38 @@ def test_python_run_gives_the_cli_report(images, cli_report, tmp_path):
     again = fisherkit.pipeline.run(train, test, cache=tmp_path / "cache", report=tmp_path / "r.json", **OPTIONS)
     assert comparable(again) == comparable(report)
     assert comparable(json.loads((tmp_path / "r.json").read_text())) == comparable(report)
+    # both reports record the same whole configuration (but where they wrote to)
+    cli_config = cli_report[0]["config"]
+    for c in (cli_config, report["config"]):
+        c["output"].update(cache=None, report=None, save_descriptors=None)
+    assert report["config"] == cli_config
+    # and a run repeats from its report's configuration
+    repeat = fisherkit.pipeline.run(config=tmp_path / "r.json", cache=tmp_path / "cache", report=None)
+    assert comparable(repeat) == comparable(report)
+
+
+def test_python_builds_the_configuration_the_cli_prints(images, tmp_path):
+    train, test = images
+    options = dict(OPTIONS, whitening="both", store="q8", classifier="primal", compact_pca=5, power=0.75)
+    got = fisherkit.pipeline.config(train, test, **options)
+    printed = subprocess.run(
+        [cli_binary(), "run", "--train", str(train), "--test", str(test), "--print-config", *cli_args(options)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    assert got == json.loads(printed)
+    assert got["pca"]["pca_dim"] == OPTIONS["pca_dim"] and got["svm"]["classifier"] == "primal"
+    # a JSON round trip: the file the CLI reads gives the same configuration back
+    path = tmp_path / "run.json"
+    path.write_text(printed)
+    assert fisherkit.pipeline.config(config=path) == got
+    assert fisherkit.pipeline.config(config=got) == got
+    again = subprocess.run([cli_binary(), "run", "--config", str(path), "--print-config"],
+                           check=True, capture_output=True, text=True).stdout
+    assert json.loads(again) == got
+    # options override the base configuration, a nested group at once too
+    over = fisherkit.pipeline.config(config=got, seed=11, models={"gmm_components": 7})
+    assert (over["seed"], over["models"]["gmm_components"]) == (11, 7)
+    assert over["pca"] == got["pca"]
 
 
 def test_descriptors_are_the_rows_the_cli_saves(images, cli_report):
@@ -68,14 +100,23 @@ def test_descriptors_are_the_rows_the_cli_saves(images, cli_report):
 
 def test_bad_options_and_inputs_are_named(images, tmp_path):
     train, test = images
-    with pytest.raises(ValueError, match="unknown option 'pca_dims'"):
+    with pytest.raises(ValueError, match="unknown option `pca_dims` .fisherkit run has no --pca-dims"):
         fisherkit.pipeline.run(train, test, pca_dims=3, no_cache=True)
     with pytest.raises(ValueError, match="nowhere"):
         fisherkit.pipeline.run(tmp_path / "nowhere", test, no_cache=True)
     with pytest.raises(ValueError, match="pca-dim"):
         fisherkit.pipeline.run(train, test, pca_dim="many", no_cache=True)
-    with pytest.raises(TypeError, match="scales"):
+    with pytest.raises(ValueError, match=r"option scales \(--scales\)"):
         fisherkit.pipeline.run(train, test, scales={28: 1}, no_cache=True)
+    with pytest.raises(TypeError, match="option scales"):
+        fisherkit.pipeline.run(train, test, scales=[object()], no_cache=True)
+    # what a new user tried (issue 30): each gets one message naming the problem
+    with pytest.raises(ValueError, match=r"save_encodings.*needs an output folder \(output_dir, --output-dir\)"):
+        fisherkit.pipeline.run(train, test, save_encodings=True, no_cache=True)
+    with pytest.raises(ValueError, match=r"option seed \(--seed\).*-1"):
+        fisherkit.pipeline.run(train, test, seed=-1, no_cache=True)
+    with pytest.raises(ValueError, match="unknown option `help`"):
+        fisherkit.pipeline.run(help=True)
     with pytest.raises(ValueError, match="folds"):
         fisherkit.pipeline.run(train, test, cv_folds=1, no_cache=True, **{k: v for k, v in OPTIONS.items() if k != "cv_folds"})
     enc = fisherkit.cnn.Descriptors(scales=[28])

@@ -6,14 +6,13 @@
 //! status 2 (bad usage) or 1 (anything else); outputs are written atomically
 //! at the very end, so a failed run leaves no output file.
 
-use clap::Parser;
 use fisherkit_cli::error::CliError;
 use fisherkit_cli::{args, commands, error, progress};
 use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::Cli::try_parse_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => return error::report_clap(e),
     };

@@ -239,7 +239,7 @@ fn bad_classifier_files_and_options_are_one_error_line() {
             .args(["--no-cache", "--save-model"])
             .arg(t.path().join("x.safetensors"))
             .args(["--model-encoder", "gmm-fv:mean"]),
-        1,
+        2, // bad usage, found when the configuration is checked
     );
     assert!(
         err.contains("`gmm-fv:mean` is not among the encoders"),

@@ -29,12 +29,24 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// Creates the output folder of `cfg`, if any, before any work is done.
+/// Creates the output folder of `cfg`, if any, and checks that the output
+/// files can be written, before any work is done.
 fn output_dir(cfg: &RunConfig) -> Result<Option<OutputDir>, PipelineError> {
-    cfg.output_dir
+    let out = cfg
+        .output_dir
         .as_deref()
         .map(|d| OutputDir::create(d, cfg.save_encodings))
-        .transpose()
+        .transpose()?;
+    for (what, path) in [
+        ("report", &cfg.report),
+        ("plot", &cfg.plot),
+        ("save_model", &cfg.save_model),
+    ] {
+        if let Some(p) = path {
+            crate::output::check_output_file(what, p)?;
+        }
+    }
+    Ok(out)
 }
 
 /// The run folder of `cfg` and `inputs`: under the cache folder, keyed by the
@@ -889,18 +901,20 @@ impl<'a> Job<'a> {
         let mut timings = std::mem::take(&mut self.timings);
         let (results, sweep, model) = evaluate(&c, &mut timings, progress)?;
         let dataset = self.dataset_info(&learned, &rows, n_train);
-        Ok(Report {
+        let report = Report {
             results,
             sweep,
             dataset,
             timings,
-            config: self.cfg.describe(self.inputs.images),
+            config: self.cfg.to_config(self.inputs.images),
             peak_rss_mb: peak_rss_mb(),
             fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
             cnn: self.inputs.source.cnn_name().map(str::to_string),
             model,
             models: self.model_infos(),
-        })
+        };
+        report.write_files(self.cfg.report.as_deref(), self.cfg.plot.as_deref())?;
+        Ok(report)
     }
 
     /// The report's account of every planned model's fit.

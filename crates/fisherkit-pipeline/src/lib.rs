@@ -36,7 +36,9 @@ pub mod store;
 mod trained;
 
 pub use classifier::{RawEncodings, SceneClassifier, Scored};
-pub use config::{defaults, Classifier, RunConfig, Whitening};
+pub use config::{
+    defaults, CheckedConfig, Classifier, CnnChoice, InputKind, PipelineConfig, RunConfig, Whitening,
+};
 pub use job::Job;
 pub use report::ModelReport;
 pub use run::{run, run_descriptors};
@@ -62,6 +64,10 @@ pub enum PipelineError {
     /// A bad pipeline option.
     #[error("invalid option: {0}")]
     Config(String),
+    /// The run was stopped by [`Progress::cancelled`]; a run started again
+    /// with the same settings continues from the finished work.
+    #[error("the run was cancelled; started again with the same settings it continues from its run folder")]
+    Cancelled,
     /// A failure of one of the computing stages, with the stage named.
     #[error("{stage}: {message}")]
     Stage {
@@ -95,6 +101,13 @@ pub trait Progress: Sync {
     fn finish(&self, summary: &str);
     /// Something the user should know (a skipped image…).
     fn warn(&self, message: &str);
+    /// Whether the run should stop now (Ctrl-C in Python): checked between
+    /// batches of images, EM iterations and encoders; the run then returns
+    /// [`PipelineError::Cancelled`] and its run folder keeps the finished
+    /// work. Default: never.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Progress`] that ignores everything.

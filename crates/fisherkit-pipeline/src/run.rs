@@ -31,7 +31,24 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<Report, PipelineError> {
     cfg.validate()?;
+    check_network(cfg, net)?;
     streamed(cfg, Inputs::images(cfg, net)?, progress)
+}
+
+/// The network given is the configuration's `cnn` (which the report records).
+fn check_network(cfg: &RunConfig, net: &Backbone) -> Result<(), PipelineError> {
+    let want = cfg.cnn.builtin();
+    if want.is_some() && want == net.kind() || want.is_none() && net.kind().is_none() {
+        return Ok(());
+    }
+    let name = |k: Option<fisherkit_cnn::BackboneKind>| {
+        k.map_or("an ONNX model".to_string(), |k| k.to_string())
+    };
+    Err(PipelineError::Config(format!(
+        "the network given ({}) is not the configuration's cnn ({}): set RunConfig::cnn to it",
+        name(net.kind()),
+        name(want)
+    )))
 }
 
 /// Runs the pipeline from PCA onwards on precomputed descriptors: `cfg.train`

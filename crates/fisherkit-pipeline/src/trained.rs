@@ -172,15 +172,10 @@ impl RunParts<'_> {
         }
     }
 
-    /// The run's settings as a JSON object (the report's `config`).
+    /// The run's configuration as a JSON object (the report's `config`).
     fn training(&self) -> serde_json::Value {
-        serde_json::Value::Object(
-            self.cfg
-                .describe(self.inputs.images)
-                .into_iter()
-                .map(|(k, v)| (k, serde_json::Value::String(v)))
-                .collect(),
-        )
+        serde_json::to_value(self.cfg.to_config(self.inputs.images))
+            .unwrap_or_else(|e| serde_json::json!({ "unrecorded": e.to_string() }))
     }
 
     /// The classifier's predictions on the test rows `test`, from the raw

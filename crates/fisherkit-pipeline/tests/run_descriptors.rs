@@ -99,9 +99,10 @@ fn planted_local_structure_is_classified_from_both_file_layouts() {
     assert_eq!((r.dataset.n_train, r.dataset.n_test), (36, 18));
     assert_eq!(r.dataset.descriptors_per_image, vec![60.0]);
     assert_eq!(r.dataset.pca_dims, vec![D]);
-    assert!(r
-        .config
-        .contains(&("input".into(), "descriptor files".into())));
+    // the report records the whole configuration, from which the run repeats
+    assert!(r.config.data.train_descriptors.is_some() && r.config.data.train.is_none());
+    let again = r.config.check().unwrap();
+    assert_eq!(again.run_config().to_config(false), r.config);
     assert_eq!(r.results.len(), 3);
     // The report says how each background model was fitted.
     let kinds: Vec<_> = r
@@ -387,9 +388,7 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     let primal = run_with(Classifier::Primal, StoreFormat::F32);
     // the q8 run imports the f32 stores of the runs above
     let q8 = run_with(Classifier::Kernel, StoreFormat::Q8);
-    assert!(primal
-        .config
-        .contains(&("classifier".into(), "Primal".into())));
+    assert_eq!(primal.config.svm.classifier, Classifier::Primal);
     for other in [&primal, &q8] {
         assert_eq!(other.results.len(), kernel.results.len());
         for (a, b) in kernel.results.iter().zip(&other.results) {

@@ -23,6 +23,7 @@ mod kmeans;
 mod linear;
 mod mfa;
 mod pipeline;
+mod run;
 mod scene;
 mod stats;
 
@@ -153,6 +154,7 @@ fn _fisherkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mfa::register(m)?;
     linear::register(m)?;
     pipeline::register(m)?;
+    run::register(m)?;
     scene::register(m)?;
     stats::register(m)?;
     Ok(())

@@ -1,13 +1,11 @@
-//! The pipeline from Python: `fisherkit.pipeline.run` (the whole run, options
-//! parsed by the command line's own definitions), `fisherkit.cnn.Descriptors`
-//! (the CNN descriptors `--save-descriptors` writes) and the [`Job`] that
+//! The pipeline's pieces from Python: `fisherkit.cnn.Descriptors` (the CNN
+//! descriptors `--save-descriptors` writes) and the [`Job`] that
 //! `fisherkit.ray.run_pipeline` drives, whose passes over images run in Ray
-//! tasks (docs/pipeline.md §6).
+//! tasks (docs/pipeline.md §6). The whole run is in `run.rs`.
 
 use crate::interrupt::interruptible;
+use crate::run::{checked, Stderr};
 use fisherkit::pca::PcaMoments;
-use fisherkit_cli::progress::Ui;
-use fisherkit_cli::{run_argv, RunInvocation};
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
 use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::descriptors::describe_batch;
@@ -34,33 +32,14 @@ pub(crate) fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
         .map_err(|e| PyValueError::new_err(format!("built-in CNN {kind}: {e}")))
 }
 
-fn parse(args: Vec<String>) -> PyResult<RunInvocation> {
-    run_argv(&args).map_err(|e| PyValueError::new_err(e.message))
-}
-
-/// The built-in network of a parsed run (the Python module has no ONNX support).
-fn builtin(inv: &RunInvocation) -> PyResult<BackboneKind> {
-    inv.cnn.builtin().ok_or_else(|| {
+/// The built-in network of a run (the Python module has no ONNX support).
+pub(crate) fn builtin(cfg: &fisherkit_pipeline::CheckedConfig) -> PyResult<BackboneKind> {
+    cfg.run_config().cnn.builtin().ok_or_else(|| {
         PyValueError::new_err(
             "cnn: the Python module is built without ONNX support; use the fisherkit command \
              line built with --features onnx for an ONNX model",
         )
     })
-}
-
-/// Runs `fisherkit run ARGS` (the arguments after `run`) and returns the
-/// report as JSON text (the schema of `--report`, which it also writes when
-/// asked). Progress goes to stderr when `verbose`.
-#[pyfunction]
-fn pipeline_run(py: Python<'_>, args: Vec<String>, verbose: bool) -> PyResult<String> {
-    let inv = parse(args)?;
-    if !inv.descriptor_files {
-        net(builtin(&inv)?)?;
-    }
-    let report = py
-        .detach(|| inv.execute(&Ui::new(!verbose)))
-        .map_err(|e| PyValueError::new_err(e.message))?;
-    serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
 }
 
 /// One image for [`cnn_descriptors`]: a path, or an array (H, W), (H, W, 1),
@@ -257,7 +236,6 @@ fn cnn_descriptors<'py>(
 #[pyclass(name = "Job", module = "fisherkit._fisherkit")]
 struct PyJob {
     job: Option<Job<'static>>,
-    inv: RunInvocation,
 }
 
 fn err(e: impl std::fmt::Display) -> PyErr {
@@ -315,20 +293,18 @@ type MomentTuple<'py> = (
 
 #[pymethods]
 impl PyJob {
-    /// Opens the run of `fisherkit run ARGS` (image folders).
+    /// Opens the run of the configuration `request` (JSON text, as
+    /// `fisherkit.pipeline.run` sends it) on image folders.
     #[new]
-    fn new(args: Vec<String>) -> PyResult<Self> {
-        let inv = parse(args)?;
-        if inv.descriptor_files {
+    fn new(request: &str) -> PyResult<Self> {
+        let cfg = checked(request)?;
+        if cfg.input() != fisherkit_pipeline::InputKind::Images {
             return Err(PyValueError::new_err(
                 "a distributed run starts from image folders (train/test), not descriptor files",
             ));
         }
-        let job = Job::images(&inv.config, net(builtin(&inv)?)?).map_err(err)?;
-        Ok(Self {
-            job: Some(job),
-            inv,
-        })
+        let job = Job::images(cfg.run_config(), net(builtin(&cfg)?)?).map_err(err)?;
+        Ok(Self { job: Some(job) })
     }
 
     /// The run folder.
@@ -405,15 +381,16 @@ impl PyJob {
             },
             entries: entries_from_py(item(part, "entries")?)?,
         };
-        let ui = Ui::new(!verbose);
-        self.job_mut()?.add_sample(part, &Quiet(&ui)).map_err(err)
+        self.job_mut()?
+            .add_sample(part, &Stderr::new(verbose, None))
+            .map_err(err)
     }
 
     /// Fits (or reads) the PCA and the models and opens the stores.
     fn fit(&mut self, py: Python<'_>, verbose: bool) -> PyResult<()> {
-        let ui = Ui::new(!verbose);
         let job = self.job_mut()?;
-        py.detach(|| job.fit(&Quiet(&ui))).map_err(err)
+        py.detach(|| job.fit(&Stderr::new(verbose, None)))
+            .map_err(err)
     }
 
     /// Reads the fitted PCA and models from the run folder (a worker's job).
@@ -491,18 +468,16 @@ impl PyJob {
         Ok(())
     }
 
-    /// Kernels, SVMs and the report (JSON text); writes `--report`/`--plot`
-    /// if given. The job is used up.
+    /// Kernels, SVMs and the report (JSON text); writes the configuration's
+    /// `report` and `plot` if given. The job is used up.
     fn finish(&mut self, py: Python<'_>, verbose: bool) -> PyResult<String> {
         let job = self
             .job
             .take()
             .ok_or_else(|| PyValueError::new_err("this job has finished already"))?;
-        let ui = Ui::new(!verbose);
-        let report = py.detach(|| job.finish(&Quiet(&ui))).map_err(err)?;
-        self.inv
-            .write_outputs(&report, &ui)
-            .map_err(|e| PyValueError::new_err(e.message))?;
+        let report = py
+            .detach(|| job.finish(&Stderr::new(verbose, None)))
+            .map_err(err)?;
         serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
     }
 }
@@ -521,22 +496,7 @@ impl PyJob {
     }
 }
 
-/// Progress for the Job's stages: warnings and summaries on `ui` (nothing when quiet).
-struct Quiet<'a>(&'a Ui);
-
-impl fisherkit_pipeline::Progress for Quiet<'_> {
-    fn start(&self, _stage: &str, _len: u64) {}
-    fn inc(&self, _n: u64) {}
-    fn finish(&self, summary: &str) {
-        self.0.info(summary);
-    }
-    fn warn(&self, message: &str) {
-        self.0.info(message);
-    }
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(pipeline_run, m)?)?;
     m.add_function(wrap_pyfunction!(cnn_descriptors, m)?)?;
     m.add_class::<PyJob>()?;
     Ok(())

@@ -1,13 +1,13 @@
 //! `fisherkit predict` and `fisherkit evaluate`: a saved scene classifier
 //! applied to new images (or descriptor bags), rows streamed out batch by batch.
 
-use crate::args::{CnnArg, EvaluateArgs, OnnxArgs, PredictArgs, PredictFormat};
-use crate::commands::pipeline::{Bars, CnnChoice};
+use crate::args::{EvaluateArgs, OnnxArgs, PredictArgs, PredictFormat};
+use crate::commands::pipeline::Bars;
 use crate::error::CliError;
 use crate::progress::Ui;
 use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::predict::{evaluate_bags, evaluate_folder, Outcome, Predictor};
-use fisherkit_pipeline::SceneClassifier;
+use fisherkit_pipeline::{CnnChoice, SceneClassifier};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,9 @@ fn network(
                 info.name
             )))
         }
-        (Err(_), Some(p)) => CnnChoice::from_args(&CnnArg::Onnx(p.clone()), onnx)?,
+        (Err(_), Some(p)) => onnx
+            .choice(&p.to_string_lossy())
+            .map_err(|e| CliError::usage(format!("--cnn {}: {e}", p.display())))?,
         (Err(_), None) => {
             return Err(CliError::usage(format!(
                 "the classifier was trained with the ONNX model {}{}: give it with --cnn FILE.onnx and the same --onnx-* options",
@@ -53,7 +55,7 @@ fn network(
             )))
         }
     };
-    choice.load().map(Some)
+    choice.load().map(Some).map_err(CliError::other)
 }
 
 /// RFC 4180 quoting of one CSV field.

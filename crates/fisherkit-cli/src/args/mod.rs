@@ -36,6 +36,27 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line's definition, with `fisherkit run`'s help showing the
+    /// pipeline configuration's defaults ([`with_config_defaults`]).
+    pub fn definition() -> clap::Command {
+        with_config_defaults(<Self as clap::CommandFactory>::command())
+    }
+
+    /// Parses `args` (the program name first) by [`Self::definition`].
+    ///
+    /// # Errors
+    /// clap's error for a bad command line (and for `--help`, `--version`).
+    pub fn try_parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::definition().try_get_matches_from(args)?;
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Diagonal Gaussian mixture models.
@@ -369,360 +390,12 @@ pub struct EncodeArgs {
     pub no_whitening: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PatchModeArg {
-    /// One fully-convolutional CNN pass per scale; each score-map cell is a patch.
-    Dense,
-    /// Every patch cropped, resized to the CNN's input (227 or 224 px) and classified on its own (slow).
-    Exact,
-}
-
-/// `--cnn`: the CNN of the patch descriptors, a built-in network or an ONNX model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CnnArg {
-    /// SqueezeNet v1.1: 227-px patches, 13x13 cells per patch, 16 px apart.
-    Squeezenet,
-    /// EfficientNet-Lite0: 224-px patches, 7x7 cells per patch, 32 px apart.
-    EfficientnetLite0,
-    /// An ONNX image classifier (a path ending in `.onnx`; needs the `onnx` feature).
-    Onnx(PathBuf),
-}
-
-impl CnnArg {
-    /// The built-in network, `None` for an ONNX model.
-    pub fn kind(&self) -> Option<fisherkit_cnn::BackboneKind> {
-        match self {
-            CnnArg::Squeezenet => Some(fisherkit_cnn::BackboneKind::SqueezeNet),
-            CnnArg::EfficientnetLite0 => Some(fisherkit_cnn::BackboneKind::EfficientNetLite0),
-            CnnArg::Onnx(_) => None,
-        }
-    }
-}
-
-/// Parses `--cnn`: `squeezenet`, `efficientnet-lite0` (or their `_1`/`_lite0` spellings), or a
-/// path ending in `.onnx`.
-pub fn parse_cnn(s: &str) -> Result<CnnArg, String> {
-    match s.parse::<fisherkit_cnn::BackboneKind>() {
-        Ok(fisherkit_cnn::BackboneKind::SqueezeNet) => Ok(CnnArg::Squeezenet),
-        Ok(fisherkit_cnn::BackboneKind::EfficientNetLite0) => Ok(CnnArg::EfficientnetLite0),
-        Err(_) if s.to_ascii_lowercase().ends_with(".onnx") => Ok(CnnArg::Onnx(PathBuf::from(s))),
-        Err(_) => Err(format!(
-            "unknown CNN `{s}` (expected squeezenet, efficientnet-lite0 or a path to an .onnx model)"
-        )),
-    }
-}
-
-/// Options of an ONNX model given as `--cnn FILE.onnx` (see docs/backbones.md).
-#[derive(Debug, Clone, Default, PartialEq, Args)]
-#[command(next_help_heading = "ONNX model (--cnn FILE.onnx)")]
-pub struct OnnxArgs {
-    /// Side patches are resized to [default: the model's fixed input side, else 224].
-    #[arg(long, value_name = "PX")]
-    pub onnx_input_side: Option<usize>,
-    /// Per-channel mean on the 0-1 scale, in the model's channel order
-    /// [default: 0.485,0.456,0.406].
-    #[arg(long, value_name = "M,M,M")]
-    pub onnx_mean: Option<String>,
-    /// Per-channel standard deviation on the 0-1 scale [default: 0.229,0.224,0.225].
-    #[arg(long, value_name = "S,S,S")]
-    pub onnx_std: Option<String>,
-    /// The model takes BGR channels (Caffe models) instead of RGB.
-    #[arg(long)]
-    pub onnx_bgr: bool,
-    /// The tensor holding the class scores (a graph output or any tensor of the graph)
-    /// [default: the first graph output].
-    #[arg(long, value_name = "NAME")]
-    pub onnx_output: Option<String>,
-}
-
-impl OnnxArgs {
-    /// Whether any ONNX option was given.
-    pub fn any(&self) -> bool {
-        *self != Self::default()
-    }
-}
-
-/// `--store`: fisherkit_pipeline::StoreFormat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StoreArg {
-    /// 4 bytes a value, exact.
-    F32,
-    /// About 1 byte a value.
-    Q8,
-}
-
-/// `--classifier`: fisherkit_pipeline::Classifier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ClassifierArg {
-    /// Kernel path while its N x N kernels fit in 4 GiB, primal above.
-    Auto,
-    /// N x N linear kernels, dual solver.
-    Kernel,
-    /// Out-of-core primal solver.
-    Primal,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WhiteningArg {
-    /// The paper's MFA Fisher scores.
-    Off,
-    /// MFA Fisher scores divided by the root of a diagonal Fisher-information estimate.
-    On,
-    /// Both, as separate results.
-    Both,
-}
-
-const RUN_HELP: &str = "\
-Examples:
-  fisherkit run --train scenes/train --test scenes/test --report report.json
-  fisherkit run --train tr --test te --encoders 'gmm-fv:mean+var,mfa-fs:loading&cnn-global' \\
-      --scales 128 --pca-dim 100 --whitening both
-  fisherkit run --train tr --test te --scales 28 --save-descriptors feats   # also writes feats/{train,test}.npz
-  fisherkit run --train-descriptors feats/train.npz --test-descriptors feats/test.npz
-
-Image folders: DIR/<class name>/*.{jpg,jpeg,png}; test classes must exist in training.
-Encoders (comma list; parts joined by +; terms joined by & are concatenated):
-  gmm-fv[:prior+mean+var]   GMM Fisher vector (default parts mean+var)
-  mfa-fs[:mean+loading]     MFA Fisher score (default part loading)
-  cnn-global                the CNN's own image-level log-probabilities (images only)
-Each scale gets its own PCA and background models; scales are concatenated.
-Descriptors are cached in --cache, so a second run with other encoders skips the CNN.
-Unreadable images are skipped with a warning and listed in the report.
-
-Descriptor files (--train-descriptors/--test-descriptors, one .npz per split, for
-descriptors from another network; --save-descriptors writes the same format):
-  labels        1-D, one entry per image: class names (str) or integers
-  and either one (n_i, D) float32/float64 array per image, in archive order
-      np.savez('train.npz', *bags, labels=labels)
-  or all rows stacked with each row's image number 0..n-1
-      np.savez('train.npz', descriptors=X, image_index=idx, labels=labels)
-Every image needs >= 1 finite descriptor; train and test must have the same D.
-The file's descriptors are one scale; cnn-global is not available.";
-
-/// The library's default patch scales as the flag writes them (`96,128,160`).
-fn default_scales() -> String {
-    let d = fisherkit_cnn::descriptors::DescriptorParams::default();
-    d.scales
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The library's default image-size cap (0 would mean none).
-fn default_max_image_side() -> u32 {
-    fisherkit_cnn::descriptors::DescriptorParams::default()
-        .max_image_side
-        .unwrap_or(0)
-}
-
-/// The library's default SVM cost grid as the flag writes it.
-fn default_c_grid() -> String {
-    defaults::C_GRID
-        .iter()
-        .map(f64::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Arguments of `fisherkit run`.
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// Training image folder: DIR/<class>/*.png|jpg.
-    #[arg(
-        long,
-        value_name = "DIR",
-        required_unless_present = "train_descriptors"
-    )]
-    pub train: Option<PathBuf>,
-    /// Test image folder, same class names.
-    #[arg(long, value_name = "DIR", required_unless_present = "test_descriptors")]
-    pub test: Option<PathBuf>,
-    /// Training descriptor file (.npz, see below) instead of an image folder.
-    #[arg(long, value_name = "FILE", requires = "test_descriptors",
-          conflicts_with_all = ["train", "test", "save_descriptors", "scales", "cnn", "patch_mode", "stride",
-                                "max_image_side"])]
-    pub train_descriptors: Option<PathBuf>,
-    /// Test descriptor file (.npz), same D, classes among the training ones.
-    #[arg(long, value_name = "FILE", requires = "train_descriptors")]
-    pub test_descriptors: Option<PathBuf>,
-    /// Also write the CNN descriptors of the images to DIR/train.npz and DIR/test.npz
-    /// (descriptor files; several scales are stacked in one bag per image).
-    #[arg(long, value_name = "DIR")]
-    pub save_descriptors: Option<PathBuf>,
-    /// Encoders to compare (see below).
-    #[arg(long, value_name = "LIST", default_value = fisherkit_pipeline::spec::DEFAULT_ENCODERS)]
-    pub encoders: String,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Write the trained models here: pca-<scale>, gmm-K<K>-<scale>, mfa-K<K>-R<R>-<scale>
-    /// and svm-<encoder> .safetensors files (reload with `fisherkit encode` or Python's
-    /// `load`).
-    #[arg(long, value_name = "DIR")]
-    pub output_dir: Option<PathBuf>,
-    /// Also write each encoder's encodings to the output folder: <encoder>.train.npy,
-    /// <encoder>.test.npy (images × dim, f32) and images.train.txt / images.test.txt
-    /// (each row's image and class).
-    #[arg(long, requires = "output_dir")]
-    pub save_encodings: bool,
-    /// Write the trained classifier to FILE (one .safetensors file: the CNN's identity,
-    /// the scales, the PCAs, the background models, the encoder, the SVM and the class
-    /// names), for `fisherkit predict` and `fisherkit evaluate`.
-    #[arg(long, value_name = "FILE")]
-    pub save_model: Option<PathBuf>,
-    /// The encoder of the saved classifier, one of --encoders [default: the one with the
-    /// best cross-validated training accuracy].
-    #[arg(long, value_name = "SPEC", requires = "save_model")]
-    pub model_encoder: Option<String>,
-    /// Write the accuracy-against-dimension plot (SVG) here (needs --sweep-gmm or --sweep-mfa).
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
-    /// Patch sizes in pixels, comma-separated.
-    #[arg(long, value_name = "LIST", default_value_t = default_scales())]
-    pub scales: String,
-    /// The CNN of the patch descriptors: efficientnet-lite0 (224-px patches, 7x7 cells, 32 px
-    /// apart; the default, the more accurate on photos), squeezenet (227-px patches, 13x13
-    /// cells, 16 px apart) or FILE.onnx, any ONNX image classifier (built with the `onnx`
-    /// feature; options below).
-    #[arg(long, value_name = "CNN", default_value = defaults::CNN, value_parser = parse_cnn)]
-    pub cnn: CnnArg,
-    #[command(flatten)]
-    pub onnx: OnnxArgs,
-    /// How patches are run through the CNN.
-    #[arg(long, value_enum, default_value_t = PatchModeArg::Dense)]
-    pub patch_mode: PatchModeArg,
-    /// Exact mode: step between patches as a fraction of the patch side, in (0, 1]
-    /// [default: 0.5]. Dense mode has no stride of its own: its cells are 16 px
-    /// apart at the CNN's 227-px-per-patch resolution (EfficientNet-Lite0: 32 px at 224).
-    #[arg(long, value_name = "F")]
-    pub stride: Option<f32>,
-    /// Larger images are shrunk to this many pixels on their longer side first (0: never).
-    #[arg(long, value_name = "PX", default_value_t = default_max_image_side())]
-    pub max_image_side: u32,
-    /// Descriptor dimension after PCA (at most the data's).
-    #[arg(long, value_name = "D", default_value_t = defaults::PCA_DIM)]
-    pub pca_dim: usize,
-    /// Training images (a seeded subset) the PCA and the background models learn from.
-    #[arg(long, value_name = "N", default_value_t = defaults::SAMPLE_IMAGES)]
-    pub sample_images: usize,
-    /// Descriptors per scale for the PCA, drawn evenly over the sample images.
-    #[arg(long, value_name = "N", default_value_t = defaults::PCA_SAMPLE)]
-    pub pca_sample: usize,
-    /// Descriptors per scale to learn the background GMM and MFA, drawn the same way.
-    #[arg(long, value_name = "N", default_value_t = defaults::MODEL_SAMPLE)]
-    pub model_sample: usize,
-    /// Also evaluate each MFA-FS encoder reduced to D dimensions by a PCA of the
-    /// training encodings (the paper's Table 3: 5000).
-    #[arg(long, value_name = "D")]
-    pub compact_pca: Option<usize>,
-    /// GMM components.
-    #[arg(long, value_name = "K", default_value_t = defaults::GMM_COMPONENTS)]
-    pub gmm_components: usize,
-    /// GMM EM iterations at most.
-    #[arg(long, value_name = "N", default_value_t = defaults::GMM_MAX_ITER)]
-    pub gmm_max_iter: usize,
-    /// MFA components.
-    #[arg(long, value_name = "K", default_value_t = defaults::MFA_COMPONENTS)]
-    pub mfa_components: usize,
-    /// MFA factors per component.
-    #[arg(long, value_name = "R", default_value_t = defaults::MFA_FACTORS)]
-    pub mfa_factors: usize,
-    /// MFA EM iterations at most.
-    #[arg(long, value_name = "N", default_value_t = defaults::MFA_MAX_ITER)]
-    pub mfa_max_iter: usize,
-    /// Whitening of the MFA Fisher scores by a diagonal Fisher-information estimate.
-    #[arg(long, value_enum, default_value_t = WhiteningArg::Off)]
-    pub whitening: WhiteningArg,
-    /// Exponent of the signed power normalisation (1 turns it off).
-    #[arg(long, value_name = "P", default_value_t = fisherkit::Normalization::default().power)]
-    pub power: f64,
-    /// SVM costs tried by cross-validation, comma-separated.
-    #[arg(long, value_name = "LIST", default_value_t = default_c_grid())]
-    pub c_grid: String,
-    /// Cross-validation folds.
-    #[arg(long, value_name = "N", default_value_t = defaults::CV_FOLDS)]
-    pub cv_folds: usize,
-    /// How the SVMs are trained: `kernel` (N x N linear kernels from the stores,
-    /// memory N^2), `primal` (out of core on row blocks: memory K x D weights plus
-    /// one block, any N), `auto` (kernel while its (S + 3) N x N f64 kernels fit in 4 GiB, S
-    /// scales: up to 11 585 images at one scale, 9 457 at three; primal above).
-    #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
-    pub classifier: ClassifierArg,
-    /// How the run folder keeps the encodings: f32 (4 bytes a value, exact) or q8 (about
-    /// 1 byte a value, square-root-companded 8-bit codes with a scale per 256 values: a
-    /// quarter of the disk). A q8 run reuses the f32 encodings of an earlier run of the
-    /// same settings.
-    #[arg(long, value_enum, default_value_t = StoreArg::F32)]
-    pub store: StoreArg,
-    /// Seed of every random choice.
-    #[arg(long, value_name = "S", default_value_t = defaults::SEED)]
-    pub seed: u64,
-    /// Work folder of resumable runs: models, samples and the per-image encodings
-    /// (DIR/runs/<key>/, keyed by the data and settings). A killed run started
-    /// again with the same command continues from what it finished.
-    #[arg(long, value_name = "DIR", default_value = defaults::CACHE_DIR)]
-    pub cache: PathBuf,
-    /// Keep the run's work files in a temporary folder, removed at the end.
-    #[arg(long)]
-    pub no_cache: bool,
-    /// GMM sizes K for the gmm-fv:var accuracy-against-dimension sweep, comma-separated.
-    #[arg(long, value_name = "LIST")]
-    pub sweep_gmm: Option<String>,
-    /// MFA factor counts R for the mfa-fs:loading sweep, comma-separated.
-    #[arg(long, value_name = "LIST")]
-    pub sweep_mfa: Option<String>,
-}
-
-impl RunArgs {
-    /// The settings of `fisherkit demo` on its bundled 28×28 images: each image is
-    /// one 28-px patch scale (the CNN sees it at 227 px: 13×13 descriptors),
-    /// PCA to 100 dimensions, smaller training samples so it runs in minutes.
-    pub fn demo_defaults(train: PathBuf, test: PathBuf) -> Self {
-        Self {
-            train: Some(train),
-            test: Some(test),
-            train_descriptors: None,
-            test_descriptors: None,
-            save_descriptors: None,
-            output_dir: None,
-            save_encodings: false,
-            save_model: None,
-            model_encoder: None,
-            encoders: "cnn-global,gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading".into(),
-            report: None,
-            plot: None,
-            scales: "28".into(),
-            cnn: parse_cnn(defaults::DEMO_CNN).expect("a built-in network"),
-            onnx: OnnxArgs::default(),
-            patch_mode: PatchModeArg::Dense,
-            stride: None,
-            max_image_side: 512,
-            pca_dim: 100,
-            // every training image of the bundled set (1 000 tiny images)
-            sample_images: 1_000,
-            pca_sample: 50_000,
-            model_sample: 30_000,
-            compact_pca: None,
-            gmm_components: 50,
-            gmm_max_iter: 50,
-            mfa_components: 50,
-            mfa_factors: 10,
-            mfa_max_iter: 20,
-            whitening: WhiteningArg::Both,
-            power: 0.5,
-            c_grid: "0.1,1,10".into(),
-            cv_folds: 3,
-            classifier: ClassifierArg::Auto,
-            store: StoreArg::F32,
-            seed: 0,
-            cache: PathBuf::from(".fisherkit-cache"),
-            no_cache: false,
-            sweep_gmm: Some("10,25,50,100".into()),
-            sweep_mfa: Some("1,2,5,10".into()),
-        }
-    }
-}
+mod run;
+use run::RUN_HELP;
+pub use run::{
+    with_config_defaults, ClassifierArg, DataArgs, DescriptorArgs, EncodingArgs, ModelArgs,
+    OnnxArgs, OutputArgs, PatchModeArg, PcaArgs, RunArgs, StoreArg, SvmArgs, WhiteningArg,
+};
 
 const PREDICT_HELP: &str = "\
 Examples:
@@ -838,8 +511,8 @@ pub struct DemoArgs {
     /// The CNN of the patch descriptors: squeezenet (the demo's default: its 28-px images are
     /// one patch each, where SqueezeNet's 13x13 cells measure better), efficientnet-lite0 or
     /// FILE.onnx (see `fisherkit run --help`).
-    #[arg(long, value_name = "CNN", default_value = defaults::DEMO_CNN, value_parser = parse_cnn)]
-    pub cnn: CnnArg,
+    #[arg(long, value_name = "CNN", default_value = defaults::DEMO_CNN)]
+    pub cnn: String,
     #[command(flatten)]
     pub onnx: OnnxArgs,
 }
