@@ -234,7 +234,7 @@ def test_ray_pipeline_refuses_what_it_cannot_do(ray_local, tmp_path):
 
     with pytest.raises(ValueError, match="no_cache"):
         fkray.run_pipeline(tmp_path, tmp_path, no_cache=True)
-    with pytest.raises(ValueError, match="unknown option 'sample_image'"):
+    with pytest.raises(ValueError, match="unknown option `sample_image`"):
         fkray.run_pipeline(tmp_path, tmp_path, sample_image=3)
 
 

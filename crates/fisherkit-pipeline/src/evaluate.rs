@@ -8,6 +8,7 @@ use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
 use crate::primal::{FeatureRows, Finished, PartNorms};
+use crate::progress::stop_if_cancelled;
 use crate::report::ModelReport;
 use crate::report::{timed, ResultRow, SweepPoint};
 use crate::spec::{EncoderSpec, Term};
@@ -475,6 +476,7 @@ fn evaluate_rows(
     let mut results = Vec::new();
     let primal = c.primal();
     for (spec, whiten) in jobs {
+        stop_if_cancelled(progress)?;
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
         if primal {
             progress.start(&format!("primal SVM {name}"), 1);
@@ -615,6 +617,7 @@ fn sweep(
         .collect();
     let mut out = Vec::new();
     for (term, kind) in series {
+        stop_if_cancelled(progress)?;
         let k = match kind {
             ModelKind::Gmm { .. } => (kind, kinds.1),
             ModelKind::Mfa { .. } => (kinds.0, kind),

@@ -781,6 +781,7 @@ impl<'a> Job<'a> {
             n as u64,
         );
         for chunk in chunks {
+            crate::progress::stop_if_cancelled(progress)?;
             let part = self.sample_chunk(&chunk)?;
             self.add_sample(part, progress)?;
             progress.inc(chunk.len() as u64);
@@ -817,6 +818,7 @@ impl<'a> Job<'a> {
         let t = Instant::now();
         let batch_len = self.inputs.source.batch_len();
         for batch in todo.chunks(batch_len) {
+            crate::progress::stop_if_cancelled(progress)?;
             let part = match sink.as_mut() {
                 Some(s) => {
                     let (names, labels, classes) = (

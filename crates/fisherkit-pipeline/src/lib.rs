@@ -16,6 +16,7 @@
 pub mod classifier;
 pub mod config;
 pub mod dataset;
+mod error;
 /// The descriptor-file format (read and written by `fisherkit-io`).
 pub use fisherkit_io::descriptor_file;
 pub mod descriptors;
@@ -28,6 +29,7 @@ pub mod output;
 pub mod plot;
 pub mod predict;
 mod primal;
+mod progress;
 pub mod report;
 pub mod run;
 pub mod spec;
@@ -45,77 +47,5 @@ pub use run::{run, run_descriptors};
 pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};
 pub use store::StoreFormat;
 
-/// Errors of the pipeline.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// A file or folder that cannot be read or written.
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    /// A fisherkit file (descriptor file, model, array) that cannot be read or
-    /// written; `fisherkit-io`'s error names the file.
-    #[error(transparent)]
-    File(#[from] fisherkit_io::IoError),
-    /// A data set that cannot be used (empty class, unknown test class…).
-    #[error("{0}")]
-    Dataset(String),
-    /// A bad `--encoders` specification.
-    #[error("invalid encoder specification: {0}")]
-    Spec(String),
-    /// A bad pipeline option.
-    #[error("invalid option: {0}")]
-    Config(String),
-    /// The run was stopped by [`Progress::cancelled`]; a run started again
-    /// with the same settings continues from the finished work.
-    #[error("the run was cancelled; started again with the same settings it continues from its run folder")]
-    Cancelled,
-    /// A failure of one of the computing stages, with the stage named.
-    #[error("{stage}: {message}")]
-    Stage {
-        stage: &'static str,
-        message: String,
-    },
-}
-
-impl PipelineError {
-    /// A `map_err` adaptor naming the stage that failed.
-    pub(crate) fn stage<E: std::fmt::Display>(stage: &'static str) -> impl Fn(E) -> Self {
-        move |e| Self::at(stage, e)
-    }
-
-    /// The error `e` of the named stage.
-    pub(crate) fn at(stage: &'static str, e: impl std::fmt::Display) -> Self {
-        PipelineError::Stage {
-            stage,
-            message: e.to_string(),
-        }
-    }
-}
-
-/// Receives progress and warnings (the CLI draws bars; tests ignore them).
-pub trait Progress: Sync {
-    /// A stage with `len` steps starts.
-    fn start(&self, stage: &str, len: u64);
-    /// `n` more steps of the current stage are done.
-    fn inc(&self, n: u64);
-    /// The current stage ends, with a short summary.
-    fn finish(&self, summary: &str);
-    /// Something the user should know (a skipped image…).
-    fn warn(&self, message: &str);
-    /// Whether the run should stop now (Ctrl-C in Python): checked between
-    /// batches of images, EM iterations and encoders; the run then returns
-    /// [`PipelineError::Cancelled`] and its run folder keeps the finished
-    /// work. Default: never.
-    fn cancelled(&self) -> bool {
-        false
-    }
-}
-
-/// A [`Progress`] that ignores everything.
-pub struct NoProgress;
-
-impl Progress for NoProgress {
-    fn start(&self, _: &str, _: u64) {}
-    fn inc(&self, _: u64) {}
-    fn finish(&self, _: &str) {}
-    fn warn(&self, _: &str) {}
-}
+pub use error::PipelineError;
+pub use progress::{NoProgress, Progress};

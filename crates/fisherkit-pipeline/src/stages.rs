@@ -596,6 +596,38 @@ impl EmRecord {
     }
 }
 
+/// How a background model's EM stops early: its own error, or the run was
+/// cancelled ([`Progress::cancelled`]) between two iterations.
+enum FitStop<E> {
+    Model(E),
+    Cancelled,
+}
+
+impl<E> From<E> for FitStop<E> {
+    fn from(e: E) -> Self {
+        FitStop::Model(e)
+    }
+}
+
+impl<E: std::fmt::Display> FitStop<E> {
+    fn into_error(self, stage: &'static str) -> PipelineError {
+        match self {
+            FitStop::Model(e) => PipelineError::at(stage, e),
+            FitStop::Cancelled => PipelineError::Cancelled,
+        }
+    }
+}
+
+/// After each EM iteration: one step of progress, and a stop if the run was cancelled.
+fn each_iteration<E>(progress: &dyn Progress) -> Result<(), FitStop<E>> {
+    progress.inc(1);
+    if progress.cancelled() {
+        Err(FitStop::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
 /// Fits one model on its scale's sample with the run's seed and
 /// [`crate::defaults::EM_TOL`].
 pub(crate) fn fit_model(
@@ -618,8 +650,10 @@ pub(crate) fn fit_model(
                 .max_iter(s.gmm_max_iter)
                 .tol(tol)
                 .seed(s.seed)
-                .fit_with_progress(x.view(), &mut |_| progress.inc(1))
-                .map_err(PipelineError::stage("GMM training"))?;
+                .check()
+                .map_err(PipelineError::stage("GMM training"))?
+                .fit_with_callback(x.view(), &mut |_, _| each_iteration(progress))
+                .map_err(|e| e.into_error("GMM training"))?;
             let r = EmRecord::new(
                 fit.n_iter,
                 s.gmm_max_iter,
@@ -645,8 +679,10 @@ pub(crate) fn fit_model(
                 .max_iter(s.mfa_max_iter)
                 .tol(tol)
                 .seed(s.seed)
-                .fit_with_progress(x.view(), &mut |_| progress.inc(1))
-                .map_err(PipelineError::stage("MFA training"))?;
+                .check()
+                .map_err(PipelineError::stage("MFA training"))?
+                .fit_with_callback(x.view(), &mut |_, _| each_iteration(progress))
+                .map_err(|e| e.into_error("MFA training"))?;
             let rec = EmRecord::new(
                 fit.n_iter,
                 s.mfa_max_iter,

@@ -470,3 +470,74 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
         "{e}"
     );
 }
+
+/// A progress that asks the run to stop after `after` steps.
+struct CancelAfter {
+    after: u64,
+    steps: std::sync::atomic::AtomicU64,
+}
+
+impl fisherkit_pipeline::Progress for CancelAfter {
+    fn start(&self, _: &str, _: u64) {}
+    fn inc(&self, n: u64) {
+        self.steps
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn finish(&self, _: &str) {}
+    fn warn(&self, _: &str) {}
+    fn cancelled(&self) -> bool {
+        self.steps.load(std::sync::atomic::Ordering::Relaxed) >= self.after
+    }
+}
+
+/// Ctrl-C in Python (issue 30): a cancelled run stops with its own error at
+/// the next step — in EM, between batches, between encoders — and the same
+/// run started again finishes from its run folder with the uninterrupted
+/// run's report.
+#[test]
+fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
+    let t = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for (split, n) in [("train", 24), ("test", 12)] {
+        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
+        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
+        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
+        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
+        let mut arrays = bag_arrays(&names, &views);
+        arrays.push(("labels", NpyRef::Int(&labels)));
+        write_npz_arrays(&t.path().join(format!("{split}.npz")), &arrays).unwrap();
+    }
+    let mut cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
+    let whole = run_descriptors(&cfg, &NoProgress).unwrap();
+    cfg.cache_dir = Some(t.path().join("cache"));
+    let mut stops = 0;
+    for after in [3, 40, 1_000_000] {
+        let p = CancelAfter {
+            after,
+            steps: Default::default(),
+        };
+        match run_descriptors(&cfg, &p) {
+            Err(fisherkit_pipeline::PipelineError::Cancelled) => stops += 1,
+            Err(e) => panic!("{e}"),
+            Ok(r) => {
+                let without_times = |rows: &[fisherkit_pipeline::report::ResultRow]| {
+                    rows.iter()
+                        .map(|r| {
+                            (
+                                r.spec.clone(),
+                                r.dim,
+                                r.c,
+                                r.cv.clone(),
+                                r.confusion.clone(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(without_times(&r.results), without_times(&whole.results));
+                assert!(stops >= 1, "no run was cancelled");
+                return;
+            }
+        }
+    }
+    panic!("the run never finished");
+}
