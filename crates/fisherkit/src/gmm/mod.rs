@@ -10,6 +10,7 @@
 //! (out of core, see [`crate::stream`]) and resumes from a [`GmmEmState`].
 
 mod error;
+mod estep;
 mod fit;
 mod model;
 pub(crate) mod stats;

@@ -1,12 +1,17 @@
-//! Parameters of a diagonal GMM and its log-space posterior kernel.
+//! A diagonal GMM: its parameters, its log-space posterior kernel, and its
+//! E-step statistics and M-step (the mergeable sums and the update are in
+//! `stats.rs`, the E-step of a chunk of rows in `estep.rs`).
 
+use super::estep::EStepLeaf;
+use super::stats::{m_step, DiagMixture, GmmStats, VarianceFloor};
 use super::GmmError;
 use crate::data::check_matrix;
 use crate::float::Float;
 use crate::kernels::diag_gauss::{log_joint_gemm, mixture_mean};
+use crate::kernels::reduce::{reduce_rows, Pool};
 use crate::kernels::screen::DiagScreen;
 use crate::linalg::{gemm, Par};
-use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 pub use crate::kernels::reduce::CHUNK_ROWS;
@@ -321,6 +326,212 @@ impl<F: Float> DiagGmm<F> {
     pub fn score(&self, x: ArrayView2<'_, F>) -> Result<f64, GmmError> {
         let ll = self.score_samples(x)?;
         Ok(ll.sum() / ll.len() as f64)
+    }
+}
+
+impl<F: Float> DiagGmm<F> {
+    /// E-step sums over the rows of `x` (N, D) about the model's mixture mean
+    /// $c = \sum_k w_k \mu_k$ (see [`GmmStats`]).
+    ///
+    /// Per chunk of [`CHUNK_ROWS`] rows, first the screened kernel
+    /// (docs/math.md §2.7): when few components per row can have a posterior
+    /// above $e^{-50}$ of the row's largest, only those are evaluated, exactly
+    /// (centred direct form in `f64`), and their sums are added in `f64`.
+    /// Otherwise: log-space posteriors $Q$ (n, K)
+    /// from [`DiagGmm::log_joint_into`] (terms below $10^{-19}$ of a row's
+    /// largest in `f32`, $10^{-154}$ in `f64`, flushed to 0), then one GEMM
+    /// $Q^\top [y^2, y]$ (K, 2D) in `F`, added into `f64` totals — or, when at
+    /// most a tenth of $Q$ is non-zero (typical at large D), a sparse sum
+    /// directly in `f64`; $n_k$ and the log-likelihood are summed in `f64`.
+    /// Memory O(chunk·(K + D) + K·D) per thread. Chunks run in parallel; the
+    /// result does not depend on the number of threads.
+    ///
+    /// Errors: a matrix that is empty, of the wrong width, or non-finite.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, GmmStats};
+    /// use ndarray::{array, s, Array2, Axis};
+    ///
+    /// let g = DiagGmm::new(array![0.4, 0.6], array![[-2.0, 0.0], [2.0, 1.0]], array![[1.0, 0.5], [2.0, 1.0]])?;
+    /// let x = Array2::from_shape_fn((40, 2), |(i, j)| ((i * 7 + j * 3) % 11) as f64 / 2.0 - 2.5);
+    /// let whole = g.sufficient_statistics(x.view())?;
+    /// let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+    /// // n_k = Σ_i q_ik, Σ_i q_ik x_i and Σ_i log p(x_i), with q (N, K) the posteriors
+    /// let q = g.predict_proba(x.view())?;
+    /// assert!(whole.resp_sums().iter().zip(&q.sum_axis(Axis(0))).all(|(a, b)| close(*a, *b)));
+    /// assert!(whole.sum_x().iter().zip(&q.t().dot(&x)).all(|(a, b)| close(*a, *b)));
+    /// assert!(close(whole.log_likelihood(), g.score_samples(x.view())?.sum()));
+    /// // the statistics of two shards, summed, are the batch's
+    /// let shards = [
+    ///     g.sufficient_statistics(x.slice(s![..15, ..]))?,
+    ///     g.sufficient_statistics(x.slice(s![15.., ..]))?,
+    /// ];
+    /// let sum = GmmStats::sum(&shards)?;
+    /// assert_eq!(sum.n_rows(), 40.0);
+    /// assert!(close(sum.log_likelihood(), whole.log_likelihood()));
+    /// assert!(sum.resp_sums().iter().zip(&whole.resp_sums()).all(|(a, b)| close(*a, *b)));
+    /// for (a, b) in [(sum.sum_y(), whole.sum_y()), (sum.sum_y2(), whole.sum_y2())] {
+    ///     assert!(a.iter().zip(&b).all(|(u, v)| close(*u, *v)));
+    /// }
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
+    pub fn sufficient_statistics(&self, x: ArrayView2<'_, F>) -> Result<GmmStats, GmmError> {
+        check_matrix(x, Some(self.dim()), "data")?;
+        Ok(self.statistics_unchecked(x))
+    }
+
+    pub(crate) fn statistics_unchecked(&self, x: ArrayView2<'_, F>) -> GmmStats {
+        self.statistics_with(x, true)
+    }
+
+    /// [`DiagGmm::sufficient_statistics`] with the screening of
+    /// docs/math.md §2.7 on (the default) or off (the dense GEMM path for
+    /// every chunk; tests compare the two).
+    pub(crate) fn statistics_with(&self, x: ArrayView2<'_, F>, screening: bool) -> GmmStats {
+        let center = self.center().mapv(|v| v.as_f64());
+        let (buffers, stats) = (Pool::new(), Pool::new());
+        reduce_rows(
+            x.nrows(),
+            &|r| {
+                let mut leaf = buffers.take(|| EStepLeaf::new(self));
+                let st = stats.take(|| GmmStats::zeros(self.n_components(), center.clone()));
+                let st = self.leaf_statistics(&mut leaf, st, x.slice(s![r, ..]), screening);
+                buffers.give(leaf);
+                st
+            },
+            &|mut a, b| {
+                a.add_same_center(&b);
+                stats.give(b);
+                a
+            },
+        )
+    }
+
+    /// The statistics of one reduction leaf, the rows `x` (n, D), chunk by chunk on the
+    /// buffers of `leaf`, added to `st` once it is cleared.
+    pub(super) fn leaf_statistics(
+        &self,
+        leaf: &mut EStepLeaf<F>,
+        st: GmmStats,
+        x: ArrayView2<'_, F>,
+        screening: bool,
+    ) -> GmmStats {
+        leaf.start(st);
+        for xc in x.axis_chunks_iter(Axis(0), CHUNK_ROWS) {
+            if !(screening && leaf.screened_chunk(self, xc)) {
+                leaf.dense_chunk(self, xc);
+            }
+        }
+        leaf.finish()
+    }
+
+    /// The M-step from (merged) statistics `st` of K components in D
+    /// dimensions: a new model (see [`GmmStats`] and the module doc for the
+    /// formulas; starved components are re-seeded by splitting the heaviest).
+    ///
+    /// Errors: K or D different from this model's, no rows, invalid `floor`.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, VarianceFloor};
+    /// use ndarray::{array, Array2};
+    ///
+    /// let g = DiagGmm::new(array![0.5, 0.5], array![[-1.0, 0.0], [1.0, 0.0]], array![[1.0, 1.0], [1.0, 1.0]])?;
+    /// // two clusters, around -3 and +3 on both axes
+    /// let x = Array2::from_shape_fn((60, 2), |(i, j)| {
+    ///     ((i * 7 + j * 3) % 11) as f64 / 5.0 - 1.0 + if i % 2 == 0 { 3.0 } else { -3.0 }
+    /// });
+    /// let st = g.sufficient_statistics(x.view())?;
+    /// let next = g.update_from_statistics(&st, VarianceFloor::default())?;
+    /// // w_k = n_k / N and μ_k = Σ_i q_ik x_i / n_k
+    /// let (nk, sx) = (st.resp_sums(), st.sum_x());
+    /// for k in 0..2 {
+    ///     assert!((next.weights()[k] - nk[k] / 60.0).abs() < 1e-12);
+    ///     for d in 0..2 {
+    ///         assert!((next.means()[[k, d]] - sx[[k, d]] / nk[k]).abs() < 1e-9);
+    ///     }
+    /// }
+    /// // an EM step does not lower the mean log-likelihood
+    /// assert!(next.score(x.view())? >= g.score(x.view())? - 1e-12);
+    /// // statistics of K = 2 components do not fit a model of K = 1
+    /// let one = DiagGmm::new(array![1.0], array![[0.0, 0.0]], array![[1.0, 1.0]])?;
+    /// assert!(one.update_from_statistics(&st, VarianceFloor::default()).is_err());
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
+    pub fn update_from_statistics(
+        &self,
+        st: &GmmStats,
+        floor: VarianceFloor,
+    ) -> Result<DiagGmm<F>, GmmError> {
+        if st.n_components() != self.n_components() || st.dim() != self.dim() {
+            return Err(GmmError::InvalidStatistics(format!(
+                "statistics of {} components in dimension {} do not fit a model of {} components in dimension {}",
+                st.n_components(),
+                st.dim(),
+                self.n_components(),
+                self.dim()
+            )));
+        }
+        Self::from_statistics(st, floor)
+    }
+
+    /// A model from statistics alone (the M-step; see
+    /// [`DiagGmm::update_from_statistics`]).
+    pub fn from_statistics(st: &GmmStats, floor: VarianceFloor) -> Result<DiagGmm<F>, GmmError> {
+        Ok(m_step(st, floor)?.model)
+    }
+
+    /// [`DiagGmm::from_statistics`], also returning how many starved
+    /// components were re-seeded: EM has not converged while it re-seeds
+    /// ([`crate::stream::em_stopping_rule`]), so a driver outside the library
+    /// (the Python bindings) needs the count.
+    ///
+    /// ```
+    /// use fisherkit::gmm::{DiagGmm, VarianceFloor};
+    /// use ndarray::{array, Array2};
+    ///
+    /// // the third component is far from every row: n_3 = 0, it starves
+    /// let g = DiagGmm::new(array![0.4, 0.4, 0.2], array![[-3.0], [3.0], [1000.0]], array![[1.0], [1.0], [1.0]])?;
+    /// let x = Array2::from_shape_fn((50, 1), |(i, _)| (i % 5) as f64 * 0.1 + if i % 2 == 0 { -3.0 } else { 3.0 });
+    /// let st = g.sufficient_statistics(x.view())?;
+    /// assert_eq!(st.resp_sums()[2], 0.0);
+    /// let floor = VarianceFloor::default();
+    /// let (next, reseeded) = DiagGmm::<f64>::from_statistics_reseeded(&st, floor)?;
+    /// assert_eq!(reseeded, 1);
+    /// assert!(next.means()[[2, 0]].abs() < 10.0); // re-seeded among the data
+    /// // the model is `from_statistics`'s
+    /// assert_eq!(next, DiagGmm::from_statistics(&st, floor)?);
+    /// # Ok::<(), fisherkit::gmm::GmmError>(())
+    /// ```
+    pub fn from_statistics_reseeded(
+        st: &GmmStats,
+        floor: VarianceFloor,
+    ) -> Result<(DiagGmm<F>, usize), GmmError> {
+        let m = m_step(st, floor)?;
+        Ok((m.model, m.reseeded))
+    }
+}
+
+impl<F: Float> DiagMixture<F> for DiagGmm<F> {
+    fn n_components(&self) -> usize {
+        DiagGmm::n_components(self)
+    }
+    fn dim(&self) -> usize {
+        DiagGmm::dim(self)
+    }
+    fn screen(&self) -> &DiagScreen<F> {
+        DiagGmm::screen(self)
+    }
+    fn log_joint_into(
+        &self,
+        x: ArrayView2<'_, F>,
+        out: ArrayViewMut2<'_, F>,
+        scratch: &mut Array2<F>,
+        par: Par,
+    ) {
+        DiagGmm::log_joint_into(self, x, out, scratch, par)
+    }
+    fn from_valid(weights: Array1<F>, means: Array2<F>, variances: Array2<F>) -> Self {
+        DiagGmm::from_valid(weights, means, variances)
     }
 }
 

@@ -203,3 +203,59 @@ pub(crate) fn softmax_columns_flushed(
         }
     }
 }
+
+/// The flushed softmax against the textbook log-sum-exp (this test sat in
+/// `gmm/stats.rs`, against `DiagGmm::log_joint_to_posteriors`, which is a
+/// call of this kernel).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{array, Array2};
+
+    /// Posteriors $e^{\ell_k - m} / \sum_j e^{\ell_j - m}$ and log-likelihoods
+    /// $m + \log \sum_j e^{\ell_j - m}$ ($m$ the row's largest) of each row of
+    /// `lp`, by `f64::exp`, nothing flushed.
+    fn textbook(lp: &Array2<f64>) -> (Array2<f64>, Vec<f64>) {
+        let mut q = lp.clone();
+        let mut ll = Vec::new();
+        for mut row in q.rows_mut() {
+            let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            row.mapv_inplace(|v| (v - m).exp());
+            let s = row.sum();
+            row.mapv_inplace(|v| v / s);
+            ll.push(m + s.ln());
+        }
+        (q, ll)
+    }
+
+    #[test]
+    fn flushed_posteriors_equal_the_reference_kernel() {
+        let mut lp = array![
+            [-1.0, -2.0, -3000.0],
+            [5.0, 5.0, 4.0],
+            [-50.0, -10.0, -10.0]
+        ];
+        let (want, ll2) = textbook(&lp);
+        let mut ll = [0.0; 3];
+        let nnz = log_joint_to_posteriors_flushed(lp.view_mut(), &mut ll);
+        assert_eq!(nnz, 8);
+        for (a, b) in lp.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-15 * b.max(1e-300));
+        }
+        for (a, b) in ll.iter().zip(&ll2) {
+            assert!((a - b).abs() < 1e-14);
+        }
+        // a column-major (non-contiguous rows) view takes the copying path
+        let mut t = want.t().to_owned();
+        let mut tt = t.view_mut().reversed_axes();
+        tt.assign(&array![
+            [-1.0, -2.0, -3000.0],
+            [5.0, 5.0, 4.0],
+            [-50.0, -10.0, -10.0]
+        ]);
+        log_joint_to_posteriors_flushed(tt.view_mut(), &mut ll);
+        for (a, b) in tt.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-15 * b.max(1e-300));
+        }
+    }
+}

@@ -4,7 +4,9 @@
 //! when the operands are contiguous in row- or column-major order), so the
 //! E-steps and encoders run at the machine's GEMM rate without a system BLAS.
 
+mod blas1;
 mod cholesky;
+pub(crate) use blas1::{axpy, dot, dot_ff};
 pub use cholesky::{Cholesky, CholeskyError};
 
 use crate::float::Float;

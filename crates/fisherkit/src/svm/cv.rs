@@ -1,0 +1,204 @@
+//! Choosing C by stratified cross-validation, the data prepared once and
+//! shared by every (C, fold) fit.
+
+use super::error::SvmError;
+use super::model::{argmax, LinearSvc};
+use super::ovr::fit_ovr;
+use super::params::{LinearSvcParams, ValidLinearSvcParams};
+use super::solver::{shared, Shared};
+use crate::float::Float;
+use crate::metrics::mean_per_class_accuracy;
+use ndarray::ArrayView2;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+impl LinearSvcParams {
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::select_c`].
+    pub fn select_c<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
+        self.check()?.select_c(x, y, grid, folds, seed)
+    }
+
+    /// [`LinearSvcParams::check`], then [`ValidLinearSvcParams::fit_with_cv`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_with_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(LinearSvc<F>, f64, Vec<(f64, f64)>), SvmError> {
+        self.check()?.fit_with_cv(x, y, grid, folds, seed)
+    }
+}
+
+impl ValidLinearSvcParams {
+    /// Chooses C by stratified `folds`-fold cross-validation over `grid`,
+    /// scoring the mean per-class accuracy on each held-out fold (averaged
+    /// over folds). The other hyper-parameters are `self`'s.
+    ///
+    /// Folds: each class's samples are shuffled (ChaCha8, `seed`) and dealt
+    /// round-robin to the folds, the dealing continuing from class to class,
+    /// so fold sizes differ by at most one and each class is spread evenly.
+    /// The (C, fold) fits run in parallel, each solving its classes in
+    /// parallel on the one rayon pool (no oversubscription); no fit copies X.
+    ///
+    /// `x`: (N, D); `y`: (N) in `0..n_classes` as for [`LinearSvcParams::fit`].
+    /// Returns the best C (the smallest among equal best scores) and
+    /// `(C, score)` for every grid value, in grid order.
+    ///
+    /// # Errors
+    /// As [`LinearSvcParams::fit`]; an empty grid, a C ≤ 0 or non-finite in the
+    /// grid, `folds` < 2 or > N.
+    pub fn select_c<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        Ok(self.cv_table(&sh, y, n_classes, grid, folds, seed))
+    }
+
+    /// [`LinearSvcParams::select_c`] then a fit on all of `x` with the best
+    /// C, sharing the data preparation (in Gram mode the Gram matrix is
+    /// computed once). Returns the model, the best C and the CV table.
+    ///
+    /// # Errors
+    /// As [`LinearSvcParams::select_c`].
+    #[allow(clippy::type_complexity)]
+    pub fn fit_with_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> Result<(LinearSvc<F>, f64, Vec<(f64, f64)>), SvmError> {
+        let n_classes = self.check_cv(x, y, grid, folds)?;
+        let xs = x.as_standard_layout();
+        let sh = shared(&xs, self);
+        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
+        let p = self.with_cost(best);
+        let rows: Vec<usize> = (0..x.nrows()).collect();
+        let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
+        let model = LinearSvc {
+            coef: fit.weights(&sh).mapv(F::from_f64_lossy),
+            intercept: fit.b.mapv(F::from_f64_lossy),
+            n_iter: fit.n_iter,
+            converged: fit.converged,
+        };
+        Ok((model, best, table))
+    }
+
+    /// Validates a cross-validation request; returns the number of classes.
+    pub(super) fn check_cv<F: Float>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+    ) -> Result<usize, SvmError> {
+        let n_classes = self.check_xy(x, y, None)?;
+        if grid.is_empty() {
+            return Err(SvmError::InvalidCrossValidation(
+                "the C grid is empty".into(),
+            ));
+        }
+        if let Some(c) = grid.iter().find(|c| !(c.is_finite() && **c > 0.0)) {
+            return Err(SvmError::InvalidCrossValidation(format!(
+                "every C must be a finite number > 0, got {c}"
+            )));
+        }
+        let n = x.nrows();
+        if folds < 2 || folds > n {
+            return Err(SvmError::InvalidCrossValidation(format!(
+                "folds must be between 2 and the number of samples ({n}), got {folds}"
+            )));
+        }
+        Ok(n_classes)
+    }
+
+    /// The CV table and the best C (smallest among equal best scores).
+    pub(super) fn cv_table<F: Float>(
+        &self,
+        sh: &Shared<'_, F>,
+        y: &[usize],
+        n_classes: usize,
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+    ) -> (f64, Vec<(f64, f64)>) {
+        let n = y.len();
+        let fold_of = stratified_folds(y, n_classes, folds, seed);
+        let jobs: Vec<(usize, usize)> = (0..grid.len())
+            .flat_map(|g| (0..folds).map(move |f| (g, f)))
+            .collect();
+        let scores: Vec<f64> = jobs
+            .par_iter()
+            .map(|&(g, f)| {
+                let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
+                let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
+                let p = self.with_cost(grid[g]);
+                let fit = fit_ovr(sh, &train, y, n_classes, &p);
+                let pred: Vec<usize> = test
+                    .iter()
+                    .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
+                    .collect();
+                let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
+                mean_per_class_accuracy(&truth, &pred, n_classes)
+                    .expect("labels validated, test folds non-empty")
+            })
+            .collect();
+        let table: Vec<(f64, f64)> = (0..grid.len())
+            .map(|g| {
+                let s: f64 = scores[g * folds..(g + 1) * folds].iter().sum();
+                (grid[g], s / folds as f64)
+            })
+            .collect();
+        let mut best = table[0];
+        for &(c, s) in &table[1..] {
+            if s > best.1 || (s == best.1 && c < best.0) {
+                best = (c, s);
+            }
+        }
+        (best.0, table)
+    }
+}
+
+/// Fold index (N) of every sample: stratified round-robin dealing of each
+/// class's seeded shuffle, continuing across classes.
+pub(super) fn stratified_folds(
+    y: &[usize],
+    n_classes: usize,
+    folds: usize,
+    seed: u64,
+) -> Vec<usize> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut fold_of = vec![0usize; y.len()];
+    let mut next = 0usize;
+    for k in 0..n_classes {
+        let mut idx: Vec<usize> = (0..y.len()).filter(|&i| y[i] == k).collect();
+        for i in (1..idx.len()).rev() {
+            let j = rng.random_range(0..=i);
+            idx.swap(i, j);
+        }
+        for i in idx {
+            fold_of[i] = next % folds;
+            next += 1;
+        }
+    }
+    fold_of
+}

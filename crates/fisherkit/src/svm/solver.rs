@@ -1,0 +1,322 @@
+//! The dual coordinate descent of one binary problem (LIBLINEAR's
+//! `solve_l2r_l1l2_svc`) and the data every solver of a fit shares: the
+//! rows, their squared norms and, in Gram mode, $X X^\top$.
+
+use super::params::{DualSolver, LinearSvcParams, SvmLoss, GRAM_MAX_ROWS};
+use crate::float::Float;
+use crate::linalg::{axpy, dot, dot_ff, gram_add_lower, mirror_lower};
+use ndarray::{Array2, ArrayView2, CowArray, Ix2};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+/// Row-major data shared by every solver of a fit, with the squared row norms
+/// and, in Gram mode, the matrix $K'_{ij} = x_i^\top x_j + [\text{bias}]$.
+pub(super) struct Shared<'a, F: Float> {
+    pub(super) data: &'a [F],
+    pub(super) n: usize,
+    pub(super) d: usize,
+    pub(super) norms: Vec<f64>,
+    /// (N, N) in Gram mode.
+    pub(super) gram: Option<Array2<f64>>,
+}
+
+impl<F: Float> Shared<'_, F> {
+    #[inline]
+    pub(super) fn row(&self, i: usize) -> &[F] {
+        &self.data[i * self.d..(i + 1) * self.d]
+    }
+}
+
+/// Columns per block of the blocked Gram and weight products.
+pub(super) const COL_BLOCK: usize = 1024;
+
+pub(super) fn shared<'a, F: Float>(
+    x: &'a CowArray<'_, F, Ix2>,
+    p: &LinearSvcParams,
+) -> Shared<'a, F> {
+    let (n, d) = x.dim();
+    let data = x.as_slice().expect("standard layout");
+    let use_gram = match p.solver {
+        DualSolver::Direct => false,
+        DualSolver::Gram => true,
+        DualSolver::Auto => n <= d && n <= GRAM_MAX_ROWS,
+    };
+    let gram = use_gram.then(|| {
+        let mut g = gram_matrix(x.view());
+        if p.bias {
+            g.mapv_inplace(|v| v + 1.0);
+        }
+        g
+    });
+    let norms = match &gram {
+        Some(g) => (0..n)
+            .map(|i| g[[i, i]] - if p.bias { 1.0 } else { 0.0 })
+            .collect(),
+        None => (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let r = &data[i * d..(i + 1) * d];
+                dot_ff(r, r)
+            })
+            .collect(),
+    };
+    Shared {
+        data,
+        n,
+        d,
+        norms,
+        gram,
+    }
+}
+
+/// $X X^\top$ (N, N) accumulated in `f64` over blocks of [`COL_BLOCK`]
+/// columns: each block product is a GEMM in `F` (so `f32` entries carry a
+/// relative error of about $\sqrt{1024}\,\epsilon_{32} \approx 2\cdot 10^{-6}$),
+/// split by rows of the output over the threads and added to the `f64` sum
+/// in block order, so the result does not depend on the number of threads.
+/// Only the lower triangle is computed ($N^2 D$ multiply-adds), then mirrored.
+/// Extra memory: one (N, [`COL_BLOCK`]) block plus a (256, N) buffer per thread.
+fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
+    let (n, d) = x.dim();
+    let mut acc = Array2::<f64>::zeros((n, n));
+    for b in 0..d.div_ceil(COL_BLOCK) {
+        let xb = x
+            .slice(ndarray::s![.., b * COL_BLOCK..((b + 1) * COL_BLOCK).min(d)])
+            .as_standard_layout()
+            .into_owned();
+        gram_add_lower(&mut acc, xb.view());
+    }
+    mirror_lower(&mut acc);
+    acc
+}
+
+/// What a coordinate step needs: $f(x_s) = \bar w^\top \bar x_s$ and the
+/// update $\bar w \leftarrow \bar w + \delta \bar x_s$ ($\bar x$ = x with the
+/// bias feature), for the local index s into the solver's rows.
+pub(super) trait DualState {
+    fn value(&self, s: usize) -> f64;
+    fn update(&mut self, s: usize, delta: f64);
+}
+
+/// Keeps $w$ (D) and $b$: each value and update is one pass over a row of X.
+struct DirectState<'a, 'b, F: Float> {
+    sh: &'b Shared<'a, F>,
+    rows: &'b [usize],
+    bias: bool,
+    w: Vec<f64>,
+    b: f64,
+}
+
+impl<F: Float> DualState for DirectState<'_, '_, F> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        dot(&self.w, self.sh.row(self.rows[s])) + self.b
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        axpy(delta, self.sh.row(self.rows[s]), &mut self.w);
+        if self.bias {
+            self.b += delta;
+        }
+    }
+}
+
+/// Keeps $u_t = f(x_t)$ for every row t of the problem: a value is a read, an
+/// update one pass over a row of the Gram matrix (O(N) instead of O(D)).
+struct GramState<'b> {
+    gram: &'b Array2<f64>,
+    rows: &'b [usize],
+    u: Vec<f64>,
+}
+
+impl DualState for GramState<'_> {
+    #[inline]
+    fn value(&self, s: usize) -> f64 {
+        self.u[s]
+    }
+    #[inline]
+    fn update(&mut self, s: usize, delta: f64) {
+        let g = self.gram.row(self.rows[s]);
+        let g = g.as_slice().expect("row-major Gram");
+        for (u, &r) in self.u.iter_mut().zip(self.rows) {
+            *u += delta * g[r];
+        }
+    }
+}
+
+/// The box and diagonal of the dual for `loss` at cost `c`: $(D_{ii}, U)$.
+pub(super) fn loss_terms(loss: SvmLoss, c: f64) -> (f64, f64) {
+    match loss {
+        SvmLoss::SquaredHinge => (0.5 / c, f64::INFINITY),
+        SvmLoss::Hinge => (0.0, c),
+    }
+}
+
+/// How [`dual_cd_from`] runs: the loss's $(D_{ii}, U)$, passes at most, the
+/// stopping tolerance and LIBLINEAR's shrinking.
+pub(super) struct CdSettings {
+    pub(super) loss: (f64, f64),
+    pub(super) max_passes: usize,
+    pub(super) tol: f64,
+    pub(super) shrinking: bool,
+}
+
+/// Dual coordinate descent (LIBLINEAR's `solve_l2r_l1l2_svc`) over `l` rows
+/// with signs `ys` and $\|\bar x_s\|^2$ = `sqnorm[s]`. Returns (α, iterations, converged).
+fn dual_cd(
+    state: &mut impl DualState,
+    ys: &[f64],
+    sqnorm: &[f64],
+    p: &LinearSvcParams,
+    stream: u64,
+) -> (Vec<f64>, usize, bool) {
+    let mut alpha = vec![0.0f64; ys.len()];
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    rng.set_stream(stream);
+    let settings = CdSettings {
+        loss: loss_terms(p.loss, p.c),
+        max_passes: p.max_iter,
+        tol: p.tol,
+        shrinking: p.shrinking,
+    };
+    let (iter, converged, _) = dual_cd_from(state, ys, sqnorm, &mut alpha, &mut rng, &settings);
+    (alpha, iter, converged)
+}
+
+/// [`dual_cd`]'s passes from the dual variables `alpha` (updated in place,
+/// with `state` consistent with them) and the coordinate order drawn from
+/// `rng`. Returns (passes, converged, the first pass's largest and smallest
+/// projected gradient).
+pub(super) fn dual_cd_from(
+    state: &mut impl DualState,
+    ys: &[f64],
+    sqnorm: &[f64],
+    alpha: &mut [f64],
+    rng: &mut ChaCha8Rng,
+    settings: &CdSettings,
+) -> (usize, bool, (f64, f64)) {
+    let l = ys.len();
+    let (diag, upper) = settings.loss;
+    let shrinking = settings.shrinking;
+    let qd: Vec<f64> = sqnorm.iter().map(|q| q + diag).collect();
+    let mut index: Vec<usize> = (0..l).collect();
+    let mut active = l;
+    let (mut pgmax_old, mut pgmin_old) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut first = (f64::NEG_INFINITY, f64::INFINITY);
+    let mut iter = 0;
+    let mut converged = false;
+    while iter < settings.max_passes {
+        let (mut pgmax_new, mut pgmin_new) = (f64::NEG_INFINITY, f64::INFINITY);
+        for i in 0..active {
+            let j = i + rng.random_range(0..active - i);
+            index.swap(i, j);
+        }
+        let mut s = 0;
+        while s < active {
+            let i = index[s];
+            let yi = ys[i];
+            let g = yi * state.value(i) - 1.0 + alpha[i] * diag;
+            let mut pg = 0.0;
+            if alpha[i] == 0.0 {
+                if shrinking && g > pgmax_old {
+                    active -= 1;
+                    index.swap(s, active);
+                    continue;
+                } else if g < 0.0 {
+                    pg = g;
+                }
+            } else if alpha[i] == upper {
+                if shrinking && g < pgmin_old {
+                    active -= 1;
+                    index.swap(s, active);
+                    continue;
+                } else if g > 0.0 {
+                    pg = g;
+                }
+            } else {
+                pg = g;
+            }
+            pgmax_new = pgmax_new.max(pg);
+            pgmin_new = pgmin_new.min(pg);
+            if pg.abs() > 1e-12 {
+                let old = alpha[i];
+                // qd = 0 only for a zero row without bias under the hinge loss:
+                // the dual is then linear increasing in α_i, optimum at U = C.
+                let new = if qd[i] > 0.0 {
+                    (old - g / qd[i]).max(0.0).min(upper)
+                } else {
+                    upper
+                };
+                alpha[i] = new;
+                state.update(i, (new - old) * yi);
+            }
+            s += 1;
+        }
+        if iter == 0 {
+            first = (pgmax_new, pgmin_new);
+        }
+        iter += 1;
+        if pgmax_new - pgmin_new <= settings.tol {
+            if active == l {
+                converged = true;
+                break;
+            }
+            active = l;
+            pgmax_old = f64::INFINITY;
+            pgmin_old = f64::NEG_INFINITY;
+            continue;
+        }
+        pgmax_old = if pgmax_new <= 0.0 {
+            f64::INFINITY
+        } else {
+            pgmax_new
+        };
+        pgmin_old = if pgmin_new >= 0.0 {
+            f64::NEG_INFINITY
+        } else {
+            pgmin_new
+        };
+    }
+    (iter, converged, first)
+}
+
+/// One binary problem on the rows `rows` of `sh`, $y = +1$ where
+/// `positive(row)`. Returns (α, signs, w and b in direct mode, iterations, converged).
+#[allow(clippy::type_complexity)]
+pub(super) fn solve_binary<F: Float>(
+    sh: &Shared<'_, F>,
+    rows: &[usize],
+    positive: impl Fn(usize) -> bool,
+    p: &LinearSvcParams,
+    stream: u64,
+) -> (Vec<f64>, Vec<f64>, Option<(Vec<f64>, f64)>, usize, bool) {
+    let b2 = if p.bias { 1.0 } else { 0.0 };
+    let ys: Vec<f64> = rows
+        .iter()
+        .map(|&r| if positive(r) { 1.0 } else { -1.0 })
+        .collect();
+    let sq: Vec<f64> = rows.iter().map(|&r| sh.norms[r] + b2).collect();
+    match &sh.gram {
+        Some(gram) => {
+            let mut st = GramState {
+                gram,
+                rows,
+                u: vec![0.0; rows.len()],
+            };
+            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
+            (a, ys, None, it, conv)
+        }
+        None => {
+            let mut st = DirectState {
+                sh,
+                rows,
+                bias: p.bias,
+                w: vec![0.0; sh.d],
+                b: 0.0,
+            };
+            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
+            (a, ys, Some((st.w, st.b)), it, conv)
+        }
+    }
+}
