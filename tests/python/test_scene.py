@@ -156,3 +156,28 @@ def test_ray_predict_gives_the_cli_labels(ray_local, images, cli_model, tmp_path
     out = fkray.predict(ds, model, batch_size=4).take_all()
     assert sorted((o["path"].split("/")[-1], o["label"]) for o in out) == sorted(
         (r["path"].split("/")[-1], r["label"]) for r in rows)
+
+
+# The scikit-learn estimator checks that apply to an estimator of images: the
+# others fit on random (n, d) float matrices, which are not images (issue 30).
+SKLEARN_CHECKS = (
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_no_attributes_set_in_init",
+    "check_estimators_unfitted",
+    "check_estimator_repr",
+    "check_estimator_cloneable",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_mixin_order",
+)
+
+
+@pytest.mark.parametrize("check", SKLEARN_CHECKS)
+def test_the_sklearn_checks_that_apply_to_image_inputs(check):
+    checks = peer("sklearn.utils.estimator_checks")
+    fn = getattr(checks, check, None)
+    if fn is None:
+        pytest.skip(f"this scikit-learn has no {check}")
+    fn("SceneClassifier", fisherkit.SceneClassifier())
