@@ -510,6 +510,7 @@ fn evaluate_rows(
             total += g;
         }
         let mut total = Some(with_global(total));
+        let mut summary = Vec::new();
         // Per-scale rows first, each kernel moved out (not copied): at most
         // the scales' kernels, the total and the global one are held (n × n f64 each).
         for scale in c.report_scales(spec) {
@@ -553,7 +554,7 @@ fn evaluate_rows(
                     trained::consider(best, cand);
                 }
             }
-            progress.warn(&row_line(&name, &row, ""));
+            summary.push(row_summary(&row, ""));
             results.push(row);
             if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
                 let t = Instant::now();
@@ -577,15 +578,12 @@ fn evaluate_rows(
                     t.elapsed().as_secs_f64(),
                 )?;
                 row.compact = Some(kept);
-                progress.warn(&format!(
-                    "{name} + PCA ({kept}): {:.2} %",
-                    100.0 * row.accuracy
-                ));
+                summary.push(format!("+ PCA ({kept}) {:.2} %", 100.0 * row.accuracy));
                 results.push(row);
             }
         }
         progress.inc(1);
-        progress.finish("done");
+        progress.finish(&summary.join("; "));
     }
     let sweep = sweep(c, kinds, &yte, timings, progress)?;
     Ok((results, sweep))
@@ -811,11 +809,17 @@ fn result_row(
 
 /// The progress line of a result row: `name [scale s]: acc % (dim d, C = c<extra>)`.
 fn row_line(name: &str, row: &ResultRow, extra: &str) -> String {
+    let sep = if row.scale.is_some() { " " } else { ": " };
+    format!("{name}{sep}{}", row_summary(row, extra))
+}
+
+/// A result row in a few words: `[scale S: ]82.40 % (dim 5000, C = 1)`.
+fn row_summary(row: &ResultRow, extra: &str) -> String {
     format!(
-        "{name}{}: {:.2} % (dim {}, C = {}{extra})",
+        "{}{:.2} % (dim {}, C = {}{extra})",
         row.scale
             .as_ref()
-            .map(|s| format!(" scale {s}"))
+            .map(|s| format!("scale {s}: "))
             .unwrap_or_default(),
         100.0 * row.accuracy,
         row.dim,

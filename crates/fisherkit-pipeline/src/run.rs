@@ -31,24 +31,27 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<Report, PipelineError> {
     cfg.validate()?;
-    check_network(cfg, net)?;
+    let cfg = &with_network(cfg, net)?;
     streamed(cfg, Inputs::images(cfg, net)?, progress)
 }
 
-/// The network given is the configuration's `cnn` (which the report records).
-fn check_network(cfg: &RunConfig, net: &Backbone) -> Result<(), PipelineError> {
-    let want = cfg.cnn.builtin();
-    if want.is_some() && want == net.kind() || want.is_none() && net.kind().is_none() {
-        return Ok(());
+/// `cfg` recording the network given (which the report and a saved
+/// classifier name): a built-in network replaces the configuration's
+/// `cnn`; an ONNX model must be the configuration's (its path and
+/// preprocessing are not in the network).
+fn with_network(cfg: &RunConfig, net: &Backbone) -> Result<RunConfig, PipelineError> {
+    let mut cfg = cfg.clone();
+    match (net.kind(), &cfg.cnn) {
+        (Some(kind), _) => cfg.cnn = crate::CnnChoice::Builtin(kind),
+        (None, crate::CnnChoice::Onnx { .. }) => {}
+        (None, crate::CnnChoice::Builtin(k)) => {
+            return Err(PipelineError::Config(format!(
+                "the network given is an ONNX model but the configuration's cnn is the built-in {k}: \
+                 set RunConfig::cnn to the model (CnnChoice::Onnx)"
+            )))
+        }
     }
-    let name = |k: Option<fisherkit_cnn::BackboneKind>| {
-        k.map_or("an ONNX model".to_string(), |k| k.to_string())
-    };
-    Err(PipelineError::Config(format!(
-        "the network given ({}) is not the configuration's cnn ({}): set RunConfig::cnn to it",
-        name(net.kind()),
-        name(want)
-    )))
+    Ok(cfg)
 }
 
 /// Runs the pipeline from PCA onwards on precomputed descriptors: `cfg.train`

@@ -200,7 +200,7 @@ fn demo_data(a: &DemoArgs) -> Result<PathBuf, CliError> {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fashion-mnist-demo");
     for d in [built, PathBuf::from("data/fashion-mnist-demo")] {
         if d.join("train").is_dir() {
-            return Ok(d);
+            return Ok(std::fs::canonicalize(&d).unwrap_or(d));
         }
     }
     Err(CliError::other(
