@@ -46,9 +46,9 @@ fn with_network(cfg: &RunConfig, net: &Backbone) -> Result<RunConfig, PipelineEr
         (None, crate::CnnChoice::Onnx { .. }) => {}
         (None, crate::CnnChoice::Builtin(k)) => {
             return Err(PipelineError::Config(format!(
-                "the network given is an ONNX model but the configuration's cnn is the built-in {k}: \
+            "the network given is an ONNX model but the configuration's cnn is the built-in {k}: \
                  set RunConfig::cnn to the model (CnnChoice::Onnx)"
-            )))
+        )))
         }
     }
     Ok(cfg)

@@ -429,20 +429,10 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     assert_eq!(kept.len(), primal.results.len());
     std::fs::remove_file(&kept[1]).unwrap();
     let resumed = run_with(Classifier::Primal, StoreFormat::F32);
-    let strip = |r: &[fisherkit_pipeline::report::ResultRow]| {
-        r.iter()
-            .map(|x| {
-                (
-                    x.spec.clone(),
-                    x.accuracy,
-                    x.c,
-                    x.cv.clone(),
-                    x.confusion.clone(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(strip(&resumed.results), strip(&primal.results));
+    assert_eq!(
+        without_times(&resumed.results),
+        without_times(&primal.results)
+    );
     let retrained = resumed
         .results
         .iter()
@@ -520,19 +510,6 @@ fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
             Err(fisherkit_pipeline::PipelineError::Cancelled) => stops += 1,
             Err(e) => panic!("{e}"),
             Ok(r) => {
-                let without_times = |rows: &[fisherkit_pipeline::report::ResultRow]| {
-                    rows.iter()
-                        .map(|r| {
-                            (
-                                r.spec.clone(),
-                                r.dim,
-                                r.c,
-                                r.cv.clone(),
-                                r.confusion.clone(),
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                };
                 assert_eq!(without_times(&r.results), without_times(&whole.results));
                 assert!(stops >= 1, "no run was cancelled");
                 return;
@@ -540,4 +517,22 @@ fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
         }
     }
     panic!("the run never finished");
+}
+
+/// A report's rows without their timings: what two runs of the same settings share.
+#[allow(clippy::type_complexity)]
+fn without_times(
+    rows: &[fisherkit_pipeline::report::ResultRow],
+) -> Vec<(String, f64, f64, Vec<(f64, f64)>, Vec<Vec<usize>>)> {
+    rows.iter()
+        .map(|x| {
+            (
+                x.spec.clone(),
+                x.accuracy,
+                x.c,
+                x.cv.clone(),
+                x.confusion.clone(),
+            )
+        })
+        .collect()
 }
