@@ -573,6 +573,10 @@ impl<'a> Job<'a> {
             self.models.insert(m, f);
             self.fits.insert(m, record);
         }
+        let records: Vec<_> = self.fits.values().collect();
+        if let Some(note) = stages::cap_note(&records, crate::defaults::EM_TOL) {
+            progress.warn(&note);
+        }
         Ok(())
     }
 

@@ -570,8 +570,9 @@ impl EmRecord {
     }
 
     /// The one-line summary shown when the model's stage ends, in words a
-    /// newcomer reads: converged, or stopped at the iteration cap (then the
-    /// last change of the log-likelihood, against the tolerance it missed).
+    /// newcomer reads: converged, or stopped at the iteration cap with the
+    /// last change of the log-likelihood (what a fit at its cap means is
+    /// said once for the run, by [`cap_note`]).
     pub(crate) fn summary(&self, history: &[f64], tol: EmTol) -> String {
         let head = format!(
             "{} iterations, log-likelihood {:.4}",
@@ -581,19 +582,29 @@ impl EmRecord {
             return format!("{head}, converged");
         }
         let last = match history {
-            [.., a, b] => format!(
-                " (the last {} change, {:.1e}, is above the tolerance {:.0e})",
-                tol.mode(),
-                tol.change(*a, *b),
-                tol.value()
-            ),
+            [.., a, b] => format!(", last {} change {:.1e}", tol.mode(), tol.change(*a, *b)),
             _ => String::new(),
         };
-        format!(
-            "{head}, stopped at the cap of {} iterations{last}",
-            self.max_iter
-        )
+        format!("{head} (at the cap{last})")
     }
+}
+
+/// One line for the run when some of its background models stopped at their
+/// iteration cap: how many, what it means and what to change. `None` when
+/// every fit converged.
+pub(crate) fn cap_note(records: &[&EmRecord], tol: EmTol) -> Option<String> {
+    let capped = records.iter().filter(|r| !r.converged).count();
+    (capped > 0).then(|| {
+        format!(
+            "{capped} of {} background models stopped at their iteration cap before the {} \
+             change of their mean log-likelihood fell below {:.0e}: they are usable, and more \
+             iterations (--gmm-max-iter, --mfa-max-iter) may fit them better; the report's \
+             `models` lists each fit",
+            records.len(),
+            tol.mode(),
+            tol.value()
+        )
+    })
 }
 
 /// How a background model's EM stops early: its own error, or the run was
