@@ -11,8 +11,8 @@
 //!
 //! The values are kept exactly (`f32`): the reused rows are bit for bit the
 //! CNN's, so a run gives the same encodings and report whether it reused
-//! them or not. (Rounded to `f16`, half the bytes, they changed the demo's
-//! accuracies: docs/pipeline.md §2.)
+//! them or not (`f16` would halve the bytes and change the sample images'
+//! encodings; docs/pipeline.md §2 has the sizes).
 //!
 //! File layout, little-endian:
 //!
