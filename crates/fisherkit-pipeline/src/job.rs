@@ -437,9 +437,9 @@ impl<'a> Job<'a> {
     /// [`Job::sample_chunk`], also returning each readable image's CNN
     /// output in its file form (nothing for descriptor files), for
     /// [`Job::add_sample_keeping`]: the encode pass then reads it back
-    /// instead of running the CNN (docs/pipeline.md §2). About 4 bytes ×
-    /// 1 000 classes × the image's descriptors: 12 MB for a 450-px photo
-    /// at the default three scales.
+    /// instead of running the CNN (docs/pipeline.md §2). 4 bytes × 1 000
+    /// classes × the image's descriptors: 8.7 MB for a ~450-px photo at
+    /// the default three scales (2 166 descriptors).
     ///
     /// # Errors
     /// A chunk index out of range, a failure of the network.
