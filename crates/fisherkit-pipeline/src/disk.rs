@@ -161,6 +161,27 @@ pub(crate) fn check(dir: &Path, need: DiskNeed, cfg: &RunConfig) -> Result<(), P
     check_with(dir, need, used_bytes(dir), free, cfg)
 }
 
+/// Whether `bytes` more (the sample pass's kept CNN output, which the
+/// encode pass frees as the stores fill) can be written in the run folder
+/// `dir` and still leave the `need` bytes of [`check`]'s estimate free:
+/// `Err` says why not.
+pub(crate) fn room_to_keep(dir: &Path, bytes: u64, need: u64) -> Result<(), String> {
+    let free = fisherkit_io::available_space(dir).map_err(|e| e.to_string())?;
+    room_with(bytes, need, free)
+}
+
+fn room_with(bytes: u64, need: u64, free: u64) -> Result<(), String> {
+    if bytes.saturating_add(need) <= free {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of it and the run's {} would not fit in the {} free",
+        gb(bytes),
+        gb(need),
+        gb(free)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +212,18 @@ mod tests {
         let need = estimate(&c, &plan, 1_000, 512, 1, Some(1000));
         assert!(need.kernels > 0);
         assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));
+    }
+
+    #[test]
+    fn the_sample_output_is_kept_only_beside_the_runs_need() {
+        assert!(room_with(100, 900, 1000).is_ok());
+        let e = room_with(3_000_000_000, 9_000_000_000, 10_000_000_000).unwrap_err();
+        assert!(
+            e.contains("3.0 GB") && e.contains("9.0 GB") && e.contains("10.0 GB free"),
+            "{e}"
+        );
+        assert!(room_with(101, 900, 1000).is_err());
+        assert!(room_with(u64::MAX, 1, u64::MAX - 1).is_err());
     }
 
     #[test]

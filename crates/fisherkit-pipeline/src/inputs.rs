@@ -63,6 +63,7 @@ impl<'a> Inputs<'a> {
                     .encoders
                     .iter()
                     .any(|s| s.terms.contains(&Term::CnnGlobal)),
+                cnn_images: Default::default(),
             },
             scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),
             classes,

@@ -13,13 +13,14 @@
 use crate::config::RunConfig;
 use crate::evaluate::{evaluate, Classes};
 use crate::inputs::Inputs;
+use crate::kept::KeptCnn;
 use crate::output::OutputDir;
 use crate::report::{timed, DatasetInfo, ModelInfo, Report};
 use crate::spec::Term;
 use crate::stages::{
     self, fit_pca, key, project_sample, sample_images, EmRecord, EncodeTarget, EncodedPart,
-    FitSettings, Fitted, ImageLog, Learned, ModelKind, ModelSpec, OnDescriptors, RunFolder, Sample,
-    SamplePart, SampleSettings, Source,
+    FitSettings, Fitted, ImageLog, KeptFolder, Learned, ModelKind, ModelSpec, OnDescriptors,
+    RunFolder, Sample, SamplePart, SampleSettings, Source,
 };
 use crate::store::{Store, StoreFormat};
 use crate::{PipelineError, Progress};
@@ -207,6 +208,16 @@ pub struct Job<'a> {
     learned: Option<Learned>,
     stores: BTreeMap<ModelSpec, Store>,
     global: Option<Store>,
+    /// Bytes the run's stores and kernels need ([`crate::disk`]): the sample
+    /// pass keeps its CNN output only while the file system keeps that much
+    /// free besides.
+    disk_need: u64,
+    /// Whether the sample pass still keeps its CNN output (false after the
+    /// disk was too full or a write failed: the encode pass runs those
+    /// images through the CNN instead).
+    keeping: bool,
+    /// Sample images whose CNN output this job kept, and their bytes.
+    kept: (usize, u64),
 }
 
 impl<'a> Job<'a> {
@@ -240,6 +251,9 @@ impl<'a> Job<'a> {
             learned: None,
             stores: BTreeMap::new(),
             global: None,
+            disk_need: 0,
+            keeping: true,
+            kept: (0, 0),
         };
         job.pcas = (0..job.inputs.scale_names.len())
             .map(|s| read_pca_file(&job.pca_path(s)))
@@ -254,7 +268,7 @@ impl<'a> Job<'a> {
         }
         job.resumable = job.count_sample_parts();
         job.check_classifier()?;
-        job.check_disk()?;
+        job.disk_need = job.check_disk()?;
         Ok(job)
     }
 
@@ -274,8 +288,9 @@ impl<'a> Job<'a> {
     }
 
     /// Refuses the run if its run folder's file system cannot hold what the
-    /// run will write there (crate::disk), before any CNN work.
-    fn check_disk(&self) -> Result<(), PipelineError> {
+    /// run will write there (crate::disk), before any CNN work; returns
+    /// that need in bytes.
+    fn check_disk(&self) -> Result<u64, PipelineError> {
         let need = crate::disk::estimate(
             &self.cfg,
             &self.plan,
@@ -284,7 +299,8 @@ impl<'a> Job<'a> {
             self.inputs.scale_names.len(),
             self.with_global().then(|| self.inputs.source.num_classes()),
         );
-        crate::disk::check(&self.folder.dir, need, &self.cfg)
+        crate::disk::check(&self.folder.dir, need, &self.cfg)?;
+        Ok(need.total())
     }
 
     /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`
@@ -421,10 +437,36 @@ impl<'a> Job<'a> {
     }
 
     /// The sample pass over one chunk (computation only; any process).
+    /// Its CNN output is not kept: the encode pass will run these images
+    /// through the CNN again (see [`Job::sample_chunk_keeping`]).
     ///
     /// # Errors
     /// A chunk index out of range, a failure of the network.
     pub fn sample_chunk(&self, chunk: &[usize]) -> Result<SamplePart, PipelineError> {
+        Ok(self.sample_chunk_with(chunk, false)?.0)
+    }
+
+    /// [`Job::sample_chunk`], also returning each readable image's CNN
+    /// output in its file form (nothing for descriptor files), for
+    /// [`Job::add_sample_keeping`]: the encode pass then reads it back
+    /// instead of running the CNN (docs/pipeline.md §2). 4 bytes × 1 000
+    /// classes × the image's descriptors: 8.7 MB for a ~450-px photo at
+    /// the default three scales (2 166 descriptors).
+    ///
+    /// # Errors
+    /// A chunk index out of range, a failure of the network.
+    pub fn sample_chunk_keeping(
+        &self,
+        chunk: &[usize],
+    ) -> Result<(SamplePart, Vec<KeptCnn>), PipelineError> {
+        self.sample_chunk_with(chunk, true)
+    }
+
+    fn sample_chunk_with(
+        &self,
+        chunk: &[usize],
+        keep: bool,
+    ) -> Result<(SamplePart, Vec<KeptCnn>), PipelineError> {
         self.check_images(chunk)?;
         stages::sample_chunk(
             &self.inputs.source,
@@ -433,7 +475,19 @@ impl<'a> Job<'a> {
             self.inputs.scale_names.len(),
             &self.sample_settings(),
             &self.inputs.names,
+            keep,
         )
+    }
+
+    /// Images this job has handed to the CNN so far (in this process: a
+    /// worker's own passes, not the ones it was handed).
+    pub fn images_through_cnn(&self) -> usize {
+        self.inputs.source.cnn_images()
+    }
+
+    /// Where the sample pass keeps its CNN output for the encode pass.
+    fn kept_dir(&self) -> std::path::PathBuf {
+        self.folder.path("cnn-sample")
     }
 
     fn check_images(&self, idx: &[usize]) -> Result<(), PipelineError> {
@@ -456,6 +510,27 @@ impl<'a> Job<'a> {
         part: SamplePart,
         progress: &dyn Progress,
     ) -> Result<(), PipelineError> {
+        self.add_sample_keeping(part, Vec::new(), progress)
+    }
+
+    /// [`Job::add_sample`] with the chunk's CNN output from
+    /// [`Job::sample_chunk_keeping`]: written to the run folder (before the
+    /// part, so a resumed run finds the output of every finished chunk),
+    /// where the encode pass reads it back — in this process or in a worker
+    /// that sees the run folder. Keeping is skipped, with one warning, when
+    /// the file system would then lack the room the stores and kernels need
+    /// or a write fails; the encode pass then runs those images through the
+    /// CNN.
+    ///
+    /// # Errors
+    /// A part out of order, of another run, a kept output that is not of
+    /// the part's images or of this run's shape, an unwritable image journal.
+    pub fn add_sample_keeping(
+        &mut self,
+        part: SamplePart,
+        kept: Vec<KeptCnn>,
+        progress: &dyn Progress,
+    ) -> Result<(), PipelineError> {
         self.load_resumed_sample()?;
         let chunks = self.all_sample_chunks();
         match chunks.get(self.sampled) {
@@ -473,8 +548,23 @@ impl<'a> Job<'a> {
                 progress.warn(&format!("skipped: {reason}"));
             }
         }
+        let (n_scales, dim) = (
+            self.inputs.scale_names.len(),
+            self.inputs.source.descriptor_dim(),
+        );
+        for k in &kept {
+            let readable = part.entries.iter().any(|(i, e)| *i == k.image && e.is_ok());
+            if !readable {
+                return Err(PipelineError::Config(format!(
+                    "a kept CNN output of image {}, not a readable image of this sample part",
+                    k.image
+                )));
+            }
+            k.check(n_scales, dim).map_err(PipelineError::Config)?;
+        }
         self.log
             .append(&self.folder.path("images.tsv"), &part.entries)?;
+        self.keep(kept, progress);
         if !self.folder.temporary {
             let dir = self.sample_part_dir();
             std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Io {
@@ -487,6 +577,37 @@ impl<'a> Job<'a> {
             self.merge_sample(Sample::from_file(file))
         } else {
             self.merge_sample(part.sample)
+        }
+    }
+
+    /// Writes a chunk's kept CNN output to the run folder, if there is room
+    /// (see [`Job::add_sample_keeping`]).
+    fn keep(&mut self, kept: Vec<KeptCnn>, progress: &dyn Progress) {
+        if kept.is_empty() || !self.keeping {
+            return;
+        }
+        let dir = self.kept_dir();
+        let bytes: u64 = kept.iter().map(|k| k.bytes.len() as u64).sum();
+        let stop = |job: &mut Self, why: String| {
+            job.keeping = false;
+            progress.warn(&format!(
+                "not keeping the sample images' CNN output for the encode pass ({why}): the encode pass runs them through the CNN again"
+            ));
+        };
+        match crate::disk::room_to_keep(&self.folder.dir, bytes, self.disk_need) {
+            Ok(()) => {}
+            Err(why) => return stop(self, why),
+        }
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return stop(self, format!("{}: {e}", dir.display()));
+        }
+        for k in kept {
+            let path = crate::kept::path(&dir, k.image);
+            if let Err(e) = fisherkit_io::write_file(&path, &k.bytes) {
+                return stop(self, e.to_string());
+            }
+            self.kept.0 += 1;
+            self.kept.1 += k.bytes.len() as u64;
         }
     }
 
@@ -693,15 +814,19 @@ impl<'a> Job<'a> {
     ///
     /// # Errors
     /// Nothing learned yet, an index out of range, a failure of the network.
+    /// Images whose CNN output the sample pass kept in the run folder are
+    /// read from there instead of going through the CNN.
     pub fn encode_images(&self, idx: &[usize]) -> Result<EncodedPart, PipelineError> {
-        self.encode_with(idx, None)
+        Ok(self.encode_with(idx, None)?.0)
     }
 
+    /// The encode pass over `idx`, and how many of them were read from the
+    /// sample pass's kept output.
     fn encode_with(
         &self,
         idx: &[usize],
         hook: Option<&mut OnDescriptors<'_>>,
-    ) -> Result<EncodedPart, PipelineError> {
+    ) -> Result<(EncodedPart, usize), PipelineError> {
         self.check_images(idx)?;
         let learned = self.learned.as_ref().ok_or_else(|| {
             PipelineError::Config(
@@ -720,9 +845,18 @@ impl<'a> Job<'a> {
         if self.with_global() {
             targets.push((0, None));
         }
+        let dir = self.kept_dir();
+        let kept = KeptFolder {
+            dir: &dir,
+            n_scales: self.inputs.scale_names.len(),
+            dim: self.inputs.source.descriptor_dim(),
+            global: self.with_global(),
+        };
+        let images = matches!(self.inputs.source, Source::Images { .. });
         stages::encode_images(
             &self.inputs.source,
             idx,
+            (images && dir.is_dir()).then_some(&kept),
             &learned.pcas,
             &targets,
             &self.inputs.names,
@@ -764,7 +898,17 @@ impl<'a> Job<'a> {
             s.commit(&ok)?;
         }
         self.log
-            .append(&self.folder.path("images.tsv"), &part.entries)
+            .append(&self.folder.path("images.tsv"), &part.entries)?;
+        // Every store holds these images now: their kept CNN output has
+        // served (removing it as the stores grow keeps the disk's peak at
+        // the larger of the two, not their sum).
+        let dir = self.kept_dir();
+        if dir.is_dir() {
+            for i in ok {
+                let _ = std::fs::remove_file(crate::kept::path(&dir, i));
+            }
+        }
+        Ok(())
     }
 
     /// The sample pass in this process, chunk by chunk.
@@ -786,14 +930,21 @@ impl<'a> Job<'a> {
         );
         for chunk in chunks {
             crate::progress::stop_if_cancelled(progress)?;
-            let part = self.sample_chunk(&chunk)?;
-            self.add_sample(part, progress)?;
+            let (part, kept) = self.sample_chunk_keeping(&chunk)?;
+            self.add_sample_keeping(part, kept, progress)?;
             progress.inc(chunk.len() as u64);
         }
         let rows = self.sample.as_ref().map_or(0, |s| {
             s.rows.iter().map(Vec::len).sum::<usize>() / s.dim.max(1)
         });
-        progress.finish(&format!("{n} images, {rows} model-sample rows"));
+        let kept = match self.kept {
+            (0, _) => String::new(),
+            (k, b) => format!(
+                ", the CNN output of {k} images kept for the encode pass ({:.1} MB)",
+                b as f64 / 1e6
+            ),
+        };
+        progress.finish(&format!("{n} images, {rows} model-sample rows{kept}"));
         self.timings
             .push(("sample pass (CNN)".into(), t.elapsed().as_secs_f64()));
         Ok(())
@@ -821,9 +972,10 @@ impl<'a> Job<'a> {
         );
         let t = Instant::now();
         let batch_len = self.inputs.source.batch_len();
+        let mut from_sample = 0;
         for batch in todo.chunks(batch_len) {
             crate::progress::stop_if_cancelled(progress)?;
-            let part = match sink.as_mut() {
+            let (part, kept) = match sink.as_mut() {
                 Some(s) => {
                     let (names, labels, classes) = (
                         &self.inputs.names,
@@ -845,6 +997,7 @@ impl<'a> Job<'a> {
                 }
                 None => self.encode_with(batch, None)?,
             };
+            from_sample += kept;
             for (_, e) in &part.entries {
                 if let Err(reason) = e {
                     progress.warn(&format!("skipped: {reason}"));
@@ -854,11 +1007,12 @@ impl<'a> Job<'a> {
             progress.inc(batch.len() as u64);
         }
         let reused = self.inputs.names.len() - todo.len();
-        progress.finish(&format!(
-            "{} images {}, {reused} reused from the run folder",
-            todo.len(),
-            if cnn { "through the CNN" } else { "encoded" }
-        ));
+        let done = todo.len() - from_sample;
+        progress.finish(&if cnn {
+            format!("{done} images through the CNN, {reused} reused from the run folder, {from_sample} encoded from the sample pass's CNN output")
+        } else {
+            format!("{done} images encoded, {reused} reused from the run folder")
+        });
         self.timings.push((
             format!("cnn + encoding ({} images)", todo.len()),
             t.elapsed().as_secs_f64(),
@@ -878,6 +1032,10 @@ impl<'a> Job<'a> {
         let learned = self.learned.take().ok_or_else(|| {
             PipelineError::Config("finish needs the fitted models: call fit first".into())
         })?;
+        // The encode pass is over: what is left of the sample pass's kept
+        // CNN output (an image whose rows a killed run had just committed)
+        // would serve nothing.
+        let _ = std::fs::remove_dir_all(self.kept_dir());
         let (rows, n_train) = usable_rows(
             &self.inputs,
             &self.log,

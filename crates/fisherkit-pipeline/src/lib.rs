@@ -24,6 +24,7 @@ mod disk;
 mod evaluate;
 mod inputs;
 pub mod job;
+pub mod kept;
 mod kernel;
 pub mod output;
 pub mod plot;
@@ -42,6 +43,7 @@ pub use config::{
     defaults, CheckedConfig, Classifier, CnnChoice, InputKind, PipelineConfig, RunConfig, Whitening,
 };
 pub use job::Job;
+pub use kept::KeptCnn;
 pub use report::ModelReport;
 pub use run::{run, run_descriptors};
 pub use stages::{EncodedPart, ImageEntry, Sample, SamplePart, SAMPLE_CHUNK};

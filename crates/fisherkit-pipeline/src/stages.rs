@@ -10,6 +10,7 @@
 //! number of images.
 
 use crate::descriptors::{compute_batch, fnv1a64, ImageDescriptors};
+use crate::kept::KeptCnn;
 use crate::{PipelineError, Progress};
 use fisherkit::encode::{
     FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams, MfaPart,
@@ -28,6 +29,7 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Where the descriptors come from.
@@ -38,6 +40,9 @@ pub(crate) enum Source<'a> {
         paths: Vec<PathBuf>,
         params: DescriptorParams,
         with_global: bool,
+        /// Images handed to the CNN so far (the sample pass's kept output
+        /// is read instead for the encode pass: [`crate::kept`]).
+        cnn_images: AtomicUsize,
     },
     /// Bags read from descriptor files (one scale).
     Bags(Vec<Array2<f32>>),
@@ -82,7 +87,9 @@ impl Source<'_> {
                 paths,
                 params,
                 with_global,
+                cnn_images,
             } => {
+                cnn_images.fetch_add(idx.len(), Ordering::Relaxed);
                 let p: Vec<&Path> = idx.iter().map(|&i| paths[i].as_path()).collect();
                 compute_batch(net, &p, params, *with_global)
             }
@@ -95,6 +102,14 @@ impl Source<'_> {
                     })
                 })
                 .collect()),
+        }
+    }
+
+    /// Images handed to the CNN so far by this process (0 for descriptor files).
+    pub(crate) fn cnn_images(&self) -> usize {
+        match self {
+            Source::Images { cnn_images, .. } => cnn_images.load(Ordering::Relaxed),
+            Source::Bags(_) => 0,
         }
     }
 
@@ -372,7 +387,9 @@ pub type ImageEntry = (usize, Result<Vec<usize>, String>);
 /// rows per scale to the chunk's PCA moments and ⌈model_rows / images⌉ to
 /// the model sample (uniform over the images, docs/pipeline.md §2).
 /// Computation only: nothing is written, so chunks may run in other
-/// processes or on other machines and be merged in chunk order.
+/// processes or on other machines and be merged in chunk order. With
+/// `keep`, each readable image's CNN output is also returned in its file
+/// form, for the encode pass ([`crate::kept`]).
 pub(crate) fn sample_chunk(
     source: &Source<'_>,
     chunk: &[usize],
@@ -380,7 +397,10 @@ pub(crate) fn sample_chunk(
     n_scales: usize,
     s: &SampleSettings,
     names: &[String],
-) -> Result<SamplePart, PipelineError> {
+    keep: bool,
+) -> Result<(SamplePart, Vec<KeptCnn>), PipelineError> {
+    let keep = keep && matches!(source, Source::Images { .. });
+    let mut kept = Vec::new();
     let n_img = n_sample_images.max(1);
     let pca_quota = s.pca_rows.div_ceil(n_img);
     let model_quota = s.model_rows.div_ceil(n_img);
@@ -408,12 +428,15 @@ pub(crate) fn sample_chunk(
                     )?;
                     out.entries
                         .push((i, Ok(d.scales.iter().map(|x| x.nrows()).collect())));
+                    if keep {
+                        kept.push(KeptCnn::new(i, &d));
+                    }
                 }
                 Err(e) => out.entries.push((i, Err(e))),
             }
         }
     }
-    Ok(out)
+    Ok((out, kept))
 }
 
 /// Sample images per chunk of the sample pass: a fixed number, so that the
@@ -726,19 +749,69 @@ pub(crate) type OnDescriptors<'a> =
 /// or the CNN's global vector (`None`).
 pub(crate) type EncodeTarget<'a> = (usize, Option<&'a dyn Encoder<f32>>);
 
-/// The encode pass over the images `idx` (ascending): through the CNN, each
-/// scale projected by its PCA, each target's raw encoding computed (images
-/// in parallel). Computation only, like [`sample_chunk`]; the owner of the
-/// run folder writes the part to the stores.
+/// Where the encode pass finds the sample pass's kept CNN output
+/// ([`crate::kept`]): the folder, and what a usable file holds.
+pub(crate) struct KeptFolder<'a> {
+    pub dir: &'a Path,
+    pub n_scales: usize,
+    pub dim: usize,
+    pub global: bool,
+}
+
+/// The descriptors of the images `idx`, in order: read from the kept
+/// folder where it holds them, from `source` (the CNN) for the others; and
+/// how many were read.
+fn descriptors_of(
+    source: &Source<'_>,
+    idx: &[usize],
+    kept: Option<&KeptFolder<'_>>,
+) -> Result<(Vec<Result<ImageDescriptors, String>>, usize), PipelineError> {
+    let Some(k) = kept else {
+        return Ok((source.compute(idx)?, 0));
+    };
+    let mut found: Vec<Option<ImageDescriptors>> = idx
+        .par_iter()
+        .map(|&i| KeptCnn::read(k.dir, i, k.n_scales, k.dim, k.global))
+        .collect();
+    let rest: Vec<usize> = idx
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(&i, _)| i)
+        .collect();
+    let n_kept = idx.len() - rest.len();
+    let computed = if rest.is_empty() {
+        Vec::new()
+    } else {
+        source.compute(&rest)?
+    };
+    let mut computed = computed.into_iter();
+    let descs = found
+        .iter_mut()
+        .map(|f| match f.take() {
+            Some(d) => Ok(d),
+            None => computed.next().expect("one result per image computed"),
+        })
+        .collect();
+    Ok((descs, n_kept))
+}
+
+/// The encode pass over the images `idx` (ascending): through the CNN (or
+/// read from the sample pass's kept output, `kept`), each scale projected
+/// by its PCA, each target's raw encoding computed (images in parallel).
+/// Computation only, like [`sample_chunk`]; the owner of the run folder
+/// writes the part to the stores. Also returns how many images were read
+/// from `kept` instead of the CNN.
 pub(crate) fn encode_images(
     source: &Source<'_>,
     idx: &[usize],
+    kept: Option<&KeptFolder<'_>>,
     pcas: &[Pca<f32>],
     targets: &[EncodeTarget<'_>],
     names: &[String],
     mut on_descriptors: Option<&mut OnDescriptors<'_>>,
-) -> Result<EncodedPart, PipelineError> {
-    let descs = source.compute(idx)?;
+) -> Result<(EncodedPart, usize), PipelineError> {
+    let (descs, n_kept) = descriptors_of(source, idx, kept)?;
     let mut part = EncodedPart::default();
     for (&i, d) in idx.iter().zip(&descs) {
         match d {
@@ -758,7 +831,7 @@ pub(crate) fn encode_images(
         .filter_map(|(&i, d)| d.as_ref().ok().map(|d| (i, d)))
         .map(|(i, d)| encode_one(i, d, pcas, targets, names).map(|r| (i, r)))
         .collect::<Result<_, _>>()?;
-    Ok(part)
+    Ok((part, n_kept))
 }
 
 /// The raw encodings of one image's descriptors, one per target.

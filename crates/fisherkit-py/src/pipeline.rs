@@ -324,8 +324,16 @@ impl PyJob {
         chunk: Vec<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let job = self.job()?;
-        let part = py.detach(|| job.sample_chunk(&chunk)).map_err(err)?;
+        let (part, kept) = py
+            .detach(|| job.sample_chunk_keeping(&chunk))
+            .map_err(err)?;
         let d = PyDict::new(py);
+        // the CNN output the encode pass reads back instead of running the CNN again
+        let cnn = PyList::empty(py);
+        for k in kept {
+            cnn.append((k.image, pyo3::types::PyBytes::new(py, &k.bytes)))?;
+        }
+        d.set_item("cnn", cnn)?;
         d.set_item("images", part.images.clone())?;
         d.set_item("dim", part.sample.dim)?;
         d.set_item("entries", entries_to_py(py, &part.entries)?)?;
@@ -372,6 +380,18 @@ impl PyJob {
             })
             .collect::<PyResult<Vec<_>>>()?;
         let rows: Vec<PyReadonlyArray1<'_, f32>> = item(part, "rows")?;
+        // optional: a part from an older driver has no kept CNN output
+        let kept: Vec<(usize, Bound<'_, pyo3::types::PyBytes>)> = match part.get_item("cnn")? {
+            Some(_) => item(part, "cnn")?,
+            None => Vec::new(),
+        };
+        let kept = kept
+            .into_iter()
+            .map(|(image, bytes)| fisherkit_pipeline::KeptCnn {
+                image,
+                bytes: bytes.as_bytes().to_vec(),
+            })
+            .collect();
         let part = SamplePart {
             images: item(part, "images")?,
             sample: Sample {
@@ -382,7 +402,7 @@ impl PyJob {
             entries: entries_from_py(item(part, "entries")?)?,
         };
         self.job_mut()?
-            .add_sample(part, &Stderr::new(verbose, None))
+            .add_sample_keeping(part, kept, &Stderr::new(verbose, None))
             .map_err(err)
     }
 
