@@ -1077,7 +1077,11 @@ impl<'a> Job<'a> {
             model,
             models: self.model_infos(),
         };
-        report.write_files(self.cfg.report.as_deref(), self.cfg.plot.as_deref())?;
+        crate::output::write_report_files(
+            &report,
+            self.cfg.report.as_deref(),
+            self.cfg.plot.as_deref(),
+        )?;
         Ok(report)
     }
 

@@ -59,6 +59,31 @@ pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PipelineE
     }
 }
 
+/// Writes the report `r` as pretty JSON to `report` and the sweep's SVG
+/// (the paper's Figure 1) to `plot` when the run has a sweep; each file
+/// atomically.
+///
+/// # Errors
+/// A file that cannot be written (the error names it).
+pub(crate) fn write_report_files(
+    r: &crate::report::Report,
+    report: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<(), PipelineError> {
+    if let Some(p) = report {
+        let json = serde_json::to_vec_pretty(r).map_err(|e| PipelineError::Io {
+            path: p.display().to_string(),
+            message: format!("the report cannot be written as JSON: {e}"),
+        })?;
+        fisherkit_io::write_file(p, &json)?;
+    }
+    if let (Some(p), false) = (plot, r.sweep.is_empty()) {
+        let svg = crate::plot::sweep_svg(&r.sweep, "Accuracy against encoding dimension");
+        fisherkit_io::write_file(p, svg.as_bytes())?;
+    }
+    Ok(())
+}
+
 fn io_err(path: &Path, e: impl std::fmt::Display) -> PipelineError {
     PipelineError::Io {
         path: path.display().to_string(),

@@ -131,33 +131,6 @@ pub struct DatasetInfo {
 
 /// Runs `f` and appends `(name, seconds it took)` to `timings` (the report's
 /// per-stage timings).
-impl Report {
-    /// Writes the report as pretty JSON to `report` and the sweep's SVG
-    /// (the paper's Figure 1) to `plot` when the run has a sweep; each file
-    /// atomically.
-    ///
-    /// # Errors
-    /// A file that cannot be written (the error names it).
-    pub fn write_files(
-        &self,
-        report: Option<&std::path::Path>,
-        plot: Option<&std::path::Path>,
-    ) -> Result<(), crate::PipelineError> {
-        if let Some(p) = report {
-            let json = serde_json::to_vec_pretty(self).map_err(|e| crate::PipelineError::Io {
-                path: p.display().to_string(),
-                message: format!("the report cannot be written as JSON: {e}"),
-            })?;
-            fisherkit_io::write_file(p, &json)?;
-        }
-        if let (Some(p), false) = (plot, self.sweep.is_empty()) {
-            let svg = crate::plot::sweep_svg(&self.sweep, "Accuracy against encoding dimension");
-            fisherkit_io::write_file(p, svg.as_bytes())?;
-        }
-        Ok(())
-    }
-}
-
 pub(crate) fn timed<T>(timings: &mut Vec<(String, f64)>, name: String, f: impl FnOnce() -> T) -> T {
     let t = std::time::Instant::now();
     let r = f();

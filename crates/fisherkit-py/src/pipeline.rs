@@ -4,10 +4,10 @@
 //! tasks (docs/pipeline.md §6). The whole run is in `run.rs`.
 
 use crate::interrupt::interruptible;
-use crate::run::{checked, Stderr};
+use crate::run::{builtin, checked, net, Stderr};
 use fisherkit::pca::PcaMoments;
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
-use fisherkit_cnn::{Backbone, BackboneKind};
+use fisherkit_cnn::BackboneKind;
 use fisherkit_pipeline::descriptors::describe_batch;
 use fisherkit_pipeline::{EncodedPart, ImageEntry, Job, Sample, SamplePart};
 use ndarray::{Array1, Array2, Array3};
@@ -17,30 +17,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
 use std::path::PathBuf;
-use std::sync::OnceLock;
-
-/// The built-in CNN `kind`, loaded once per process.
-pub(crate) fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
-    static SQUEEZENET: OnceLock<Result<Backbone, String>> = OnceLock::new();
-    static EFFICIENTNET: OnceLock<Result<Backbone, String>> = OnceLock::new();
-    let cell = match kind {
-        BackboneKind::SqueezeNet => &SQUEEZENET,
-        BackboneKind::EfficientNetLite0 => &EFFICIENTNET,
-    };
-    cell.get_or_init(|| Backbone::builtin(kind).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|e| PyValueError::new_err(format!("built-in CNN {kind}: {e}")))
-}
-
-/// The built-in network of a run (the Python module has no ONNX support).
-pub(crate) fn builtin(cfg: &fisherkit_pipeline::CheckedConfig) -> PyResult<BackboneKind> {
-    cfg.run_config().cnn.builtin().ok_or_else(|| {
-        PyValueError::new_err(
-            "cnn: the Python module is built without ONNX support; use the fisherkit command \
-             line built with --features onnx for an ONNX model",
-        )
-    })
-}
 
 /// One image for [`cnn_descriptors`]: a path, or an array (H, W), (H, W, 1),
 /// (H, W, 3) or (H, W, 4) — uint8 in 0–255, or float in [0, 1].

@@ -4,12 +4,37 @@
 //! underscores), checked by the library, then run.
 
 use crate::interrupt::{interruptible, Cancel};
+use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::{CheckedConfig, InputKind, PipelineConfig, Progress};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::Instant;
+
+/// The built-in CNN `kind`, loaded once per process.
+pub(crate) fn net(kind: BackboneKind) -> PyResult<&'static Backbone> {
+    static SQUEEZENET: OnceLock<Result<Backbone, String>> = OnceLock::new();
+    static EFFICIENTNET: OnceLock<Result<Backbone, String>> = OnceLock::new();
+    let cell = match kind {
+        BackboneKind::SqueezeNet => &SQUEEZENET,
+        BackboneKind::EfficientNetLite0 => &EFFICIENTNET,
+    };
+    cell.get_or_init(|| Backbone::builtin(kind).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| PyValueError::new_err(format!("built-in CNN {kind}: {e}")))
+}
+
+/// The built-in network of a run (the Python module has no ONNX support).
+pub(crate) fn builtin(cfg: &fisherkit_pipeline::CheckedConfig) -> PyResult<BackboneKind> {
+    cfg.run_config().cnn.builtin().ok_or_else(|| {
+        PyValueError::new_err(
+            "cnn: the Python module is built without ONNX support; use the fisherkit command \
+             line built with --features onnx for an ONNX model",
+        )
+    })
+}
 
 /// The checked configuration of `request`, JSON text
 /// `{"config": null | "FILE.json" | {…}, "options": {name: value, …}}`:
@@ -53,7 +78,7 @@ fn pipeline_config(request: &str) -> PyResult<String> {
 fn pipeline_run(py: Python<'_>, request: &str, verbose: bool) -> PyResult<String> {
     let cfg = checked(request)?;
     let net = match cfg.input() {
-        InputKind::Images => Some(crate::pipeline::net(crate::pipeline::builtin(&cfg)?)?),
+        InputKind::Images => Some(net(builtin(&cfg)?)?),
         InputKind::DescriptorFiles => None,
     };
     let report = interruptible(py, |cancel| {

@@ -3,7 +3,8 @@
 //! images (paths or arrays) or descriptor bags batch by batch, the GIL
 //! released while a batch computes and signals checked between batches.
 
-use crate::pipeline::{decode, net, ImageArg};
+use crate::pipeline::{decode, ImageArg};
+use crate::run::net;
 use fisherkit_cnn::{Backbone, BackboneKind};
 use fisherkit_pipeline::predict::{Outcome, Predictor};
 use fisherkit_pipeline::SceneClassifier;

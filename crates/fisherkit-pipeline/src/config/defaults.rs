@@ -62,3 +62,16 @@ pub const CACHE_DIR: &str = ".fisherkit-cache";
 /// docs/evidence/sun397-classifier-2026-12-06.md); above it (SUN397's
 /// 39 700 images: 50 GB) the primal path, whose memory does not grow with N².
 pub const KERNEL_MAX_BYTES: u64 = 4 << 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_default_cnn_everywhere() {
+        let kind: fisherkit_cnn::BackboneKind = CNN.parse().unwrap();
+        assert_eq!(kind, fisherkit_cnn::BackboneKind::default());
+        let demo: fisherkit_cnn::BackboneKind = DEMO_CNN.parse().unwrap();
+        assert_eq!(demo, fisherkit_cnn::BackboneKind::SqueezeNet);
+    }
+}

@@ -14,6 +14,7 @@
 //! reads, which input it is, and the CNN to load.
 
 mod check;
+mod choices;
 mod cnn;
 pub mod defaults;
 mod options;
@@ -22,9 +23,10 @@ mod run;
 mod serde_list;
 
 pub use check::{CheckedConfig, InputKind};
+pub use choices::{Classifier, Whitening};
 pub use cnn::{CnnChoice, OnnxSettings};
 pub use pipeline::{
     DataConfig, DescriptorsConfig, EncodingConfig, ModelsConfig, OutputConfig, PcaConfig,
     PipelineConfig, SvmConfig,
 };
-pub use run::{Classifier, RunConfig, Whitening};
+pub use run::RunConfig;

@@ -1,8 +1,8 @@
 //! [`PipelineConfig`]: the nested, serde configuration of a run (module docs
 //! of [`super`]). Every leaf is named as its `fisherkit run` flag.
 
+use super::choices::{Classifier, Whitening};
 use super::defaults;
-use super::run::{Classifier, Whitening};
 use super::serde_list;
 use crate::spec::{parse_encoders, EncoderSpec, DEFAULT_ENCODERS};
 use crate::store::StoreFormat;

@@ -2,70 +2,14 @@
 //! [`super::PipelineConfig::check`]), with the SVM path ([`Classifier`]) and
 //! the MFA-FS whitening ([`Whitening`]).
 
+use super::choices::{Classifier, Whitening};
 use super::cnn::CnnChoice;
-use super::defaults;
 use crate::spec::EncoderSpec;
 use crate::store::StoreFormat;
 use crate::PipelineError;
 use fisherkit::Normalization;
 use fisherkit_cnn::descriptors::DescriptorParams;
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-
-/// How the one-vs-rest SVMs of a run are trained (docs/pipeline.md §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Classifier {
-    /// The kernel path while its kernels fit in [`defaults::KERNEL_MAX_BYTES`], the primal path above.
-    #[default]
-    Auto,
-    /// Linear kernels (N, N) from the stores, dual solver on them: memory N².
-    Kernel,
-    /// Out-of-core primal solver on row blocks read from the stores: memory
-    /// K × D weights plus one block.
-    Primal,
-}
-
-impl Classifier {
-    /// Bytes of the (N, N) `f64` kernels the kernel path holds for
-    /// `n_images` (train + test) at `n_scales` scales.
-    pub fn kernel_bytes(n_images: usize, n_scales: usize) -> u64 {
-        let n = n_images as u64;
-        (n_scales as u64 + 3)
-            .saturating_mul(8)
-            .saturating_mul(n.saturating_mul(n))
-    }
-
-    /// Whether a run of `n_images` (train + test) at `n_scales` scales takes the primal path.
-    ///
-    /// ```
-    /// use fisherkit_pipeline::Classifier;
-    /// assert!(!Classifier::Auto.primal_for(6_700, 3)); // MIT Indoor: 2.2 GB of kernels
-    /// assert!(Classifier::Auto.primal_for(39_700, 1)); // SUN397: 50 GB
-    /// assert!(Classifier::Primal.primal_for(10, 1));
-    /// ```
-    pub fn primal_for(self, n_images: usize, n_scales: usize) -> bool {
-        match self {
-            Classifier::Auto => Self::kernel_bytes(n_images, n_scales) > defaults::KERNEL_MAX_BYTES,
-            Classifier::Kernel => false,
-            Classifier::Primal => true,
-        }
-    }
-}
-
-/// Whether MFA Fisher scores are whitened by the diagonal Fisher-information
-/// estimate (the empirical variance of the raw scores over the training images).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Whitening {
-    /// The paper's scores (default).
-    #[default]
-    Off,
-    /// Whitened scores only.
-    On,
-    /// Both, as two result rows.
-    Both,
-}
 
 /// The checked settings of one pipeline run, flat, as the job reads them.
 /// Made by [`super::PipelineConfig::check`]; [`RunConfig::new`] gives the
@@ -249,18 +193,5 @@ impl RunConfig {
         self.descriptors
             .validate()
             .map_err(|e| PipelineError::Config(e.to_string()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_default_cnn_everywhere() {
-        let kind: fisherkit_cnn::BackboneKind = defaults::CNN.parse().unwrap();
-        assert_eq!(kind, fisherkit_cnn::BackboneKind::default());
-        let demo: fisherkit_cnn::BackboneKind = defaults::DEMO_CNN.parse().unwrap();
-        assert_eq!(demo, fisherkit_cnn::BackboneKind::SqueezeNet);
     }
 }
