@@ -8,7 +8,9 @@
 //! order) → [`Job::fit`] → for batches of [`Job::encode_todo`]
 //! [`Job::encode_images`] (anywhere) then [`Job::put_encoded`] (here) →
 //! [`Job::finish`]. A worker opens the same job (same settings, same
-//! folders) and calls only the computing methods; it writes nothing.
+//! folders) and calls only the computing methods; it writes nothing, but
+//! for the classifier stage's tasks (`tasks.rs`), each of which keeps its own
+//! result file in the run folder.
 
 use crate::config::RunConfig;
 use crate::evaluate::evaluate;
