@@ -61,9 +61,11 @@ The whole pipeline
 its two passes over the images in Ray tasks: the sample pass (fixed chunks of
 sample images → PCA sums and model-sample rows, merged on the driver in chunk
 order) and the encode pass (CNN → PCA → every model's raw encoding); the
-driver fits the PCA and the models, writes the encodings to the run folder
-and computes the kernels, the SVMs and the report — the same report as one
-process for the same options and seed (docs/pipeline.md §6). Images and the
+driver fits the PCA and the models and writes the encodings to the run
+folder; the classifier stage runs in Ray tasks as well (one per term kernel,
+or per report row on the primal path), reading the stores from the run
+folder, and the driver writes the report — the same report as one process
+for the same options and seed (docs/pipeline.md §6). Images and the
 cache folder must be at the same path on every node.
 """
 
@@ -73,6 +75,7 @@ import functools
 import math
 import operator
 import os
+import sys
 import warnings
 from typing import Any, Sequence
 
@@ -449,12 +452,22 @@ def _encode_task(args: str, images: list, num_cpus: float, fault_marker: str | N
     return _job(args, True).encode_images(images)
 
 
+def _classifier_task(args: str, name: str, num_cpus: float, verbose: bool) -> tuple[str, float]:
+    _limit_threads(num_cpus)
+    from . import _fisherkit
+
+    # A fresh job, not the cached one of the encode pass: it opens the
+    # stores and the image journal as the encode pass left them.
+    return name, _fisherkit.Job(args).run_classifier_task(name, verbose)
+
+
 def run_pipeline(
     train: Any = None,
     test: Any = None,
     *,
     images_per_task: int = 16,
     num_cpus: float = 1,
+    classifier_tasks: bool = True,
     verbose: bool = False,
     **options: Any,
 ) -> dict:
@@ -468,18 +481,35 @@ def run_pipeline(
     in chunk order, so the sums do not depend on the cluster) and the encode
     pass (CNN → PCA → every model's raw encoding, ``images_per_task`` images
     per task, rows returned through the object store). The driver fits the
-    PCA and the models (EM on the merged sample), writes the encodings to
-    the run folder's stores, and computes kernels, SVMs and the report. The
-    report's ``timings`` give the time of each distributed pass.
+    PCA and the models (EM on the merged sample) and writes the encodings to
+    the run folder's stores.
+
+    With ``classifier_tasks=True`` (the default) the classifier stage runs
+    in Ray tasks too, each opening the run folder and reading the stores:
+    one task per term kernel on the kernel path (``classifier="kernel"``,
+    the default at MIT Indoor's size), one per report row — an encoder at
+    one scale or all, whitened or not: cross-validation over the C grid and
+    the final one-vs-rest SVM — on the primal path (``classifier="primal"``,
+    SUN397's size). Each task keeps its result in the run folder (the files a
+    resumed single-process run reads), so a run started again skips the
+    finished tasks; the driver then checks the results are there and
+    computes the report from them (on the kernel path also the SVMs on the
+    kernels, which no longer read the stores). ``classifier_tasks=False``
+    computes the whole stage on the driver. The report is the same either
+    way, and the single-process one (docs/pipeline.md §6). The report's
+    ``timings`` give the time of each distributed pass.
 
     On a multi-node cluster: every node needs fisherkit installed, the
     image folders must be readable at the same path on every node, and the
     cache folder (``cache=``, default ``.fisherkit-cache``, made absolute
     here) must be on a file system every node sees (NFS or similar): the
-    workers read the fitted PCA and models from the run folder. A killed
-    run resumes from the run folder like ``fisherkit run``; a task whose
-    worker dies is retried by Ray (the passes compute only, so a retry
-    cannot write twice).
+    workers read the fitted PCA and models from the run folder, and the
+    classifier tasks the stores, and write their results there (a result
+    missing on the driver is an error naming the task). A killed run
+    resumes from the run folder like ``fisherkit run``; a task whose worker
+    dies is retried by Ray (the passes compute only, so a retry cannot
+    write twice; a classifier task writes its result atomically, the same
+    bytes on a retry).
     """
     import json
     import time
@@ -526,7 +556,18 @@ def run_pipeline(
         job.add_timing(
             f"cnn + encoding (ray, {len(todo)} images, {n_tasks} tasks)", time.perf_counter() - t
         )
-    return json.loads(job.finish(bool(verbose)))
+    if not classifier_tasks:
+        return json.loads(job.finish(bool(verbose)))
+    tasks = job.classifier_tasks()
+    if tasks:
+        t = time.perf_counter()
+        classify = ray.remote(_classifier_task).options(num_cpus=num_cpus, max_retries=3)
+        done = ray.get([classify.remote(args, name, num_cpus, bool(verbose)) for name, _ in tasks])
+        job.add_timing(f"classifier (ray, {len(tasks)} tasks)", time.perf_counter() - t)
+        if verbose:
+            for (name, label), (_, seconds) in zip(tasks, done):
+                print(f"{label}: {seconds:.1f} s (ray task)", file=sys.stderr)
+    return json.loads(job.finish_classifier_tasks([name for name, _ in tasks], bool(verbose)))
 
 
 class _ScenePredictor:

@@ -211,6 +211,38 @@ def test_ray_pipeline_gives_the_cli_report(ray_local, scene_run, tmp_path):
     assert comparable(report) == comparable(cli)
     assert any(name.startswith("cnn + encoding (ray") for name, _ in report["timings"])
     assert any(name.startswith("sample pass (ray") for name, _ in report["timings"])
+    # the default path's classifier stage: its term kernels computed in Ray tasks, none on the driver
+    assert any(name.startswith("classifier (ray") for name, _ in report["timings"])
+    assert not any(name.startswith("kernel ") for name, _ in report["timings"])
+
+
+def test_ray_classifier_tasks_equal_the_single_process_primal_path(ray_local, tmp_path):
+    """The primal path's report rows (CV over the C grid, final SVM) in Ray
+    tasks: accuracies, confusions, chosen C and CV scores equal
+    fisherkit.pipeline.run's; a second call finds every task done."""
+    import fisherkit.pipeline
+    import fisherkit.ray as fkray
+    from pipeline_data import OPTIONS, comparable, make_set
+
+    train, test = make_set(tmp_path / "data")
+    opts = dict(OPTIONS, classifier="primal")
+    single = fisherkit.pipeline.run(train, test, cache=tmp_path / "one", **opts)
+    report = fkray.run_pipeline(train, test, cache=tmp_path / "ray", images_per_task=6, **opts)
+    assert report["config"]["svm"]["classifier"] == "primal"
+    assert comparable(report) == comparable(single)
+    timings = [name for name, _ in report["timings"]]
+    # two scales: per scale and all scales for each of the four encoders (cnn-global: one row)
+    assert "classifier (ray, 10 tasks)" in timings, timings
+    assert not any(name.startswith("primal SVM ") for name in timings), timings
+    again = fkray.run_pipeline(train, test, cache=tmp_path / "ray", images_per_task=6, **opts)
+    assert not any(name.startswith("classifier (ray") for name, _ in again["timings"])
+    assert comparable(again) == comparable(single)
+    # the whole stage on the driver
+    driver = fkray.run_pipeline(
+        train, test, cache=tmp_path / "drv", images_per_task=6, classifier_tasks=False, **opts
+    )
+    assert comparable(driver) == comparable(single)
+    assert any(name.startswith("primal SVM ") for name, _ in driver["timings"])
 
 
 def test_ray_pipeline_survives_a_dying_worker(ray_local, scene_run, tmp_path):

@@ -140,7 +140,7 @@ impl Classes<'_> {
 
     /// The parts of `spec` in output order: (term index, scale), `cnn-global`
     /// once (with the first scale), every other term at every scale.
-    fn part_list(&self, spec: &EncoderSpec) -> Vec<(usize, usize)> {
+    pub(crate) fn part_list(&self, spec: &EncoderSpec) -> Vec<(usize, usize)> {
         parts_of(spec, self.inputs.scale_names.len())
     }
 
@@ -174,24 +174,7 @@ impl Classes<'_> {
         let mut parts = Vec::new();
         for (ti, s) in self.part_list(spec) {
             let term = &spec.terms[ti];
-            let cols = self.columns(term, s, kinds, whiten);
-            let name = self.part_name(term, &cols);
-            let mut k = match load_kernel(&self.kernel_dir, &name, n, cols.whiten) {
-                Some(k) => k,
-                None => {
-                    let k = timed(
-                        timings,
-                        format!(
-                            "kernel {} scale {}",
-                            term.name(),
-                            self.inputs.scale_names[s]
-                        ),
-                        || cols.kernel(self.rows, self.n_train),
-                    )?;
-                    save_kernel(&self.kernel_dir, &name, &k)?;
-                    k
-                }
-            };
+            let mut k = self.part_kernel(term, s, kinds, whiten, timings)?;
             let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
             if *term == Term::CnnGlobal {
                 *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
@@ -205,6 +188,47 @@ impl Classes<'_> {
             global,
             parts,
         })
+    }
+
+    /// The kernel of one part (`term` at scale `s`): read from the run
+    /// folder, or computed from the stores and kept there (a classifier
+    /// task of the kernel path computes exactly this, in another process).
+    pub(crate) fn part_kernel(
+        &self,
+        term: &Term,
+        s: usize,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<TermKernel, PipelineError> {
+        let cols = self.columns(term, s, kinds, whiten);
+        let name = self.part_name(term, &cols);
+        if let Some(k) = load_kernel(&self.kernel_dir, &name, self.rows.len(), cols.whiten) {
+            return Ok(k);
+        }
+        let k = timed(
+            timings,
+            format!(
+                "kernel {} scale {}",
+                term.name(),
+                self.inputs.scale_names[s]
+            ),
+            || cols.kernel(self.rows, self.n_train),
+        )?;
+        save_kernel(&self.kernel_dir, &name, &k)?;
+        Ok(k)
+    }
+
+    /// The run-folder name of the kernel of `term` at scale `s` (see [`Classes::part_kernel`]).
+    pub(crate) fn part_kernel_name(
+        &self,
+        term: &Term,
+        s: usize,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+    ) -> String {
+        let cols = self.columns(term, s, kinds, whiten);
+        self.part_name(term, &cols)
     }
 
     /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
@@ -340,7 +364,7 @@ impl Classes<'_> {
 
     /// The report rows of `spec`: each scale (with several scales and a
     /// term other than `cnn-global`), then all scales (`None`).
-    fn report_scales(&self, spec: &EncoderSpec) -> Vec<Option<usize>> {
+    pub(crate) fn report_scales(&self, spec: &EncoderSpec) -> Vec<Option<usize>> {
         let n_scales = self.inputs.scale_names.len();
         let mut scales: Vec<Option<usize>> = Vec::new();
         if n_scales > 1 && !spec.terms.iter().all(|t| *t == Term::CnnGlobal) {
@@ -353,7 +377,12 @@ impl Classes<'_> {
     /// The name under which the primal row of `spec` at `scale` is kept:
     /// everything it depends on beyond the run folder's own key (the rows,
     /// the SVM's settings, the normalisation, the store format).
-    fn finished_key(&self, spec: &EncoderSpec, whiten: bool, scale: Option<usize>) -> String {
+    pub(crate) fn finished_key(
+        &self,
+        spec: &EncoderSpec,
+        whiten: bool,
+        scale: Option<usize>,
+    ) -> String {
         let cfg = self.cfg;
         let k = crate::stages::key(&[
             spec.name(),
@@ -369,10 +398,16 @@ impl Classes<'_> {
 
     /// Whether this run trains its SVMs on the primal path (decided on all
     /// the run's images, as its checks before the first pass were).
-    fn primal(&self) -> bool {
+    pub(crate) fn primal(&self) -> bool {
         self.cfg
             .classifier
             .primal_for(self.inputs.names.len(), self.inputs.scale_names.len())
+    }
+
+    /// Whether the primal row of `spec` at `scale` keeps its SVM: the
+    /// all-scale row, when the run writes an output folder or may save it.
+    pub(crate) fn primal_with_model(&self, spec: &EncoderSpec, scale: Option<usize>) -> bool {
+        scale.is_none() && (self.out.is_some() || trained::wanted(self.cfg, spec))
     }
 
     fn test_labels(&self) -> Vec<usize> {
@@ -421,7 +456,7 @@ pub(crate) fn evaluate(
 }
 
 /// The GMM and MFA kinds of the run's settings.
-fn kinds_of(cfg: &RunConfig) -> (ModelKind, ModelKind) {
+pub(crate) fn kinds_of(cfg: &RunConfig) -> (ModelKind, ModelKind) {
     (
         ModelKind::Gmm {
             k: cfg.gmm_components,
@@ -451,6 +486,23 @@ fn candidate(
     }
 }
 
+/// The encoders of the report in order, each with whether it is whitened
+/// (an MFA encoder twice with `--whitening both`).
+pub(crate) fn report_jobs(cfg: &RunConfig) -> Vec<(&EncoderSpec, bool)> {
+    let mut jobs = Vec::new();
+    for spec in &cfg.encoders {
+        match (spec.uses_mfa(), cfg.whitening) {
+            (true, Whitening::On) => jobs.push((spec, true)),
+            (true, Whitening::Both) => {
+                jobs.push((spec, false));
+                jobs.push((spec, true));
+            }
+            _ => jobs.push((spec, false)),
+        }
+    }
+    jobs
+}
+
 /// The report rows and the sweep; offers every eligible all-scale row to `best`.
 fn evaluate_rows(
     c: &Classes<'_>,
@@ -462,17 +514,7 @@ fn evaluate_rows(
     let n_classes = c.inputs.classes.len();
     let yte = c.test_labels();
     let kinds = kinds_of(cfg);
-    let mut jobs: Vec<(&EncoderSpec, bool)> = Vec::new();
-    for spec in &cfg.encoders {
-        match (spec.uses_mfa(), cfg.whitening) {
-            (true, Whitening::On) => jobs.push((spec, true)),
-            (true, Whitening::Both) => {
-                jobs.push((spec, false));
-                jobs.push((spec, true));
-            }
-            _ => jobs.push((spec, false)),
-        }
-    }
+    let jobs = report_jobs(cfg);
     let mut results = Vec::new();
     let primal = c.primal();
     for (spec, whiten) in jobs {
@@ -589,18 +631,13 @@ fn evaluate_rows(
     Ok((results, sweep))
 }
 
-/// The Figure-1 sweep: GMM-FV(σ) over K and MFA-FS(Λ) over R, all scales.
-fn sweep(
-    c: &Classes<'_>,
+/// The series of the Figure-1 sweep: (term, its model, the one-term
+/// encoder, the run's model kinds with that model in place).
+pub(crate) fn sweep_series(
+    cfg: &RunConfig,
     kinds: (ModelKind, ModelKind),
-    yte: &[usize],
-    timings: &mut Vec<(String, f64)>,
-    progress: &dyn Progress,
-) -> Result<Vec<SweepPoint>, PipelineError> {
-    let cfg = c.cfg;
-    let n_classes = c.inputs.classes.len();
-    let series: Vec<(Term, ModelKind)> = cfg
-        .sweep_gmm_components
+) -> Vec<(Term, ModelKind, EncoderSpec, (ModelKind, ModelKind))> {
+    cfg.sweep_gmm_components
         .iter()
         .map(|&k| (Term::GmmFv(vec![FvPart::Var]), ModelKind::Gmm { k }))
         .chain(cfg.sweep_mfa_factors.iter().map(|&r| {
@@ -612,17 +649,31 @@ fn sweep(
                 },
             )
         }))
-        .collect();
+        .map(|(term, kind)| {
+            let k = match kind {
+                ModelKind::Gmm { .. } => (kind, kinds.1),
+                ModelKind::Mfa { .. } => (kinds.0, kind),
+            };
+            let spec = EncoderSpec {
+                terms: vec![term.clone()],
+            };
+            (term, kind, spec, k)
+        })
+        .collect()
+}
+
+/// The Figure-1 sweep: GMM-FV(σ) over K and MFA-FS(Λ) over R, all scales.
+fn sweep(
+    c: &Classes<'_>,
+    kinds: (ModelKind, ModelKind),
+    yte: &[usize],
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<Vec<SweepPoint>, PipelineError> {
+    let n_classes = c.inputs.classes.len();
     let mut out = Vec::new();
-    for (term, kind) in series {
+    for (term, kind, spec, k) in sweep_series(c.cfg, kinds) {
         stop_if_cancelled(progress)?;
-        let k = match kind {
-            ModelKind::Gmm { .. } => (kind, kinds.1),
-            ModelKind::Mfa { .. } => (kinds.0, kind),
-        };
-        let spec = EncoderSpec {
-            terms: vec![term.clone()],
-        };
         let pred = c.predict_spec(&spec, k, timings)?;
         let accuracy = mean_per_class_accuracy(yte, &pred, n_classes)
             .map_err(PipelineError::stage("metrics"))?;
@@ -845,35 +896,15 @@ fn evaluate_primal(
     for scale in c.report_scales(spec) {
         let key = c.finished_key(spec, whiten, scale);
         let want = scale.is_none() && trained::wanted(c.cfg, spec);
-        let with_model = scale.is_none() && (c.out.is_some() || want);
+        let with_model = c.primal_with_model(spec, scale);
         let (row, svm) = match c.finished.load(&key, with_model) {
             Some(done) => {
                 progress.warn(&row_line(&name, &done.0, ", primal, from the run folder"));
                 done
             }
             None => {
-                if norms.is_none() {
-                    let t = Instant::now();
-                    let n = c.part_norms(spec, kinds, whiten, timings)?;
-                    norms = Some((n, t.elapsed().as_secs_f64()));
-                }
-                let (n, norm_seconds) = norms.as_ref().expect("computed above");
-                let (row, svm) = train_primal(
-                    c,
-                    spec,
-                    whiten,
-                    kinds,
-                    n,
-                    *norm_seconds,
-                    scale,
-                    timings,
-                    progress,
-                )?;
-                let classes = c.inputs.classes.as_slice();
-                let svm = c
-                    .finished
-                    .save(&key, &row, svm, with_model.then_some(classes))?;
-                progress.warn(&row_line(&name, &row, ", primal"));
+                let (row, svm) =
+                    primal_row(c, spec, whiten, kinds, scale, &mut norms, timings, progress)?;
                 (row, Some(svm))
             }
         };
@@ -912,6 +943,50 @@ fn evaluate_primal(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Trains one report row of `spec` at `scale` on the primal path and keeps
+/// it (and its SVM when the run needs it) in the run folder: the unit of the
+/// primal path, in [`evaluate_primal`] and in a classifier task of another
+/// process alike. `norms`: the parts' norms and the seconds they took,
+/// computed here when `None`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn primal_row(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    scale: Option<usize>,
+    norms: &mut Option<(Vec<PartNorms>, f64)>,
+    timings: &mut Vec<(String, f64)>,
+    progress: &dyn Progress,
+) -> Result<(ResultRow, LinearSvc<f32>), PipelineError> {
+    let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
+    if norms.is_none() {
+        let t = Instant::now();
+        let n = c.part_norms(spec, kinds, whiten, timings)?;
+        *norms = Some((n, t.elapsed().as_secs_f64()));
+    }
+    let (n, norm_seconds) = norms.as_ref().expect("computed above");
+    let (row, svm) = train_primal(
+        c,
+        spec,
+        whiten,
+        kinds,
+        n,
+        *norm_seconds,
+        scale,
+        timings,
+        progress,
+    )?;
+    let classes = c.inputs.classes.as_slice();
+    let with_model = c.primal_with_model(spec, scale);
+    let key = c.finished_key(spec, whiten, scale);
+    let svm = c
+        .finished
+        .save(&key, &row, svm, with_model.then_some(classes))?;
+    progress.warn(&row_line(&name, &row, ", primal"));
+    Ok((row, svm))
 }
 
 /// Trains and evaluates one report row of `spec` on the primal path.

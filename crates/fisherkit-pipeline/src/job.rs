@@ -8,10 +8,12 @@
 //! order) → [`Job::fit`] → for batches of [`Job::encode_todo`]
 //! [`Job::encode_images`] (anywhere) then [`Job::put_encoded`] (here) →
 //! [`Job::finish`]. A worker opens the same job (same settings, same
-//! folders) and calls only the computing methods; it writes nothing.
+//! folders) and calls only the computing methods; it writes nothing, but
+//! for the classifier stage's tasks (`tasks.rs`), each of which keeps its own
+//! result file in the run folder.
 
 use crate::config::RunConfig;
-use crate::evaluate::{evaluate, Classes};
+use crate::evaluate::evaluate;
 use crate::inputs::Inputs;
 use crate::kept::KeptCnn;
 use crate::output::OutputDir;
@@ -29,6 +31,8 @@ use ndarray::{concatenate, Axis};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
+
+mod tasks;
 
 /// Creates the output folder of `cfg`, if any, and checks that the output
 /// files can be written, before any work is done.
@@ -1044,25 +1048,8 @@ impl<'a> Job<'a> {
             &self.cfg.test,
         )?;
         self.write_image_lists(&rows, n_train)?;
-        let c = Classes {
-            cfg: &self.cfg,
-            inputs: &self.inputs,
-            learned: &learned,
-            stores: &self.stores,
-            global: &self.global,
-            rows: &rows,
-            n_train,
-            out: self.out.as_ref(),
-            kernel_dir: self.folder.path("kernels"),
-            rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
-            norms: Default::default(),
-            finished: crate::primal::Finished::new(self.folder.path("primal")),
-        };
-        std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
-            path: c.kernel_dir.display().to_string(),
-            message: format!("cannot create the kernel folder: {e}"),
-        })?;
         let mut timings = std::mem::take(&mut self.timings);
+        let c = self.classes(&learned, &rows, n_train)?;
         let (results, sweep, model) = evaluate(&c, &mut timings, progress)?;
         let dataset = self.dataset_info(&learned, &rows, n_train);
         let report = Report {

@@ -210,6 +210,11 @@ pub(crate) fn load_kernel(
     })
 }
 
+/// Whether the kernel `name` is saved in `dir` (its kernel file, written last, is there).
+pub(crate) fn kernel_saved(dir: &std::path::Path, name: &str) -> bool {
+    kernel_files(dir, name)[0].is_file()
+}
+
 /// Saves a term's kernel (atomically, the kernel file last) for a resumed or repeated run.
 pub(crate) fn save_kernel(
     dir: &std::path::Path,

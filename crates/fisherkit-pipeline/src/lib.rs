@@ -14,6 +14,7 @@
 //! [`report::Report`].
 
 pub mod classifier;
+mod classifier_tasks;
 pub mod config;
 pub mod dataset;
 mod error;
@@ -39,6 +40,7 @@ pub mod store;
 mod trained;
 
 pub use classifier::{RawEncodings, SceneClassifier, Scored};
+pub use classifier_tasks::ClassifierTask;
 pub use config::{
     defaults, CheckedConfig, Classifier, CnnChoice, InputKind, PipelineConfig, RunConfig, Whitening,
 };

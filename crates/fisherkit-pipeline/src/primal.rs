@@ -147,6 +147,13 @@ impl Finished {
         )
     }
 
+    /// Whether the row `name` (and, if `with_model`, its SVM) is kept here,
+    /// without reading them.
+    pub(crate) fn has(&self, name: &str, with_model: bool) -> bool {
+        let (row, model) = self.paths(name);
+        row.is_file() && (!with_model || model.is_file())
+    }
+
     /// The row `name` and, if `with_model`, its SVM, when a run finished them
     /// (anything unreadable counts as not finished).
     pub(crate) fn load(

@@ -536,3 +536,88 @@ fn without_times(
         })
         .collect()
 }
+
+/// The classifier stage task by task (issue 29 item 6, docs/pipeline.md §6):
+/// the owner lists the tasks after the encode pass, each runs in a job of
+/// its own opened on the same run folder (a worker), and the owner's
+/// `finish_classifier_tasks` reports what `finish` reports in one process —
+/// on the kernel path (one task per term kernel, the sweep's too) and on the
+/// primal path (one task per report row), whitened rows included.
+#[test]
+fn the_classifier_stage_task_by_task_equals_finish() {
+    use fisherkit_pipeline::{Classifier, Job, Whitening};
+    let t = tempfile::tempdir().unwrap();
+    let (train, test) = planted_files(t.path(), 30, 15, 5);
+    let strip = |r: &fisherkit_pipeline::report::Report| {
+        let rows: Vec<_> = r
+            .results
+            .iter()
+            .map(|x| {
+                let mut x = x.clone();
+                x.encode_seconds = 0.0;
+                x.svm_seconds = 0.0;
+                x
+            })
+            .collect();
+        (rows, serde_json::to_string(&r.sweep).unwrap())
+    };
+    for (tag, classifier) in [
+        ("kernel", Classifier::Kernel),
+        ("primal", Classifier::Primal),
+    ] {
+        let mut cfg = planted_config(train.clone(), test.clone());
+        cfg.classifier = classifier;
+        cfg.whitening = Whitening::Both;
+        cfg.sweep_gmm_components = vec![4];
+        cfg.cache_dir = Some(t.path().join(format!("whole-{tag}")));
+        let whole = run_descriptors(&cfg, &NoProgress).unwrap();
+        cfg.cache_dir = Some(t.path().join(format!("tasks-{tag}")));
+        let mut owner = Job::descriptor_files(&cfg, &NoProgress).unwrap();
+        for chunk in owner.sample_chunks() {
+            let part = owner.sample_chunk(&chunk).unwrap();
+            owner.add_sample(part, &NoProgress).unwrap();
+        }
+        owner.fit(&NoProgress).unwrap();
+        let todo = owner.encode_todo();
+        let part = owner.encode_images(&todo).unwrap();
+        owner.put_encoded(part).unwrap();
+        let tasks = owner.classifier_tasks().unwrap();
+        let rows = whole.results.len();
+        match classifier {
+            // one per report row (one scale: the all-scale row only)
+            Classifier::Primal => assert_eq!(tasks.len(), rows, "{tasks:?}"),
+            // gmm-fv:mean, gmm-fv:var, mfa-fs:loading twice, the sweep's gmm-fv:var
+            _ => assert_eq!(tasks.len(), 5, "{tasks:?}"),
+        }
+        for task in &tasks {
+            let mut worker = Job::descriptor_files(&cfg, &NoProgress).unwrap();
+            worker.run_classifier_task(&task.name, &NoProgress).unwrap();
+        }
+        let mut worker = Job::descriptor_files(&cfg, &NoProgress).unwrap();
+        assert!(
+            worker.classifier_tasks().unwrap().is_empty(),
+            "every result kept"
+        );
+        let e = worker
+            .run_classifier_task("kernels/nothing", &NoProgress)
+            .unwrap_err();
+        assert!(e.to_string().contains("no classifier task"), "{e}");
+        let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+        let report = owner.finish_classifier_tasks(&names, &NoProgress).unwrap();
+        assert_eq!(strip(&report), strip(&whole), "{tag}");
+        // the driver computed no kernel and trained no report row itself
+        assert!(
+            !report.timings.iter().any(|(n, _)| n.starts_with("kernel ")
+                || (n.starts_with("primal SVM ") && !n.contains("sweep"))),
+            "{:?}",
+            report.timings
+        );
+        // a result the run folder lacks (a worker's folder not shared) is an error
+        let other = Job::descriptor_files(&cfg, &NoProgress).unwrap();
+        let e = other
+            .finish_classifier_tasks(&["kernels/elsewhere".to_string()], &NoProgress)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not in the run folder"), "{e}");
+    }
+}

@@ -1,7 +1,7 @@
 //! The pipeline's pieces from Python: `fisherkit.cnn.Descriptors` (the CNN
 //! descriptors `--save-descriptors` writes) and the [`Job`] that
-//! `fisherkit.ray.run_pipeline` drives, whose passes over images run in Ray
-//! tasks (docs/pipeline.md §6). The whole run is in `run.rs`.
+//! `fisherkit.ray.run_pipeline` drives, whose passes over images and
+//! classifier tasks run in Ray tasks (docs/pipeline.md §6). The whole run is in `run.rs`.
 
 use crate::interrupt::interruptible;
 use crate::run::{builtin, checked, net, Stderr};
@@ -462,6 +462,43 @@ impl PyJob {
     fn add_timing(&mut self, name: &str, seconds: f64) -> PyResult<()> {
         self.job_mut()?.add_timing(name, seconds);
         Ok(())
+    }
+
+    /// The classifier stage's tasks whose results the run folder lacks
+    /// (after the encode pass): `(name, label)` pairs, in the stage's order
+    /// (docs/pipeline.md §6).
+    fn classifier_tasks(&mut self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        let job = self.job_mut()?;
+        let tasks = py.detach(|| job.classifier_tasks()).map_err(err)?;
+        Ok(tasks.into_iter().map(|t| (t.name, t.label)).collect())
+    }
+
+    /// Runs the classifier task `name` in this process (a worker's job of
+    /// the same settings) and keeps its result in the run folder; returns
+    /// its seconds.
+    fn run_classifier_task(&mut self, py: Python<'_>, name: &str, verbose: bool) -> PyResult<f64> {
+        let job = self.job_mut()?;
+        py.detach(|| job.run_classifier_task(name, &Stderr::new(verbose, None)))
+            .map_err(err)
+    }
+
+    /// `finish` after the classifier tasks `done` ran elsewhere: checks that
+    /// the run folder holds their results, then the report (JSON text). The
+    /// job is used up.
+    fn finish_classifier_tasks(
+        &mut self,
+        py: Python<'_>,
+        done: Vec<String>,
+        verbose: bool,
+    ) -> PyResult<String> {
+        let job = self
+            .job
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this job has finished already"))?;
+        let report = py
+            .detach(|| job.finish_classifier_tasks(&done, &Stderr::new(verbose, None)))
+            .map_err(err)?;
+        serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
     }
 
     /// Kernels, SVMs and the report (JSON text); writes the configuration's
