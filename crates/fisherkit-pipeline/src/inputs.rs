@@ -142,7 +142,7 @@ impl<'a> Inputs<'a> {
             names,
             labels,
             n_train,
-            source: Source::Bags(BagFiles { train, test }),
+            source: Source::Bags(Box::new(BagFiles { train, test })),
             scale_names: vec!["file".into()],
             data_key: vec![file_stamp(&cfg.train), file_stamp(&cfg.test)],
             images: false,

@@ -41,7 +41,7 @@ pub(crate) enum Source<'a> {
         with_global: bool,
     },
     /// Bags of descriptor files (one scale), read batch by batch.
-    Bags(BagFiles),
+    Bags(Box<BagFiles>),
 }
 
 /// The descriptor files of a run, opened and validated: image `i` is the
