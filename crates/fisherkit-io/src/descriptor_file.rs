@@ -7,6 +7,10 @@
 //! is walked by [`crate::npz::for_each_entry`] and written by
 //! [`crate::npz::NpzBuilder`], the same code as for `.npz` bags; entry headers
 //! are parsed by `npy::read_header` and written by `npy::npy_header`.
+//! [`DescriptorReader`] opens and validates a descriptor file without its
+//! descriptors and reads one image's bag when asked (the pipeline's runs
+//! stream their bags through it); [`read_descriptor_file`] is that reader
+//! reading every bag.
 //!
 //! A descriptor file is one `.npz` archive per split (`numpy.savez` or
 //! `numpy.savez_compressed`) that holds
@@ -27,6 +31,10 @@
 //! Every image needs at least one descriptor; every row must be finite. float64
 //! data are converted to float32, the precision of the pipeline. Classes are
 //! ordered by name (as text), like image folders.
+
+mod reader;
+
+pub use reader::DescriptorReader;
 
 use crate::atomic::write_atomically;
 use crate::error::IoError;
@@ -122,12 +130,23 @@ fn simple_descr(descr: &Descr) -> Result<(char, usize), String> {
     Ok((kind, size))
 }
 
-/// Decodes the data of one `.npy` entry of an archive whose header `h` is
-/// already parsed: `data` reads the bytes after the header, `data_len` is
-/// their number according to the zip directory. The size the header claims
-/// is checked against `data_len` before anything is allocated, and since a
-/// corrupt directory can fake `data_len` too, buffers grow as data arrive.
-fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyData, String> {
+/// What an entry of an archive holds, as [`check_entry`] found from its
+/// header alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    /// float32/float64 values (any shape).
+    Float(Dtype),
+    /// 1-D integers of `size` bytes, signed or not.
+    Int { signed: bool, size: usize },
+    /// 1-D strings: `U` (UTF-32) or `S` (bytes), `size` bytes an item.
+    Str { utf32: bool, size: usize },
+}
+
+/// Checks the header `h` of one `.npy` entry of an archive before any of its
+/// data are read: a dtype the format knows, 1-D integer and string arrays,
+/// and the size the header claims against `data_len`, the number of data
+/// bytes according to the zip directory. Gives the kind and the data size.
+fn check_entry(h: &Header, data_len: u64) -> Result<(EntryKind, usize), String> {
     let (kind, count) = simple_descr(&h.descr)?;
     let size = if kind == 'U' { 4 * count } else { count };
     let len = h
@@ -152,6 +171,55 @@ fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyD
             ))
         }
     };
+    let k = match (kind, size) {
+        ('f', 4) => EntryKind::Float(Dtype::F32),
+        ('f', 8) => EntryKind::Float(Dtype::F64),
+        ('i' | 'u', 1 | 2 | 4 | 8) => {
+            one_d("integer")?;
+            EntryKind::Int {
+                signed: kind == 'i',
+                size,
+            }
+        }
+        ('U' | 'S', _) => {
+            one_d("string")?;
+            EntryKind::Str {
+                utf32: kind == 'U',
+                size,
+            }
+        }
+        _ => {
+            return Err(format!(
+            "unsupported dtype '{}'; expected float32/float64 descriptors, integer or string labels",
+            match h.descr {
+                Descr::Simple { order, kind, size } => format!("{order}{kind}{size}"),
+                _ => unreachable!("simple_descr accepts simple dtypes only"),
+            }
+        ))
+        }
+    };
+    Ok((k, nbytes))
+}
+
+/// Decodes the data of one `.npy` entry of an archive whose header `h` is
+/// already parsed: `data` reads the bytes after the header, `data_len` is
+/// their number according to the zip directory. The size the header claims
+/// is checked against `data_len` ([`check_entry`]) before anything is
+/// allocated, and since a corrupt directory can fake `data_len` too, buffers
+/// grow as data arrive.
+fn decode_npy(h: &Header, data: &mut dyn Read, data_len: u64) -> Result<NpyData, String> {
+    let (kind, nbytes) = check_entry(h, data_len)?;
+    decode_checked(h, kind, nbytes, data)
+}
+
+/// [`decode_npy`] after [`check_entry`] gave `kind` and `nbytes`.
+fn decode_checked(
+    h: &Header,
+    kind: EntryKind,
+    nbytes: usize,
+    mut data: &mut dyn Read,
+) -> Result<NpyData, String> {
+    let len: usize = h.shape.iter().product();
     // The raw bytes of an integer or string array, read as they arrive.
     let mut raw = || -> Result<Vec<u8>, String> {
         let mut bytes = Vec::new();
@@ -167,9 +235,8 @@ fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyD
         }
         Ok(bytes)
     };
-    match (kind, size) {
-        ('f', 4) | ('f', 8) => {
-            let dtype = if size == 4 { Dtype::F32 } else { Dtype::F64 };
+    match kind {
+        EntryKind::Float(dtype) => {
             // A 2-D array as (rows, cols) — (cols, rows) in Fortran order,
             // transposed below — anything else as one column of `len` values.
             let (n, d) = match h.shape[..] {
@@ -194,18 +261,17 @@ fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyD
             };
             Ok(NpyData::Float(h.shape.clone(), v))
         }
-        ('i' | 'u', 1 | 2 | 4 | 8) => {
-            one_d("integer")?;
+        EntryKind::Int { signed, size } => {
             let v = raw()?
                 .chunks_exact(size)
                 .map(|c| {
                     let mut b = [0u8; 8];
                     b[..size].copy_from_slice(c);
-                    if kind == 'i' && c[size - 1] & 0x80 != 0 {
+                    if signed && c[size - 1] & 0x80 != 0 {
                         b[size..].fill(0xff);
                     }
                     let x = i64::from_le_bytes(b);
-                    if kind == 'u' && x < 0 {
+                    if !signed && x < 0 {
                         Err("an unsigned integer above 2^63".to_string())
                     } else {
                         Ok(x)
@@ -214,11 +280,10 @@ fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyD
                 .collect::<Result<_, _>>()?;
             Ok(NpyData::Int(v))
         }
-        ('U' | 'S', _) => {
-            one_d("string")?;
+        EntryKind::Str { utf32, size } => {
             // `U`: UTF-32 code points, `S`: UTF-8 bytes; both padded with NULs.
             let item = |c: &[u8]| -> Result<String, String> {
-                if kind == 'S' {
+                if !utf32 {
                     let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
                     return String::from_utf8(c[..end].to_vec())
                         .map_err(|_| "a string that is not UTF-8".into());
@@ -238,13 +303,6 @@ fn decode_npy(h: &Header, mut data: &mut dyn Read, data_len: u64) -> Result<NpyD
                     .collect::<Result<_, _>>()?
             }))
         }
-        _ => Err(format!(
-            "unsupported dtype '{}'; expected float32/float64 descriptors, integer or string labels",
-            match h.descr {
-                Descr::Simple { order, kind, size } => format!("{order}{kind}{size}"),
-                _ => unreachable!("simple_descr accepts simple dtypes only"),
-            }
-        )),
     }
 }
 
@@ -284,7 +342,8 @@ pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
     Ok(out)
 }
 
-/// Reads and validates a descriptor file (see the module docs). Errors name the
+/// Reads and validates a descriptor file (see the module docs), every bag in
+/// memory: [`DescriptorReader`] reading them all. Errors name the
 /// file and the array, row and column at fault: no `labels`, a labels count
 /// that differs from the number of images, an image without descriptors,
 /// arrays of different widths $D$, a NaN or infinite value, an unsupported dtype.
@@ -308,102 +367,7 @@ pub fn read_npz_arrays(path: &Path) -> Result<Vec<(String, NpyData)>, IoError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_descriptor_file(path: &Path) -> Result<DescriptorSet, IoError> {
-    let bad = |m: String| io_err(path, m);
-    let arrays = read_npz_arrays(path)?;
-    let mut labels = None;
-    let mut stacked = None;
-    let mut index = None;
-    let mut per_image = Vec::new();
-    for (name, data) in arrays {
-        match name.as_str() {
-            LABELS => {
-                labels = Some(match data {
-                    NpyData::Int(v) => v.iter().map(i64::to_string).collect::<Vec<_>>(),
-                    NpyData::Str(v) => v,
-                    NpyData::Float(..) => {
-                        return Err(bad(format!(
-                        "array `{LABELS}` must hold integers or strings (class names), not floats"
-                    )))
-                    }
-                })
-            }
-            DESCRIPTORS => stacked = Some(data),
-            IMAGE_INDEX => index = Some(data),
-            _ => per_image.push((name, data)),
-        }
-    }
-    let Some(labels) = labels else {
-        return Err(bad(format!(
-            "no `{LABELS}` array; a descriptor file needs one class name or integer per image, e.g. np.savez(f, *bags, labels=labels)"
-        )));
-    };
-    if let Some(i) = labels.iter().position(String::is_empty) {
-        return Err(bad(format!("`{LABELS}`[{i}] is an empty class name")));
-    }
-    let (names, bags) = match stacked {
-        Some(x) => {
-            if let Some((extra, _)) = per_image.first() {
-                return Err(bad(format!(
-                    "array `{extra}` beside `{DESCRIPTORS}`: a file holds either `{DESCRIPTORS}` + `{IMAGE_INDEX}` or one array per image, not both"
-                )));
-            }
-            stacked_bags(x, index, labels.len()).map_err(bad)?
-        }
-        None => {
-            if index.is_some() {
-                return Err(bad(format!(
-                    "`{IMAGE_INDEX}` without `{DESCRIPTORS}` (the stacked layout needs both)"
-                )));
-            }
-            let mut names = Vec::with_capacity(per_image.len());
-            let mut bags = Vec::with_capacity(per_image.len());
-            for (name, data) in per_image {
-                bags.push(matrix(&name, data).map_err(bad)?);
-                names.push(name);
-            }
-            (names, bags)
-        }
-    };
-    if bags.is_empty() {
-        return Err(bad("holds no image descriptors".into()));
-    }
-    if labels.len() != bags.len() {
-        return Err(bad(format!(
-            "`{LABELS}` has {} entries but the file holds {} images; give one label per image",
-            labels.len(),
-            bags.len()
-        )));
-    }
-    let d = bags[0].ncols();
-    for (name, b) in names.iter().zip(&bags) {
-        if b.nrows() == 0 {
-            return Err(bad(format!(
-                "image `{name}` has no descriptor (0 rows); every image needs at least one"
-            )));
-        }
-        if b.ncols() != d {
-            return Err(bad(format!(
-                "image `{name}` has descriptors of dimension {} but `{}` has {d}; all must have the same D",
-                b.ncols(),
-                names[0]
-            )));
-        }
-        if d == 0 {
-            return Err(bad(format!(
-                "image `{name}` has descriptors of dimension 0"
-            )));
-        }
-        if let Some(((r, c), v)) = b.indexed_iter().find(|(_, v)| !v.is_finite()) {
-            return Err(bad(format!(
-                "image `{name}`: row {r}, column {c} is {v} (descriptors must be finite)"
-            )));
-        }
-    }
-    Ok(DescriptorSet {
-        names,
-        bags,
-        labels,
-    })
+    DescriptorReader::open(path)?.read_all()
 }
 
 /// A 2-D float array of the one-array-per-image layout.
@@ -419,45 +383,6 @@ fn matrix(name: &str, data: NpyData) -> Result<Array2<f32>, String> {
             "array `{name}` is not float32/float64; each image's descriptors must be a 2-D (n_i, D) float array (labels go in `{LABELS}`)"
         )),
     }
-}
-
-/// Splits the stacked layout into bags, image by image, rows in file order.
-fn stacked_bags(
-    x: NpyData,
-    index: Option<NpyData>,
-    n_images: usize,
-) -> Result<(Vec<String>, Vec<Array2<f32>>), String> {
-    let x = matrix(DESCRIPTORS, x)?;
-    let idx = match index {
-        Some(NpyData::Int(v)) => v,
-        Some(_) => return Err(format!("`{IMAGE_INDEX}` must be a 1-D integer array")),
-        None => {
-            return Err(format!(
-                "`{DESCRIPTORS}` without `{IMAGE_INDEX}`: give the image (0..n-1) of each row"
-            ))
-        }
-    };
-    if idx.len() != x.nrows() {
-        return Err(format!(
-            "`{IMAGE_INDEX}` has {} entries but `{DESCRIPTORS}` has {} rows",
-            idx.len(),
-            x.nrows()
-        ));
-    }
-    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); n_images];
-    for (r, &i) in idx.iter().enumerate() {
-        match usize::try_from(i).ok().filter(|&i| i < n_images) {
-            Some(i) => rows[i].push(r),
-            None => {
-                return Err(format!(
-                    "`{IMAGE_INDEX}`[{r}] = {i} is not an image number in 0..{n_images} (the length of `{LABELS}`)"
-                ))
-            }
-        }
-    }
-    let names = (0..n_images).map(|i| format!("image {i}")).collect();
-    let bags = rows.iter().map(|r| x.select(ndarray::Axis(0), r)).collect();
-    Ok((names, bags))
 }
 
 impl NpyRef<'_> {

@@ -6,9 +6,10 @@
 //! wrote them (the order of the keyword arguments).
 //!
 //! This module owns the archive layer of every `.npz` the crate touches:
-//! [`for_each_entry`] is the one walker of an archive (bags here, descriptor
-//! files in [`crate::descriptor_file`]), [`NpzBuilder`] the one writer of
-//! one (bags by [`write_npz`], typed arrays by
+//! [`for_each_entry`] / [`walk_entries`] is the one walker of an archive
+//! (bags here, descriptor files in [`crate::descriptor_file`], which also
+//! reads single entries again through the [`EntryAt`] it reports),
+//! [`NpzBuilder`] the one writer of one (bags by [`write_npz`], typed arrays by
 //! [`crate::descriptor_file::write_npz_arrays`] and `DescriptorFileWriter`).
 //! The `.npy` headers inside are parsed by `npy::read_header` and written by
 //! `npy::npy_header`.
@@ -26,6 +27,24 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::Path;
 
+/// Opens the zip directory of an `.npz` archive; an archive that zip cannot
+/// open is a `Format` error naming `path` (`not a valid .npz (zip) archive`).
+pub(crate) fn open_archive<R: Read + Seek>(reader: R, path: &Path) -> Result<zip::ZipArchive<R>> {
+    zip::ZipArchive::new(reader)
+        .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))
+}
+
+/// Where an entry of an archive is, as [`walk_entries`] found it.
+pub(crate) struct EntryAt<'a> {
+    /// The entry name without `.npy`.
+    pub name: &'a str,
+    /// Its number in the zip directory (for `ZipArchive::by_index`).
+    pub index: usize,
+    /// Offset in the archive of its first data byte (after the `.npy` header)
+    /// when the entry is stored (uncompressed); `None` when it is compressed.
+    pub stored_data_start: Option<u64>,
+}
+
 /// Walks the `.npy` entries of the `.npz` archive `reader` in the order of its
 /// central directory, skipping directories. For each it parses the header
 /// and calls `f(name, header, data, data_len)`: `name` is the entry name
@@ -40,8 +59,19 @@ pub(crate) fn for_each_entry<R: Read + Seek>(
     path: &Path,
     mut f: impl FnMut(&str, &Header, &mut dyn Read, u64) -> Result<(), String>,
 ) -> Result<()> {
-    let mut zip = zip::ZipArchive::new(reader)
-        .map_err(|e| IoError::format(path, format!("not a valid .npz (zip) archive: {e}")))?;
+    let mut zip = open_archive(reader, path)?;
+    walk_entries(&mut zip, path, |at, header, data, data_len| {
+        f(at.name, header, data, data_len)
+    })
+}
+
+/// [`for_each_entry`] on an opened archive, telling `f` where each entry
+/// is ([`EntryAt`]) so that its data can be read again later.
+pub(crate) fn walk_entries<R: Read + Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    path: &Path,
+    mut f: impl FnMut(&EntryAt<'_>, &Header, &mut dyn Read, u64) -> Result<(), String>,
+) -> Result<()> {
     for i in 0..zip.len() {
         let mut entry = zip
             .by_index(i)
@@ -52,10 +82,17 @@ pub(crate) fn for_each_entry<R: Read + Seek>(
         let raw_name = entry.name().to_string();
         let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name);
         let size = entry.size();
+        let stored = entry.compression() == zip::CompressionMethod::Stored;
+        let data_start = entry.data_start();
         read_header(&mut entry)
             .and_then(|header| {
                 let data_len = size.saturating_sub(header.data_offset as u64);
-                f(name, &header, &mut entry, data_len)
+                let at = EntryAt {
+                    name,
+                    index: i,
+                    stored_data_start: stored.then(|| data_start + header.data_offset as u64),
+                };
+                f(&at, &header, &mut entry, data_len)
             })
             .map_err(|reason| IoError::NpzArray {
                 path: path.to_path_buf(),

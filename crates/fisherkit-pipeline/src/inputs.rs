@@ -6,9 +6,9 @@
 
 use crate::config::RunConfig;
 use crate::dataset::{train_label, ImageSet};
-use crate::descriptor_file::{read_descriptor_file, DescriptorSet};
+use crate::descriptor_file::DescriptorReader;
 use crate::spec::Term;
-use crate::stages::Source;
+use crate::stages::{BagFiles, Source};
 use crate::{PipelineError, Progress};
 use fisherkit_cnn::Backbone;
 use std::path::{Path, PathBuf};
@@ -73,7 +73,8 @@ impl<'a> Inputs<'a> {
     }
 
     /// The descriptor files `cfg.train` and `cfg.test` (see [`crate::descriptor_file`]),
-    /// read whole: each file's bags are one scale. `cnn-global` and saving
+    /// opened and validated; their bags are read batch by batch by the passes
+    /// ([`Source::Bags`]); each file's bags are one scale. `cnn-global` and saving
     /// descriptors need images and are refused.
     ///
     /// # Errors
@@ -98,10 +99,10 @@ impl<'a> Inputs<'a> {
                 "saving descriptors needs image folders as input, not descriptor files".into(),
             ));
         }
-        progress.start("read descriptors", 2);
-        let train = read_descriptor_file(&cfg.train)?;
+        progress.start("open descriptor files", 2);
+        let train = DescriptorReader::open(&cfg.train)?;
         progress.inc(1);
-        let test = read_descriptor_file(&cfg.test)?;
+        let test = DescriptorReader::open(&cfg.test)?;
         progress.inc(1);
         if test.dim() != train.dim() {
             return Err(PipelineError::Dataset(format!(
@@ -115,30 +116,34 @@ impl<'a> Inputs<'a> {
         let classes = train.classes();
         check_class_count(&classes, &cfg.train)?;
         let labels = train
-            .labels
+            .labels()
             .iter()
-            .chain(&test.labels)
+            .chain(test.labels())
             .map(|name| train_label(name, &classes))
             .collect::<Result<Vec<_>, _>>()?;
+        for f in [&train, &test] {
+            if !f.streamed() {
+                progress.warn(&format!(
+                    "{}: the stacked layout compressed (np.savez_compressed) or in Fortran order cannot be read image by image, so its descriptors are held in memory; save it with np.savez, C order, to stream it",
+                    f.path().display()
+                ));
+            }
+        }
         progress.finish(&format!(
             "{} training and {} test images, {} classes, D = {}",
-            train.bags.len(),
-            test.bags.len(),
+            train.len(),
+            test.len(),
             classes.len(),
             train.dim()
         ));
-        let n_train = train.bags.len();
-        let DescriptorSet { names, bags, .. } = train;
-        let (names, bags) = (
-            names.into_iter().chain(test.names).collect(),
-            bags.into_iter().chain(test.bags).collect(),
-        );
+        let n_train = train.len();
+        let names = train.names().iter().chain(test.names()).cloned().collect();
         let inputs = Inputs {
             classes,
             names,
             labels,
             n_train,
-            source: Source::Bags(bags),
+            source: Source::Bags(Box::new(BagFiles { train, test })),
             scale_names: vec!["file".into()],
             data_key: vec![file_stamp(&cfg.train), file_stamp(&cfg.test)],
             images: false,

@@ -58,8 +58,8 @@ fn with_network(cfg: &RunConfig, net: &Backbone) -> Result<RunConfig, PipelineEr
 /// and `cfg.test` are descriptor files (see [`crate::descriptor_file`]); each
 /// file's bags are one scale, and the CNN settings of `cfg.descriptors` are not
 /// used. `cnn-global` is not available (the files hold no image-level scores).
-/// The files are read whole (they are the user's own arrays); everything
-/// after is streamed as for [`run`].
+/// The files are opened and checked without their descriptors, and each
+/// pass reads only the bags of its batch: streamed as [`run`] is.
 pub fn run_descriptors(cfg: &RunConfig, progress: &dyn Progress) -> Result<Report, PipelineError> {
     cfg.validate()?;
     let inputs = Inputs::descriptor_files(cfg, progress)?;

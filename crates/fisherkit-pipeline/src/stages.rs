@@ -22,6 +22,7 @@ use fisherkit::stream::EmTol;
 use fisherkit::{Encoder, Normalization};
 use fisherkit_cnn::descriptors::DescriptorParams;
 use fisherkit_cnn::{Backbone, Cnn};
+use fisherkit_io::descriptor_file::DescriptorReader;
 use ndarray::{Array1, Array2, Axis};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -44,8 +45,29 @@ pub(crate) enum Source<'a> {
         /// is read instead for the encode pass: [`crate::kept`]).
         cnn_images: AtomicUsize,
     },
-    /// Bags read from descriptor files (one scale).
-    Bags(Vec<Array2<f32>>),
+    /// Bags of descriptor files (one scale), read batch by batch.
+    Bags(Box<BagFiles>),
+}
+
+/// The descriptor files of a run, opened and validated: image `i` is the
+/// training file's `i`-th below `train.len()`, the test file's after. Bags
+/// are read from the files when a pass asks for them, so a run holds the
+/// bags of one batch, not of the files.
+pub(crate) struct BagFiles {
+    pub train: DescriptorReader,
+    pub test: DescriptorReader,
+}
+
+impl BagFiles {
+    /// The bag of image `i` (train then test).
+    fn bag(&self, i: usize) -> Result<Array2<f32>, PipelineError> {
+        let n = self.train.len();
+        Ok(if i < n {
+            self.train.bag(i)?
+        } else {
+            self.test.bag(i - n)?
+        })
+    }
 }
 
 impl Source<'_> {
@@ -72,7 +94,7 @@ impl Source<'_> {
     pub(crate) fn descriptor_dim(&self) -> usize {
         match self {
             Source::Images { net, .. } => net.num_classes(),
-            Source::Bags(b) => b.first().map_or(0, |x| x.ncols()),
+            Source::Bags(files) => files.train.dim(),
         }
     }
 
@@ -93,15 +115,15 @@ impl Source<'_> {
                 let p: Vec<&Path> = idx.iter().map(|&i| paths[i].as_path()).collect();
                 compute_batch(net, &p, params, *with_global)
             }
-            Source::Bags(bags) => Ok(idx
+            Source::Bags(files) => idx
                 .iter()
                 .map(|&i| {
-                    Ok(ImageDescriptors {
-                        scales: vec![bags[i].clone()],
+                    Ok(Ok(ImageDescriptors {
+                        scales: vec![files.bag(i)?],
                         global: None,
-                    })
+                    }))
                 })
-                .collect()),
+                .collect(),
         }
     }
 
