@@ -13,7 +13,7 @@ use fisherkit::gmm::{
 };
 use fisherkit::stream::{DataPass, OnIteration};
 use fisherkit_io::checkpoint::{read_gmm_exact, GmmArrays};
-use fisherkit_io::{write_gmm, Dtype, Element, IoError};
+use fisherkit_io::{Dtype, Element, IoError, ModelFile};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -125,7 +125,7 @@ impl<F: Element> StreamedKind<F> for GmmParams<F> {
         model: &DiagGmm<F>,
         meta: &BTreeMap<String, String>,
     ) -> Result<(), IoError> {
-        write_gmm(path, model, meta)
+        model.write(path, meta)
     }
 
     fn progress(it: &EmIteration) -> (usize, usize, f64, f64) {

@@ -11,7 +11,7 @@ use crate::progress::Ui;
 use fisherkit::mfa::{Mfa, MfaEmState, MfaError, MfaIteration, MfaParams, PsiMode};
 use fisherkit::stream::{DataPass, OnIteration};
 use fisherkit_io::checkpoint::read_mfa_exact;
-use fisherkit_io::{write_mfa_model, Dtype, Element, IoError, MfaArrays};
+use fisherkit_io::{Dtype, Element, IoError, MfaArrays, ModelFile};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -121,7 +121,7 @@ impl<F: Element> StreamedKind<F> for MfaParams {
     }
 
     fn write(path: &Path, model: &Mfa<F>, meta: &BTreeMap<String, String>) -> Result<(), IoError> {
-        write_mfa_model(path, model, meta)
+        model.write(path, meta)
     }
 
     fn progress(it: &MfaIteration) -> (usize, usize, f64, f64) {
