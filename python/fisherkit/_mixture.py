@@ -45,7 +45,7 @@ class MixtureMixin:
                 for i, ll in enumerate(self.log_likelihood_history_):
                     print(f"  iteration {i + 1}: {ll:.6f}")
         if not self.converged_:
-            warn_unconverged(self, "EM")
+            warn_unconverged(self, "EM", stacklevel=4)  # the caller of fit
         return self
 
     def fit_predict(self, X, y=None) -> np.ndarray:

@@ -15,7 +15,8 @@ use pyo3::prelude::*;
 type Params<'py> = <DiagGmm<f64> as Mixture<f64>>::Out<'py>;
 
 pub(crate) fn variance_floor(value: f64, mode: &str) -> PyResult<VarianceFloor> {
-    let options: [(&str, fn(f64) -> VarianceFloor); 2] = [
+    type Floor = fn(f64) -> VarianceFloor;
+    let options: [(&str, Floor); 2] = [
         ("relative", VarianceFloor::Relative),
         ("absolute", VarianceFloor::Absolute),
     ];
