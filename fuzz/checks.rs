@@ -5,7 +5,7 @@
 //! fails; it returns the reader's error, if any, for the caller to inspect.
 #![allow(dead_code)]
 
-use fisherkit_io::{ClassifierFile, Dtype, GmmModel, MfaModel, Model};
+use fisherkit_io::{ClassifierFile, Dtype, GmmModel, MfaModel, Model, ModelFile};
 use std::path::Path;
 
 /// `.npy` reader: what was read is backed by the input's bytes (a header
@@ -42,7 +42,7 @@ pub fn npz(data: &[u8], name: &str) -> fisherkit_io::Result<()> {
 /// to `f64` without error, and narrowing to `f32` either fails cleanly or
 /// gives a model as valid.
 pub fn model(data: &[u8], name: &str) -> fisherkit_io::Result<()> {
-    let (model, meta) = fisherkit_io::read_model_bytes(data, name)?;
+    let (model, meta) = fisherkit_io::Model::read_bytes(data, name)?;
     assert_eq!(meta.get("kind").map(String::as_str), Some(model.kind()));
     match &model {
         Model::Gmm(g) => {

@@ -221,15 +221,17 @@ def check_scale(X: np.ndarray, what: str = "X") -> None:
         )
 
 
-def warn_unconverged(est: Any, what: str) -> None:
-    """A ``ConvergenceWarning`` (scikit-learn's when it is importable)."""
+def warn_unconverged(est: Any, what: str, stacklevel: int = 3) -> None:
+    """A ``ConvergenceWarning`` (scikit-learn's when it is importable),
+    attributed to the caller of the method that called this one (the default
+    ``stacklevel``; one more for each helper in between)."""
     import warnings
 
     warnings.warn(
         f"{type(est).__name__}: {what} did not converge within max_iter={est.max_iter} "
         "iterations; increase max_iter or tol, or check the data",
         ConvergenceWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import warnings
@@ -29,6 +28,7 @@ from ._base import (
     seed_from,
 )
 from ._fisherkit import GmmStatistics
+from ._mixture import MixtureMixin, _check_n_components, _fit_metadata, _hyper_from_metadata, _restore_fit, store_params
 
 __all__ = ["KMeans", "GaussianMixture", "GmmStatistics"]
 
@@ -76,12 +76,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters, max_iter=100, tol=1e-4, n_init=1, random_state=0, verbose=0):
-        self.n_clusters = n_clusters
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def fit(self, X, y=None) -> "KMeans":
         """Clusters the rows of ``X`` (N, D), float32 or float64 (integers are
@@ -167,7 +162,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return km
 
 
-class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
+class GaussianMixture(MixtureMixin, StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Diagonal-covariance Gaussian mixture fitted by EM.
 
     p(x) = sum_k w_k N(x; mu_k, diag(sigma_k^2)). Posteriors are computed in
@@ -251,6 +246,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     >>> Xs, labels = gmm.sample(10)
     """
 
+    _native_kind = "gmm"
+
     def __init__(
         self,
         n_components,
@@ -268,20 +265,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         weights_init=None,
         verbose=0,
     ):
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.tol = tol
-        self.tol_mode = tol_mode
-        self.n_init = n_init
-        self.init_params = init_params
-        self.variance_floor = variance_floor
-        self.variance_floor_mode = variance_floor_mode
-        self.random_state = random_state
-        self.covariance_type = covariance_type
-        self.warm_start = warm_start
-        self.means_init = means_init
-        self.weights_init = weights_init
-        self.verbose = verbose
+        store_params(self, locals())
 
     # ----------------------------------------------------------------- fitting
     def _floor(self) -> tuple[float, str]:
@@ -388,22 +372,7 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
         (integers are converted to float64), by EM from the initialisation of
         ``init_params`` (or ``means_init``/``weights_init``, or the current
         model with ``warm_start``). Returns self."""
-        self._fit(X, positive_int(self.max_iter, "max_iter"))
-        if self.verbose:
-            print(
-                f"GaussianMixture: {self.n_iter_} EM iterations, mean log-likelihood "
-                f"{self.lower_bound_:.6f}, {'converged' if self.converged_ else 'not converged'}"
-            )
-            if self.verbose >= 2:
-                for i, ll in enumerate(self.log_likelihood_history_):
-                    print(f"  iteration {i + 1}: {ll:.6f}")
-        if not self.converged_:
-            warn_unconverged(self, "EM")
-        return self
-
-    def fit_predict(self, X, y=None) -> np.ndarray:
-        """Fits, then returns the most probable component of each row of ``X``."""
-        return self.fit(X).predict(X)
+        return self._fit_and_report(X)
 
     # -------------------------------------------------------------- inference
     def _params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -415,28 +384,8 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
             )
         return w, m, v
 
-    def _X(self, X) -> np.ndarray:
-        X = as_matrix(X)
-        check_n_features(self, X)
-        return X
-
-    def score_samples(self, X) -> np.ndarray:
-        """Log-likelihood log p(x_i) of each row of ``X`` (N, D): (N,) float64."""
-        params = self._params()
-        return _native.gmm_score_samples(*params, self._X(X))
-
-    def score(self, X, y=None) -> float:
-        """Mean log-likelihood per row of ``X`` (N, D)."""
-        return float(np.mean(self.score_samples(X)))
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Posteriors q_ik (N, K) of the rows of ``X`` (N, D), in X's dtype."""
-        params = self._params()
-        return _native.gmm_predict_proba(*params, self._X(X))
-
-    def predict(self, X) -> np.ndarray:
-        """Most probable component of each row of ``X`` (N, D): (N,) int64."""
-        return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+    def _native_params(self) -> tuple:
+        return self._params()
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Draws ``n_samples`` rows from the fitted mixture (seeded by
@@ -458,16 +407,6 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
     def _n_parameters(self) -> int:
         k, d = np.shape(self.means_)
         return k - 1 + 2 * k * d
-
-    def bic(self, X) -> float:
-        """Bayesian information criterion on ``X`` (lower is better)."""
-        n = as_matrix(X).shape[0]
-        return -2 * self.score(X) * n + self._n_parameters() * np.log(n)
-
-    def aic(self, X) -> float:
-        """Akaike information criterion on ``X`` (lower is better)."""
-        n = as_matrix(X).shape[0]
-        return -2 * self.score(X) * n + 2 * self._n_parameters()
 
     # ------------------------------------------------- streaming / distributed
     # sufficient_statistics, update_from_statistics, partial_fit: StatisticsEMMixin
@@ -536,65 +475,3 @@ class GaussianMixture(StatisticsEMMixin, DensityMixin, BaseEstimator):
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "means_")
-
-
-def _fit_metadata(est: Any) -> dict[str, str]:
-    """The hyper-parameters and fit state of a mixture as model-file metadata
-    (the command line's keys)."""
-    meta = {"max_iter": str(int(est.max_iter)), "tol": repr(float(est.tol)), "tol_mode": str(est.tol_mode),
-            "n_init": str(int(est.n_init))}
-    rs = est.random_state
-    if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
-        meta["seed"] = str(int(rs))
-    if hasattr(est, "n_iter_"):
-        meta["n_iter"] = str(int(est.n_iter_))
-    if hasattr(est, "converged_"):
-        meta["converged"] = json.dumps(bool(est.converged_))
-    if hasattr(est, "lower_bound_"):
-        meta["mean_log_likelihood"] = repr(float(est.lower_bound_))
-    return meta
-
-
-def _hyper_from_metadata(meta: dict, extra: dict) -> dict[str, Any]:
-    """Hyper-parameters from the metadata of :func:`_fit_metadata` (and
-    ``extra``: key → (parameter, converter)); unparsable values are skipped."""
-    out: dict[str, Any] = {}
-    keys = {"max_iter": ("max_iter", int), "tol": ("tol", float), "tol_mode": ("tol_mode", _tol_mode),
-            "n_init": ("n_init", int), "seed": ("random_state", int), **extra}
-    for key, (name, conv) in keys.items():
-        if key in meta:
-            try:
-                out[name] = conv(meta[key])
-            except ValueError:
-                pass
-    return out
-
-
-def _tol_mode(v: str) -> str:
-    """A model file's ``tol_mode``: "absolute" or "relative" (a ``ValueError`` otherwise)."""
-    if v not in ("absolute", "relative"):
-        raise ValueError(v)
-    return v
-
-
-def _restore_fit(est: Any, meta: dict) -> None:
-    try:
-        est.n_iter_ = int(meta["n_iter"])
-    except (KeyError, ValueError):
-        pass
-    if meta.get("converged") in ("true", "false"):
-        est.converged_ = meta["converged"] == "true"
-    try:
-        est.lower_bound_ = float(meta["mean_log_likelihood"])
-    except (KeyError, ValueError):
-        pass
-
-
-def _check_n_components(path: str, params: dict, k: int) -> None:
-    if "n_components" in params:
-        n = params.pop("n_components")
-        if n != k:
-            raise ValueError(
-                f"{path}: n_components={n!r} differs from the file's model, which has {k} components; "
-                "n_components comes from the file (omit it)"
-            )

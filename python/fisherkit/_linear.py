@@ -165,8 +165,8 @@ class PCA(TransformerMixin, BaseEstimator):
     @classmethod
     def load(cls, path: str | os.PathLike, **params: Any) -> "PCA":
         """Reads a ``kind = "pca"`` model file (any file of that kind: written
-        by :meth:`save`, by the Rust ``fisherkit_io::write_pca`` or by another
-        tool). ``params`` override the hyper-parameters stored in the file
+        by :meth:`save`, by the Rust ``fisherkit_io::ModelFile::write`` of a
+        ``Pca`` or by another tool). ``params`` override the hyper-parameters stored in the file
         (for refitting); ``whiten`` comes from the file. A file of another
         kind raises ValueError naming its kind."""
         mean, comp, var, whiten, total, meta = _native.pca_load(os.fspath(path))
@@ -363,8 +363,8 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     @classmethod
     def load(cls, path: str | os.PathLike, **params: Any) -> "LinearSVC":
         """Reads a ``kind = "linear-svm"`` model file (written by :meth:`save`,
-        by the Rust ``fisherkit_io::write_linear_svm`` or by another tool;
-        without a ``classes`` key the labels are 0..K-1). ``params`` override
+        by the Rust ``fisherkit_io::ModelFile::write`` of a ``LabelledSvm`` or
+        by another tool; without a ``classes`` key the labels are 0..K-1). ``params`` override
         the hyper-parameters stored in the file. A file of another kind raises
         ValueError naming its kind. ``n_iter_`` and ``converged_`` are not
         stored."""

@@ -23,16 +23,15 @@ from ._base import (
     nonneg_float,
     positive_int,
     seed_from,
-    warn_unconverged,
 )
 from ._fisherkit import MfaStatistics
-from ._gmm import _check_n_components, _fit_metadata, _hyper_from_metadata, _restore_fit
+from ._mixture import MixtureMixin, _check_n_components, _fit_metadata, _hyper_from_metadata, _restore_fit, store_params
 from ._encode import _EncoderMixin, _parts_of
 
 __all__ = ["MixtureOfFactorAnalyzers", "MFAFisherScore", "MfaStatistics"]
 
 
-class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
+class MixtureOfFactorAnalyzers(MixtureMixin, StatisticsEMMixin, DensityMixin, BaseEstimator):
     """Mixture of K factor analysers with R factors, fitted by EM
     (Ghahramani & Hinton 1997).
 
@@ -86,9 +85,13 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     >>> import numpy as np, fisherkit
     >>> X = np.random.default_rng(0).standard_normal((400, 6))
     >>> mfa = fisherkit.MixtureOfFactorAnalyzers(n_components=2, n_factors=2).fit(X)
-    >>> mfa.loadings_.shape, mfa.predict(X[:3]).shape
-    ((2, 6, 2), (3,))
+    >>> mfa.loadings_.shape
+    (2, 6, 2)
+    >>> mfa.predict(X[:3]).shape
+    (3,)
     """
+
+    _native_kind = "mfa"
 
     def __init__(
         self,
@@ -103,16 +106,7 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
         random_state=0,
         verbose=0,
     ):
-        self.n_components = n_components
-        self.n_factors = n_factors
-        self.psi_mode = psi_mode
-        self.max_iter = max_iter
-        self.tol = tol
-        self.tol_mode = tol_mode
-        self.n_init = n_init
-        self.psi_floor = psi_floor
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def _set_model(self, w, m, lam, psi) -> None:
         self.weights_ = w
@@ -152,63 +146,20 @@ class MixtureOfFactorAnalyzers(StatisticsEMMixin, DensityMixin, BaseEstimator):
     def fit(self, X, y=None) -> "MixtureOfFactorAnalyzers":
         """Fits the mixture to the rows of ``X`` (N, D), float32 or float64
         (integers are converted to float64). Returns self."""
-        self._fit(X, positive_int(self.max_iter, "max_iter"))
+        return self._fit_and_report(X)
+
+    def _after_fit(self) -> None:
         for attr in ("whitening_parts_", "fisher_information_"):  # estimated for the old model
             self.__dict__.pop(attr, None)
-        if self.verbose:
-            print(
-                f"MixtureOfFactorAnalyzers: {self.n_iter_} EM iterations, mean log-likelihood "
-                f"{self.lower_bound_:.6f}, {'converged' if self.converged_ else 'not converged'}"
-            )
-            if self.verbose >= 2:
-                for i, ll in enumerate(self.log_likelihood_history_):
-                    print(f"  iteration {i + 1}: {ll:.6f}")
-        if not self.converged_:
-            warn_unconverged(self, "EM")
-        return self
 
-    def fit_predict(self, X, y=None) -> np.ndarray:
-        """Fits, then returns the most probable component of each row of ``X``."""
-        return self.fit(X).predict(X)
-
-    def _X(self, X) -> np.ndarray:
-        X = as_matrix(X)
-        check_n_features(self, X)
-        return X
-
-    def score_samples(self, X) -> np.ndarray:
-        """Log-likelihood of each row of ``X`` (N, D): (N,) float64."""
-        params = self._params()
-        return _native.mfa_score_samples(params, self._X(X))
-
-    def score(self, X, y=None) -> float:
-        """Mean log-likelihood per row of ``X``."""
-        return float(np.mean(self.score_samples(X)))
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Posteriors (N, K) of the rows of ``X``, in X's dtype."""
-        params = self._params()
-        return _native.mfa_predict_proba(params, self._X(X))
-
-    def predict(self, X) -> np.ndarray:
-        """Most probable component of each row: (N,) int64."""
-        return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+    def _native_params(self) -> tuple:
+        return (self._params(),)
 
     def _n_parameters(self) -> int:
         """Free parameters: K-1 weights, K·D means, K·D·R loadings (not
         discounting their rotational invariance), D or K·D noise variances."""
         k, d, r = np.shape(self.loadings_)
         return k - 1 + k * d + k * d * r + int(np.size(self.psi_))
-
-    def bic(self, X) -> float:
-        """Bayesian information criterion on ``X`` (lower is better)."""
-        n = as_matrix(X).shape[0]
-        return -2 * self.score(X) * n + self._n_parameters() * np.log(n)
-
-    def aic(self, X) -> float:
-        """Akaike information criterion on ``X`` (lower is better)."""
-        n = as_matrix(X).shape[0]
-        return -2 * self.score(X) * n + 2 * self._n_parameters()
 
     # sufficient_statistics, update_from_statistics, partial_fit: StatisticsEMMixin
     # (update_from_statistics needs the model that computed the statistics)
@@ -331,12 +282,7 @@ class MFAFisherScore(_EncoderMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, mfa, parts=None, power=0.5, l2=True, whiten="auto", empty_bag="error"):
-        self.mfa = mfa
-        self.parts = parts
-        self.power = power
-        self.l2 = l2
-        self.whiten = whiten
-        self.empty_bag = empty_bag
+        store_params(self, locals())
 
     @staticmethod
     def _check_type(model: Any) -> None:

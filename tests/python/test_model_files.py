@@ -2,7 +2,7 @@
 trips through save / load, files written by hand (another tool) and from
 scikit-learn's parameters, and the errors for wrong kinds and bad files. The
 native module writes and reads them with fisherkit-io, the same Rust code as
-the crates (so a file saved here is one `fisherkit_io::read_pca` reads)."""
+the crates (so a file saved here is one `fisherkit_io::PcaModel::read` reads)."""
 
 import json
 import struct

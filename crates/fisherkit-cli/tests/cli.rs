@@ -4,9 +4,7 @@
 //! problem, no panic text, no output file).
 
 use assert_cmd::Command;
-use fisherkit_io::{
-    read_gmm, read_model_with_metadata, read_npy, write_npy, write_npz, GmmModel, Matrix,
-};
+use fisherkit_io::{read_npy, write_npy, write_npz, GmmModel, Matrix, Model, ModelFile};
 use ndarray::{s, Array1, Array2, ArrayView2};
 use safetensors::tensor::TensorView;
 use std::collections::HashMap;
@@ -230,7 +228,7 @@ fn assert_close(got: &[f64], want: &[f64], tol: f64) {
 }
 
 fn gmm_f64(p: &Path) -> (Array1<f64>, Array2<f64>, Array2<f64>) {
-    let g = match read_gmm(p).unwrap() {
+    let g = match GmmModel::read(p).unwrap() {
         GmmModel::F64(g) => g,
         GmmModel::F32(g) => g.cast(),
     };
@@ -248,7 +246,7 @@ fn gmm_f64(p: &Path) -> (Array1<f64>, Array2<f64>, Array2<f64>) {
 fn gmm_fit_recovers_planted_centres() {
     let dir = tmp();
     let (_, model) = fitted(dir.path());
-    let (meta_model, meta) = read_model_with_metadata(&model).unwrap();
+    let (meta_model, meta) = Model::read_with_metadata(&model).unwrap();
     assert_eq!(meta_model.kind(), "gmm");
     assert_eq!(meta["kind"], "gmm");
     assert_eq!(meta["seed"], "0");
@@ -346,7 +344,7 @@ fn gmm_fit_keeps_float32_and_reports_progress() {
         stderr.contains("g.safetensors"),
         "summary line expected: {stderr}"
     );
-    assert!(matches!(read_gmm(&model).unwrap(), GmmModel::F32(_)));
+    assert!(matches!(GmmModel::read(&model).unwrap(), GmmModel::F32(_)));
 }
 
 #[test]
@@ -1157,7 +1155,7 @@ fn fitted_mfa(dir: &Path, psi: &str) -> (Array2<f64>, PathBuf) {
 }
 
 fn mfa_arrays(p: &Path) -> fisherkit_io::MfaArrays<f64> {
-    match fisherkit_io::read_mfa(p).unwrap() {
+    match fisherkit_io::MfaModel::read(p).unwrap() {
         fisherkit_io::MfaModel::F64(m) => m,
         fisherkit_io::MfaModel::F32(m) => m.cast(),
     }
@@ -1172,7 +1170,7 @@ fn mfa_fit_writes_the_contract_layout_reproducibly() {
     assert_eq!(a.loadings.dim(), (2, 5, 2));
     assert_eq!(a.psi.dim(), (1, 5));
     assert_eq!(mfa_arrays(&per).psi.dim(), (2, 5));
-    let (_, meta) = read_model_with_metadata(&shared).unwrap();
+    let (_, meta) = Model::read_with_metadata(&shared).unwrap();
     assert_eq!(meta["kind"], "mfa");
     assert_eq!(meta["psi"], "shared");
     // The planted means are recovered (in some order).

@@ -9,7 +9,7 @@
 
 use fisherkit::gmm::{GmmParams, VarianceFloor};
 use fisherkit::mfa::MfaParams;
-use fisherkit_io::{read_gmm, read_mfa, write_npy, GmmModel, MfaModel};
+use fisherkit_io::{write_npy, GmmModel, MfaModel, ModelFile};
 use ndarray::{s, Array2};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -163,7 +163,7 @@ fn streamed_fits_agree_with_the_in_memory_library_fits() {
                 s(&out),
             ]),
     );
-    let GmmModel::F32(g) = read_gmm(&out).unwrap() else {
+    let GmmModel::F32(g) = GmmModel::read(&out).unwrap() else {
         panic!("f32 model expected")
     };
     let want = GmmParams::<f32>::new(3)
@@ -201,7 +201,7 @@ fn streamed_fits_agree_with_the_in_memory_library_fits() {
         "-o",
         s(&out),
     ]));
-    let MfaModel::F32(m) = read_mfa(&out).unwrap() else {
+    let MfaModel::F32(m) = MfaModel::read(&out).unwrap() else {
         panic!("f32 model expected")
     };
     let want = MfaParams::new(3, 2)

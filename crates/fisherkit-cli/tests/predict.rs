@@ -3,6 +3,7 @@
 //! and JSON lines, with bad images as rows with an error, and bad classifier
 //! files as one error line.
 
+use fisherkit_io::ModelFile;
 use std::path::Path;
 
 #[path = "../../fisherkit-pipeline/tests/common/mod.rs"]
@@ -199,7 +200,7 @@ fn bad_classifier_files_and_options_are_one_error_line() {
         ndarray::array![[1.0f32, 1.0]],
     )
     .unwrap();
-    fisherkit_io::write_gmm(&gmm, &g, &Default::default()).unwrap();
+    g.write(&gmm, &Default::default()).unwrap();
     let err = stderr_line(
         fk().args(["predict", "--model"])
             .arg(&gmm)

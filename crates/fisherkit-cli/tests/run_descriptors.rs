@@ -418,7 +418,7 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams,
     };
     use fisherkit::Encoder;
-    use fisherkit_io::{ClassLabels, GmmModel, LinearSvmModel, PcaModel};
+    use fisherkit_io::{ClassLabels, GmmModel, LinearSvmModel, ModelFile, PcaModel};
     let t = tempfile::tempdir().unwrap();
     let (tr, te) = pair(t.path());
     let out = t.path().join("out");
@@ -462,10 +462,12 @@ fn output_dir_holds_models_that_reproduce_the_run() {
     assert_eq!(files, want);
 
     // The saved PCA and GMM re-encode the test bags into the saved encodings.
-    let Ok(PcaModel::F32(pca)) = fisherkit_io::read_pca(out.join("pca-file.safetensors")) else {
+    let Ok(PcaModel::F32(pca)) = fisherkit_io::PcaModel::read(out.join("pca-file.safetensors"))
+    else {
         panic!("an f32 PCA")
     };
-    let Ok(GmmModel::F32(gmm)) = fisherkit_io::read_gmm(out.join("gmm-K2-file.safetensors")) else {
+    let Ok(GmmModel::F32(gmm)) = fisherkit_io::GmmModel::read(out.join("gmm-K2-file.safetensors"))
+    else {
         panic!("an f32 GMM")
     };
     let fv = FisherVector::new(
@@ -488,10 +490,14 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         }
     }
     // The whitened MFA file carries the whitening its encodings were made with.
-    let (fisherkit_io::MfaModel::F32(arrays), Some(w)) = fisherkit_io::read_mfa_with_whitening(
+    let fisherkit_io::Whitened {
+        model: fisherkit_io::MfaModel::F32(arrays),
+        whitening: Some(w),
+    } = fisherkit_io::Whitened::<fisherkit_io::MfaModel>::read(
         out.join("mfa-K2-R1-file-whitened-loading.safetensors"),
     )
-    .unwrap() else {
+    .unwrap()
+    else {
         panic!("an f32 MFA with its whitening")
     };
     let fs = MfaFisherScore::new(
@@ -516,7 +522,7 @@ fn output_dir_holds_models_that_reproduce_the_run() {
     // The saved SVM, applied to the saved encodings, gives the test labels
     // listed in images.test.txt (this run classifies every test image right).
     let Ok(LinearSvmModel::F32(svm)) =
-        fisherkit_io::read_linear_svm(out.join("svm-gmm-fv_mean_var.safetensors"))
+        fisherkit_io::LinearSvmModel::read(out.join("svm-gmm-fv_mean_var.safetensors"))
     else {
         panic!("an f32 SVM")
     };

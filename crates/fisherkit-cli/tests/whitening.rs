@@ -10,9 +10,7 @@ use assert_cmd::Command;
 use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams, MfaPart};
 use fisherkit::gmm::DiagGmm;
 use fisherkit::{Encoder, Normalization};
-use fisherkit_io::{
-    read_mfa_with_whitening, read_npy, write_gmm, write_mfa, write_npz, Matrix, MfaArrays,
-};
+use fisherkit_io::{read_npy, write_npz, Matrix, MfaArrays, MfaModel, ModelFile, Whitened};
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,7 +78,7 @@ fn setup(parts: &str) -> Setup {
     let model = dir.join("mfa.safetensors");
     let mut extra = BTreeMap::new();
     extra.insert("seed".to_string(), "5".to_string());
-    write_mfa(&model, &arrays(), &extra).unwrap();
+    arrays().write(&model, &extra).unwrap();
     let bag_data = bags(9, D, 1);
     let bags = dir.join("bags.npz");
     write_bags(&bags, &bag_data);
@@ -164,10 +162,13 @@ fn whiten_stores_the_library_estimate_and_encode_applies_it() {
     assert_eq!(parts, "mean,loading");
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&stored), bits(fim.as_slice().unwrap()));
-    let (m, w) = read_mfa_with_whitening(&su.whitened).unwrap();
+    let Whitened {
+        model: m,
+        whitening: w,
+    } = Whitened::<MfaModel>::read(&su.whitened).unwrap();
     assert_eq!(m, fisherkit_io::MfaModel::F64(arrays()));
     assert_eq!(w.unwrap().parts, both.to_vec());
-    let (_, meta) = fisherkit_io::read_model_with_metadata(&su.whitened).unwrap();
+    let (_, meta) = fisherkit_io::Model::read_with_metadata(&su.whitened).unwrap();
     assert_eq!(meta["seed"], "5", "the model's metadata is kept");
     assert_eq!(meta["whitening_bags"], "9");
 
@@ -277,7 +278,7 @@ fn encode_refuses_other_parts_than_the_whitening() {
         Array2::ones((2, D)),
     )
     .unwrap();
-    write_gmm(&gmm, &g, &BTreeMap::new()).unwrap();
+    g.write(&gmm, &BTreeMap::new()).unwrap();
     assert_error(
         fk().args(["encode", "-m", s(&gmm), "-i", s(&su.bags), "-o", s(&out)])
             .arg("--no-whitening"),
@@ -345,7 +346,7 @@ fn whiten_errors() {
         Array2::ones((1, D)),
     )
     .unwrap();
-    write_gmm(&gmm, &g, &BTreeMap::new()).unwrap();
+    g.write(&gmm, &BTreeMap::new()).unwrap();
     assert_error(
         &mut whiten(&su.bags, &gmm, "loading"),
         1,
@@ -427,7 +428,7 @@ fn float32_bags_estimate_in_float32_and_store_in_the_models_dtype() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let model = dir.join("mfa.safetensors");
-    write_mfa(&model, &arrays(), &BTreeMap::new()).unwrap();
+    arrays().write(&model, &BTreeMap::new()).unwrap();
     let b32: Vec<Array2<f32>> = bags(6, D, 9).iter().map(|b| b.mapv(|v| v as f32)).collect();
     let names: Vec<String> = (0..b32.len()).map(|i| format!("b{i}")).collect();
     let v: Vec<(&str, ArrayView2<'_, f32>)> = names

@@ -1,11 +1,11 @@
 //! Checkpoints of a running fit: a model file (see [`crate::model`]) whose
 //! metadata also hold the state of the EM run. The model tensors must come
 //! back bit for bit so that a resumed fit equals an uninterrupted one;
-//! [`crate::read_model`] renormalises GMM weights, so this module reads them
+//! [`crate::GmmModel::read`](crate::ModelFile::read) renormalises GMM weights, so this module reads them
 //! raw.
 
 use crate::error::{IoError, Result};
-use crate::model::{read_model_with_metadata, GmmModel, MfaArrays, MfaModel, Model};
+use crate::model::{GmmModel, MfaArrays, MfaModel, Model, ModelFile};
 use crate::npy::Element;
 use ndarray::{Array1, Array2};
 use safetensors::SafeTensors;
@@ -17,13 +17,13 @@ use std::path::Path;
 pub type GmmArrays<F> = (Array1<F>, Array2<F>, Array2<F>);
 
 /// Reads a `kind = gmm` file of element type `F`, validated like
-/// [`crate::read_gmm`], but returns the stored weights unchanged (not
+/// [`GmmModel::read`](crate::ModelFile::read), but returns the stored weights unchanged (not
 /// renormalised). A file of the other dtype or kind is an error.
 ///
 /// ```
 /// use fisherkit::gmm::DiagGmm;
 /// use fisherkit_io::checkpoint::read_gmm_exact;
-/// use fisherkit_io::write_gmm;
+/// use fisherkit_io::ModelFile;
 /// use ndarray::array;
 /// use std::collections::BTreeMap;
 ///
@@ -31,7 +31,7 @@ pub type GmmArrays<F> = (Array1<F>, Array2<F>, Array2<F>);
 /// std::fs::create_dir_all(&dir)?;
 /// let path = dir.join("fit.ckpt");
 /// let gmm = DiagGmm::new(array![0.5f32, 0.5], array![[0.0f32], [1.0]], array![[1.0f32], [1.0]])?;
-/// write_gmm(&path, &gmm, &BTreeMap::from([("n_iter".to_string(), "3".to_string())]))?;
+/// gmm.write(&path, &BTreeMap::from([("n_iter".to_string(), "3".to_string())]))?;
 /// let ((w, m, v), meta) = read_gmm_exact::<f32>(&path)?;
 /// assert_eq!((w.view(), m.view(), v.view()), (gmm.weights(), gmm.means(), gmm.variances()));
 /// assert_eq!(meta["n_iter"], "3");
@@ -45,7 +45,7 @@ pub fn read_gmm_exact<F: Element>(
     path: impl AsRef<Path>,
 ) -> Result<(GmmArrays<F>, BTreeMap<String, String>)> {
     let path = path.as_ref();
-    let (model, meta) = read_model_with_metadata(path)?;
+    let (model, meta) = Model::read_with_metadata(path)?;
     let Model::Gmm(g) = model else {
         return Err(IoError::model(path, "is not a GMM (kind \"gmm\") file"));
     };
@@ -89,7 +89,7 @@ pub fn read_gmm_exact<F: Element>(
 ///
 /// ```
 /// use fisherkit_io::checkpoint::read_mfa_exact;
-/// use fisherkit_io::{write_mfa, MfaArrays};
+/// use fisherkit_io::{MfaArrays, ModelFile};
 /// use ndarray::{array, Array3};
 ///
 /// let dir = std::env::temp_dir().join(format!("fisherkit-doc-mfa-exact-{}", std::process::id()));
@@ -101,7 +101,7 @@ pub fn read_gmm_exact<F: Element>(
 ///     loadings: Array3::from_elem((2, 2, 1), 0.25),
 ///     psi: array![[1.0, 2.0]],
 /// };
-/// write_mfa(&path, &mfa, &Default::default())?;
+/// mfa.write(&path, &Default::default())?;
 /// let (back, meta) = read_mfa_exact::<f64>(&path)?;
 /// assert_eq!(back, mfa);
 /// assert_eq!(meta["kind"], "mfa");
@@ -112,7 +112,7 @@ pub fn read_mfa_exact<F: Element>(
     path: impl AsRef<Path>,
 ) -> Result<(MfaArrays<F>, BTreeMap<String, String>)> {
     let path = path.as_ref();
-    let (model, meta) = read_model_with_metadata(path)?;
+    let (model, meta) = Model::read_with_metadata(path)?;
     let Model::Mfa(m) = model else {
         return Err(IoError::model(path, "is not an MFA (kind \"mfa\") file"));
     };
@@ -132,7 +132,7 @@ pub fn read_mfa_exact<F: Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::write_gmm;
+    use crate::model::ModelFile;
     use fisherkit::gmm::DiagGmm;
     use ndarray::array;
 
@@ -150,7 +150,7 @@ mod tests {
         .unwrap();
         let mut meta = BTreeMap::new();
         meta.insert("ckpt".to_string(), "yes".to_string());
-        write_gmm(&p, &g, &meta).unwrap();
+        g.write(&p, &meta).unwrap();
         let ((w2, m2, v2), meta2) = read_gmm_exact::<f32>(&p).unwrap();
         assert_eq!(w2, g.weights());
         assert_eq!(m2, g.means());

@@ -6,13 +6,14 @@
 //!   (C order, little-endian) — data matrices, bags, encoder outputs;
 //! * [`read_npz`] / [`write_npz`]: `.npz` archives of bags, one (N_i, D)
 //!   array per bag, in archive order; [`read_bags`] takes either format;
-//! * [`read_model`] / [`write_gmm`] / [`write_mfa`]: safetensors model files
-//!   (metadata `kind` = `gmm` or `mfa`, see [`model`] for the tensor table);
-//!   [`read_model_kind`] tells which reader a model file needs;
-//! * [`read_pca`] / [`write_pca`] and [`read_linear_svm`] /
-//!   [`write_linear_svm`]: the same format for the pipeline's PCA (`kind` =
-//!   `pca`) and one-vs-rest linear SVM (`kind` = `linear-svm`), see
-//!   [`linear_models`];
+//! * [`ModelFile`]: safetensors model files, one type per kind with
+//!   [`ModelFile::read`] and [`ModelFile::write`]: [`Model`], [`GmmModel`],
+//!   [`MfaModel`] and [`Whitened`] (metadata `kind` = `gmm` or `mfa`, see
+//!   [`model`] for the tensor table), [`PcaModel`] and [`LinearSvmModel`]
+//!   (the pipeline's PCA, `kind` = `pca`, and one-vs-rest linear SVM, `kind`
+//!   = `linear-svm`, see [`linear_models`]); the library's models
+//!   (`DiagGmm`, `Mfa`, [`MfaArrays`], `Pca`, [`LabelledSvm`]) are written
+//!   as they are; [`read_model_kind`] tells which type a model file needs;
 //! * [`read_classifier`] / [`write_classifier`]: a trained scene classifier
 //!   in one file (`kind` = `scene-classifier`, see [`classifier`]);
 //! * [`read_sample_part`] / [`write_sample_part`]: the pipeline's sample-pass
@@ -36,6 +37,7 @@ pub mod npy;
 pub mod npz;
 pub mod sample_part;
 mod space;
+mod wrappers;
 
 pub use chunked::{NpyInfo, NpySource};
 pub use classifier::{
@@ -51,17 +53,15 @@ pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
 }
 pub use linear_models::{
-    read_linear_svm, read_linear_svm_bytes, read_linear_svm_with_metadata, read_pca,
-    read_pca_bytes, read_pca_with_metadata, validate_pca_parts, write_linear_svm, write_pca,
-    ClassLabels, LabelledSvm, LinearSvmModel, PcaModel, PCA_ORTHONORMAL_TOL,
+    validate_pca_parts, ClassLabels, LabelledSvm, LinearSvmModel, PcaModel, PCA_ORTHONORMAL_TOL,
 };
 pub use model::{
-    mfa_parts_len, mfa_parts_string, read_gmm, read_mfa, read_mfa_with_whitening, read_model,
-    read_model_bytes, read_model_kind, read_model_with_metadata, read_model_with_whitening,
-    write_gmm, write_mfa, write_mfa_model, write_mfa_with_whitening, write_model, GmmModel,
-    MfaArrays, MfaModel, MfaWhitening, Model, FORMAT_VERSION, MODEL_KINDS, WHITENING_PARTS_KEY,
+    mfa_parts_len, mfa_parts_string, read_model_kind, GmmModel, Metadata, MfaArrays, MfaModel,
+    MfaWhitening, Model, ModelFile, Whitened, FORMAT_VERSION, MODEL_KINDS, WHITENING_PARTS_KEY,
     WHITENING_TENSOR,
 };
+// Thin wrappers over `ModelFile` kept for crates/fisherkit-pipeline/src/job.rs,
+// which another change is rewriting (see `wrappers`).
 pub use npy::{
     read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,
     NpyBlockWriter,
@@ -70,3 +70,4 @@ pub use npz::{
     file_kind, read_bags, read_npz, read_npz_bytes, write_npz, Bags, FileKind, NamedBags,
 };
 pub use sample_part::{read_sample_part, write_sample_part, SamplePartFile, SampleScale};
+pub use wrappers::{read_model_with_metadata, read_pca, write_gmm, write_mfa_model, write_pca};

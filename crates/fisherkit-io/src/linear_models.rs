@@ -34,9 +34,10 @@
 //! that would not read back.
 
 use crate::error::{IoError, Result};
+use crate::model::sealed::Parse;
 use crate::model::{
-    check_dtype_metadata, dims, get_tensor, open_model, read_file_checked, to_le_bytes,
-    write_safetensors_typed, wrong_kind, RawTensor,
+    check_dtype_metadata, dims, exact, get_tensor, open_model, to_le_bytes,
+    write_safetensors_typed, wrong_kind, Metadata, ModelFile, RawTensor,
 };
 use crate::npy::{py_shape, Dtype, Element};
 use fisherkit::linalg::{matmul_new, par_all};
@@ -158,44 +159,54 @@ pub fn validate_pca_parts<F: Float>(
 /// Writes a fitted PCA as a `kind = pca` safetensors file, atomically, after
 /// [`validate_pca_parts`]. Metadata `whiten` and `total_variance` are written
 /// from the model; `extra` keys are stored too (the model's keys win).
-pub fn write_pca<F: Element>(
-    path: impl AsRef<Path>,
-    pca: &Pca<F>,
-    extra: &BTreeMap<String, String>,
-) -> Result<()> {
-    let path = path.as_ref();
-    validate_pca_parts(pca.components(), pca.explained_variance())
-        .map_err(|e| IoError::model(path, format!("refusing to write an invalid PCA: {e}")))?;
-    let (d, dim) = (pca.n_components(), pca.input_dim());
-    let mut meta = extra.clone();
-    meta.insert("whiten".into(), pca.whiten().to_string());
-    // `{:?}` of an f64 is the shortest string that parses back to the same bits.
-    meta.insert(
-        "total_variance".into(),
-        format!("{:?}", pca.total_variance()),
-    );
-    let comp = pca.components().as_standard_layout().into_owned();
-    write_safetensors_typed(
-        path,
-        "pca",
-        F::DTYPE,
-        vec![
-            ("mean", F::DTYPE, vec![dim], to_le_bytes(pca.mean().iter())),
-            (
-                "components",
-                F::DTYPE,
-                vec![d, dim],
-                to_le_bytes(comp.iter()),
-            ),
-            (
-                "explained_variance",
-                Dtype::F64,
-                vec![d],
-                to_le_bytes(pca.explained_variance().iter()),
-            ),
-        ],
-        &meta,
-    )
+impl<F: Element> ModelFile for Pca<F> {
+    fn write(&self, path: impl AsRef<Path>, extra: &Metadata) -> Result<()> {
+        let pca = self;
+        let path = path.as_ref();
+        validate_pca_parts(pca.components(), pca.explained_variance())
+            .map_err(|e| IoError::model(path, format!("refusing to write an invalid PCA: {e}")))?;
+        let (d, dim) = (pca.n_components(), pca.input_dim());
+        let mut meta = extra.clone();
+        meta.insert("whiten".into(), pca.whiten().to_string());
+        // `{:?}` of an f64 is the shortest string that parses back to the same bits.
+        meta.insert(
+            "total_variance".into(),
+            format!("{:?}", pca.total_variance()),
+        );
+        let comp = pca.components().as_standard_layout().into_owned();
+        write_safetensors_typed(
+            path,
+            "pca",
+            F::DTYPE,
+            vec![
+                ("mean", F::DTYPE, vec![dim], to_le_bytes(pca.mean().iter())),
+                (
+                    "components",
+                    F::DTYPE,
+                    vec![d, dim],
+                    to_le_bytes(comp.iter()),
+                ),
+                (
+                    "explained_variance",
+                    Dtype::F64,
+                    vec![d],
+                    to_le_bytes(pca.explained_variance().iter()),
+                ),
+            ],
+            &meta,
+        )
+    }
+}
+
+impl<F: Element> Parse for Pca<F> {
+    fn parse(bytes: &[u8], path: &Path) -> Result<(Self, Metadata)> {
+        let (m, meta) = PcaModel::parse(bytes, path)?;
+        let pca = match m {
+            PcaModel::F32(p) => exact(path, Dtype::F32, F::DTYPE, p),
+            PcaModel::F64(p) => exact(path, Dtype::F64, F::DTYPE, p),
+        };
+        Ok((pca?, meta))
+    }
 }
 
 /// Reads a tensor of either float type as `f64` (for `explained_variance`,
@@ -305,12 +316,12 @@ fn parse_pca(buf: &[u8], path: &Path) -> Result<(PcaModel, BTreeMap<String, Stri
     Ok((model, meta))
 }
 
-/// Reads a `kind = pca` model file and its metadata (see the module
+/// A `kind = pca` model file in its own element type (see the module
 /// documentation for the checks); a file of another kind is an error naming
-/// its kind.
+/// its kind. Written as its [`Pca`].
 ///
 /// ```
-/// use fisherkit_io::{read_pca_with_metadata, write_pca};
+/// use fisherkit_io::{ModelFile, PcaModel};
 /// use std::collections::BTreeMap;
 /// use fisherkit::pca::PcaParams;
 /// use ndarray::Array2;
@@ -318,78 +329,36 @@ fn parse_pca(buf: &[u8], path: &Path) -> Result<(PcaModel, BTreeMap<String, Stri
 /// // (N, D) = (50, 3) data spread mostly along the first axis
 /// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
 /// let pca = PcaParams::new(2).fit(x.view())?;
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pcameta-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("pca.safetensors");
-/// write_pca(&path, &pca, &BTreeMap::from([("note".to_string(), "x".to_string())]))?;
-/// let (model, meta) = read_pca_with_metadata(&path)?;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("pca.safetensors");
+/// pca.write(&path, &BTreeMap::from([("note".to_string(), "x".to_string())]))?;
+/// let (model, meta) = PcaModel::read_with_metadata(&path)?;
 /// assert_eq!((model.dim(), model.n_components()), (3, 2));
 /// assert_eq!((meta["kind"].as_str(), meta["whiten"].as_str(), meta["note"].as_str()), ("pca", "false", "x"));
-/// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn read_pca_with_metadata(
-    path: impl AsRef<Path>,
-) -> Result<(PcaModel, BTreeMap<String, String>)> {
-    let path = path.as_ref();
-    let buf = read_file_checked(path)?;
-    parse_pca(&buf, path)
-}
-
-/// [`read_pca_with_metadata`] on the bytes of a file; `name` stands for the
-/// file in error messages.
-///
-/// ```
-/// use fisherkit_io::{read_pca_bytes, write_pca};
-/// use fisherkit::pca::PcaParams;
-/// use ndarray::Array2;
-///
-/// // (N, D) = (50, 3) data spread mostly along the first axis
-/// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
-/// let pca = PcaParams::new(2).fit(x.view())?;
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pcabytes-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("pca.safetensors");
-/// write_pca(&path, &pca, &Default::default())?;
-/// let (model, _) = read_pca_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
-/// assert_eq!(model.to_dtype::<f64>()?, pca);
-/// let e = read_pca_bytes(b"not a model file", "sent.safetensors").unwrap_err();
-/// assert!(e.to_string().starts_with("sent.safetensors: "), "{e}");
-/// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn read_pca_bytes(
-    bytes: &[u8],
-    name: impl AsRef<Path>,
-) -> Result<(PcaModel, BTreeMap<String, String>)> {
-    let path = name.as_ref();
-    crate::model::check_head(path, &bytes[..bytes.len().min(8)], bytes.len() as u64)?;
-    parse_pca(bytes, path)
-}
-
-/// Reads a `kind = pca` model file (see [`read_pca_with_metadata`]).
-///
-/// ```
-/// use fisherkit_io::{read_pca, write_pca, PcaModel};
-/// use fisherkit::pca::PcaParams;
-/// use ndarray::Array2;
-///
-/// // (N, D) = (50, 3) data spread mostly along the first axis
-/// let x = Array2::from_shape_fn((50, 3), |(i, j)| ((i * (j + 3)) % 7) as f64 / (j + 1) as f64);
-/// let pca = PcaParams::new(2).fit(x.view())?;
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-pca-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("pca.safetensors");
-/// write_pca(&path, &pca, &Default::default())?;
-/// let PcaModel::F64(back) = read_pca(&path)? else { panic!("float64 in, float64 out") };
+/// let PcaModel::F64(back) = PcaModel::read(&path)? else { panic!("float64 in, float64 out") };
 /// // the same model, so the same projection
 /// assert_eq!(back, pca);
 /// assert_eq!(back.transform(x.view())?, pca.transform(x.view())?);
-/// std::fs::remove_dir_all(&dir)?;
+/// // the bytes of a file, under a name for the errors
+/// let (model, _) = PcaModel::read_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
+/// assert_eq!(model.to_dtype::<f64>()?, pca);
+/// let e = PcaModel::read_bytes(b"not a model file", "sent.safetensors").unwrap_err();
+/// assert!(e.to_string().starts_with("sent.safetensors: "), "{e}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn read_pca(path: impl AsRef<Path>) -> Result<PcaModel> {
-    read_pca_with_metadata(path).map(|(m, _)| m)
+impl ModelFile for PcaModel {
+    fn write(&self, path: impl AsRef<Path>, extra: &Metadata) -> Result<()> {
+        match self {
+            PcaModel::F32(p) => p.write(path, extra),
+            PcaModel::F64(p) => p.write(path, extra),
+        }
+    }
+}
+
+impl Parse for PcaModel {
+    fn parse(bytes: &[u8], path: &Path) -> Result<(Self, Metadata)> {
+        parse_pca(bytes, path)
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -594,41 +563,51 @@ impl LinearSvmModel {
 /// atomically, after [`LabelledSvm::validate`]: tensors `weights` (C, D) and
 /// `bias` (C), metadata `classes` and (if known) `c`; `extra` keys are
 /// stored too (the model's keys win).
-pub fn write_linear_svm<F: Element>(
-    path: impl AsRef<Path>,
-    model: &LabelledSvm<F>,
-    extra: &BTreeMap<String, String>,
-) -> Result<()> {
-    let path = path.as_ref();
-    model.validate().map_err(|e| {
-        IoError::model(
+impl<F: Element> ModelFile for LabelledSvm<F> {
+    fn write(&self, path: impl AsRef<Path>, extra: &Metadata) -> Result<()> {
+        let model = self;
+        let path = path.as_ref();
+        model.validate().map_err(|e| {
+            IoError::model(
+                path,
+                format!("refusing to write an invalid linear SVM: {e}"),
+            )
+        })?;
+        let (c, dim) = (model.svm.n_classes(), model.svm.input_dim());
+        let mut meta = extra.clone();
+        meta.insert("classes".into(), model.classes.to_json());
+        match model.c {
+            Some(v) => meta.insert("c".into(), format!("{v:?}")),
+            None => meta.remove("c"),
+        };
+        let w = model.svm.coef().as_standard_layout().into_owned();
+        write_safetensors_typed(
             path,
-            format!("refusing to write an invalid linear SVM: {e}"),
+            "linear-svm",
+            F::DTYPE,
+            vec![
+                ("weights", F::DTYPE, vec![c, dim], to_le_bytes(w.iter())),
+                (
+                    "bias",
+                    F::DTYPE,
+                    vec![c],
+                    to_le_bytes(model.svm.intercept().iter()),
+                ),
+            ],
+            &meta,
         )
-    })?;
-    let (c, dim) = (model.svm.n_classes(), model.svm.input_dim());
-    let mut meta = extra.clone();
-    meta.insert("classes".into(), model.classes.to_json());
-    match model.c {
-        Some(v) => meta.insert("c".into(), format!("{v:?}")),
-        None => meta.remove("c"),
-    };
-    let w = model.svm.coef().as_standard_layout().into_owned();
-    write_safetensors_typed(
-        path,
-        "linear-svm",
-        F::DTYPE,
-        vec![
-            ("weights", F::DTYPE, vec![c, dim], to_le_bytes(w.iter())),
-            (
-                "bias",
-                F::DTYPE,
-                vec![c],
-                to_le_bytes(model.svm.intercept().iter()),
-            ),
-        ],
-        &meta,
-    )
+    }
+}
+
+impl<F: Element> Parse for LabelledSvm<F> {
+    fn parse(bytes: &[u8], path: &Path) -> Result<(Self, Metadata)> {
+        let (m, meta) = LinearSvmModel::parse(bytes, path)?;
+        let svm = match m {
+            LinearSvmModel::F32(s) => exact(path, Dtype::F32, F::DTYPE, s),
+            LinearSvmModel::F64(s) => exact(path, Dtype::F64, F::DTYPE, s),
+        };
+        Ok((svm?, meta))
+    }
 }
 
 fn build_svm<F: Element>(
@@ -697,91 +676,46 @@ fn parse_linear_svm(buf: &[u8], path: &Path) -> Result<(LinearSvmModel, BTreeMap
     Ok((model, meta))
 }
 
-/// Reads a `kind = linear-svm` model file and its metadata (see the module
+/// A `kind = linear-svm` model file in its own element type (see the module
 /// documentation for the checks); a file of another kind is an error naming
-/// its kind.
+/// its kind. Written as its [`LabelledSvm`].
 ///
 /// ```
-/// use fisherkit_io::{read_linear_svm_with_metadata, write_linear_svm};
 /// use fisherkit::svm::LinearSvc;
-/// use fisherkit_io::{ClassLabels, LabelledSvm};
+/// use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel, ModelFile};
 /// use ndarray::array;
 ///
 /// // two classes in D = 2: w·x + b for each (one vs rest)
 /// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
 /// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svmmeta-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("svm.safetensors");
-/// write_linear_svm(&path, &labelled, &Default::default())?;
-/// let (model, meta) = read_linear_svm_with_metadata(&path)?;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("svm.safetensors");
+/// labelled.write(&path, &Default::default())?;
+/// let (model, meta) = LinearSvmModel::read_with_metadata(&path)?;
 /// assert_eq!((model.dim(), model.c()), (2, Some(1.0)));
 /// assert_eq!((meta["kind"].as_str(), meta["dtype"].as_str()), ("linear-svm", "float32"));
-/// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn read_linear_svm_with_metadata(
-    path: impl AsRef<Path>,
-) -> Result<(LinearSvmModel, BTreeMap<String, String>)> {
-    let path = path.as_ref();
-    let buf = read_file_checked(path)?;
-    parse_linear_svm(&buf, path)
-}
-
-/// [`read_linear_svm_with_metadata`] on the bytes of a file; `name` stands
-/// for the file in error messages.
-///
-/// ```
-/// use fisherkit_io::{read_linear_svm_bytes, write_linear_svm};
-/// use fisherkit::svm::LinearSvc;
-/// use fisherkit_io::{ClassLabels, LabelledSvm};
-/// use ndarray::array;
-///
-/// // two classes in D = 2: w·x + b for each (one vs rest)
-/// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
-/// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svmbytes-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("svm.safetensors");
-/// write_linear_svm(&path, &labelled, &Default::default())?;
-/// let (model, _) = read_linear_svm_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
-/// assert_eq!(model.classes(), &labelled.classes);
-/// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn read_linear_svm_bytes(
-    bytes: &[u8],
-    name: impl AsRef<Path>,
-) -> Result<(LinearSvmModel, BTreeMap<String, String>)> {
-    let path = name.as_ref();
-    crate::model::check_head(path, &bytes[..bytes.len().min(8)], bytes.len() as u64)?;
-    parse_linear_svm(bytes, path)
-}
-
-/// Reads a `kind = linear-svm` model file (see [`read_linear_svm_with_metadata`]).
-///
-/// ```
-/// use fisherkit_io::{read_linear_svm, write_linear_svm, LinearSvmModel};
-/// use fisherkit::svm::LinearSvc;
-/// use fisherkit_io::{ClassLabels, LabelledSvm};
-/// use ndarray::array;
-///
-/// // two classes in D = 2: w·x + b for each (one vs rest)
-/// let svm = LinearSvc::from_parts(array![[1.0f32, -1.0], [-1.0, 1.0]], array![0.5f32, -0.5])?;
-/// let labelled = LabelledSvm { svm, classes: ClassLabels::Str(vec!["cat".into(), "dog".into()]), c: Some(1.0) };
-/// let dir = std::env::temp_dir().join(format!("fisherkit-doc-svm-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("svm.safetensors");
-/// write_linear_svm(&path, &labelled, &Default::default())?;
-/// let LinearSvmModel::F32(back) = read_linear_svm(&path)? else { panic!("float32 in, float32 out") };
+/// let LinearSvmModel::F32(back) = LinearSvmModel::read(&path)? else { panic!("float32 in, float32 out") };
 /// assert_eq!(back.classes, labelled.classes);
 /// // the same decision values: row 0 is class 0 ("cat"), row 1 class 1 ("dog")
 /// let x = array![[2.0f32, 0.0], [0.0, 2.0]];
 /// assert_eq!(back.svm.decision_function(x.view())?, labelled.svm.decision_function(x.view())?);
 /// assert_eq!(back.svm.predict(x.view())?, vec![0, 1]);
-/// std::fs::remove_dir_all(&dir)?;
+/// // the bytes of a file, under a name for the errors
+/// let (model, _) = LinearSvmModel::read_bytes(&std::fs::read(&path)?, "sent.safetensors")?;
+/// assert_eq!(model.classes(), &labelled.classes);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn read_linear_svm(path: impl AsRef<Path>) -> Result<LinearSvmModel> {
-    read_linear_svm_with_metadata(path).map(|(m, _)| m)
+impl ModelFile for LinearSvmModel {
+    fn write(&self, path: impl AsRef<Path>, extra: &Metadata) -> Result<()> {
+        match self {
+            LinearSvmModel::F32(m) => m.write(path, extra),
+            LinearSvmModel::F64(m) => m.write(path, extra),
+        }
+    }
+}
+
+impl Parse for LinearSvmModel {
+    fn parse(bytes: &[u8], path: &Path) -> Result<(Self, Metadata)> {
+        parse_linear_svm(bytes, path)
+    }
 }

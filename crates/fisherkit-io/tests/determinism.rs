@@ -5,6 +5,7 @@ use fisherkit::encode::{FisherVector, FisherVectorParams, MfaFisherScore, MfaFis
 use fisherkit::gmm::GmmParams;
 use fisherkit::mfa::{MfaParams, PsiMode};
 use fisherkit::Encoder;
+use fisherkit_io::ModelFile;
 use ndarray::{Array2, ArrayView2};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,8 +52,8 @@ fn write_all(dir: &Path, seed: u64) -> Vec<Vec<u8>> {
         .encode_batch(&views)
         .unwrap();
     let files = ["gmm.safetensors", "mfa.safetensors", "fv.npy", "fs.npy"].map(|f| dir.join(f));
-    fisherkit_io::write_gmm(&files[0], &gmm.model, &extra).unwrap();
-    fisherkit_io::write_mfa_model(&files[1], &mfa.model, &extra).unwrap();
+    gmm.model.write(&files[0], &extra).unwrap();
+    mfa.model.write(&files[1], &extra).unwrap();
     fisherkit_io::write_npy(&files[2], fv.view()).unwrap();
     fisherkit_io::write_npy(&files[3], fs.view()).unwrap();
     files.iter().map(|f| std::fs::read(f).unwrap()).collect()

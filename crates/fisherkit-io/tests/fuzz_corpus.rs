@@ -10,7 +10,7 @@
 #[path = "../../../fuzz/checks.rs"]
 mod checks;
 
-use fisherkit_io::{read_classifier_bytes, read_model_bytes, read_npy_bytes, read_npz_bytes};
+use fisherkit_io::{read_classifier_bytes, read_npy_bytes, read_npz_bytes, Model, ModelFile};
 use std::path::{Path, PathBuf};
 
 fn inputs(target: &str) -> Vec<PathBuf> {
@@ -117,7 +117,7 @@ fn bytes_readers_agree_with_the_path_readers() {
             &(|p: &Path| fisherkit_io::read_npy(p).map(|_| ())) as &dyn Fn(&Path) -> _,
         ),
         ("npz", &|p: &Path| fisherkit_io::read_npz(p).map(|_| ())),
-        ("model", &|p: &Path| fisherkit_io::read_model(p).map(|_| ())),
+        ("model", &|p: &Path| Model::read(p).map(|_| ())),
         ("classifier", &|p: &Path| {
             fisherkit_io::read_classifier(p).map(|_| ())
         }),
@@ -134,7 +134,7 @@ fn bytes_readers_agree_with_the_path_readers() {
                 "npy" => read_npy_bytes(&bytes, "input.bin").map(|_| ()),
                 "npz" => read_npz_bytes(&bytes, "input.bin").map(|_| ()),
                 "classifier" => read_classifier_bytes(&bytes, Path::new("input.bin")).map(|_| ()),
-                _ => read_model_bytes(&bytes, "input.bin").map(|_| ()),
+                _ => Model::read_bytes(&bytes, "input.bin").map(|_| ()),
             }
             .map_err(|e| e.to_string());
             assert_eq!(

@@ -3,6 +3,7 @@
 //! allocation request while each reader runs and asserts it stays small.
 //! (One `#[test]`: the counter is global, so nothing else may run beside it.)
 
+use fisherkit_io::ModelFile;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -153,14 +154,14 @@ fn headers_claiming_1e12_elements_are_refused_without_allocating() {
     let mut st = (header.len() as u64).to_le_bytes().to_vec();
     st.extend_from_slice(header.as_bytes());
     st.extend_from_slice(&[0u8; 24]);
-    let (r, big) = largest_alloc(|| fisherkit_io::read_model_bytes(&st, "huge.safetensors"));
+    let (r, big) = largest_alloc(|| fisherkit_io::Model::read_bytes(&st, "huge.safetensors"));
     let e = r.unwrap_err().to_string();
     assert!(e.contains("not a valid safetensors file"), "{e}");
     assert!(big < LIMIT, "safetensors: allocated {big} bytes at once");
     // … and a header length of 10^12 bytes.
     let mut st = 1_000_000_000_000u64.to_le_bytes().to_vec();
     st.extend_from_slice(b"{}      ");
-    let (r, big) = largest_alloc(|| fisherkit_io::read_model_bytes(&st, "huge.safetensors"));
+    let (r, big) = largest_alloc(|| fisherkit_io::Model::read_bytes(&st, "huge.safetensors"));
     let e = r.unwrap_err().to_string();
     assert!(e.contains("header length of 1000000000000 bytes"), "{e}");
     assert!(big < LIMIT);

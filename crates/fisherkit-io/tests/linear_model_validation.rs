@@ -13,10 +13,7 @@
 
 use fisherkit::pca::Pca;
 use fisherkit::svm::LinearSvc;
-use fisherkit_io::{
-    read_linear_svm_bytes, read_pca_bytes, write_linear_svm, write_pca, ClassLabels, LabelledSvm,
-    LinearSvmModel, PcaModel,
-};
+use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel, ModelFile, PcaModel};
 use ndarray::{array, Array1};
 use std::collections::BTreeMap;
 
@@ -69,8 +66,8 @@ fn meta_with<'a>(
 
 /// Loads with both readers' kinds and expects an error containing every one of `want`.
 fn refused(bytes: &[u8], want: &[&str]) {
-    let pca = read_pca_bytes(bytes, "m.safetensors").err();
-    let svm = read_linear_svm_bytes(bytes, "m.safetensors").err();
+    let pca = PcaModel::read_bytes(bytes, "m.safetensors").err();
+    let svm = LinearSvmModel::read_bytes(bytes, "m.safetensors").err();
     // the reader of the file's own kind is the one that must refuse it
     let e = if String::from_utf8_lossy(bytes).contains("\"linear-svm\"") {
         svm.expect("must be refused")
@@ -85,11 +82,13 @@ fn refused(bytes: &[u8], want: &[&str]) {
 }
 
 fn load_pca(bytes: &[u8]) -> PcaModel {
-    read_pca_bytes(bytes, "m.safetensors").unwrap().0
+    PcaModel::read_bytes(bytes, "m.safetensors").unwrap().0
 }
 
 fn load_svm(bytes: &[u8]) -> LinearSvmModel {
-    read_linear_svm_bytes(bytes, "m.safetensors").unwrap().0
+    LinearSvmModel::read_bytes(bytes, "m.safetensors")
+        .unwrap()
+        .0
 }
 
 #[test]
@@ -182,7 +181,7 @@ fn kind_and_version_are_checked() {
         &st(&[("kind", "linear-svm"), ("format_version", "")], &svm()),
         &["unsupported format_version \"\""],
     );
-    let e = read_pca_bytes(&st(SVM, &svm()), "m.safetensors")
+    let e = PcaModel::read_bytes(&st(SVM, &svm()), "m.safetensors")
         .unwrap_err()
         .to_string();
     assert!(
@@ -191,20 +190,20 @@ fn kind_and_version_are_checked() {
         ),
         "{e}"
     );
-    let e = read_linear_svm_bytes(&st(&[("kind", "mfa")], &svm()), "m.safetensors")
+    let e = LinearSvmModel::read_bytes(&st(&[("kind", "mfa")], &svm()), "m.safetensors")
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("is an MFA model (kind \"mfa\"); a linear SVM"),
         "{e}"
     );
-    let e = read_pca_bytes(&st(&[("format_version", "1")], &pca()), "m.safetensors")
+    let e = PcaModel::read_bytes(&st(&[("format_version", "1")], &pca()), "m.safetensors")
         .unwrap_err()
         .to_string();
     assert!(e.contains("missing metadata key `kind`"), "{e}");
     // Missing format_version: accepted (only `kind` is mandatory).
-    assert!(read_pca_bytes(&st(&[("kind", "pca")], &pca()), "m").is_ok());
-    assert!(read_linear_svm_bytes(&st(&[("kind", "linear-svm")], &svm()), "m").is_ok());
+    assert!(PcaModel::read_bytes(&st(&[("kind", "pca")], &pca()), "m").is_ok());
+    assert!(LinearSvmModel::read_bytes(&st(&[("kind", "linear-svm")], &svm()), "m").is_ok());
 }
 
 #[test]
@@ -403,7 +402,7 @@ fn pca_variances_must_be_non_negative() {
         );
     }
     // 0 is a valid variance (a direction without spread).
-    assert!(read_pca_bytes(
+    assert!(PcaModel::read_bytes(
         &st(
             PCA,
             &set(pca(), "explained_variance", vec![2], vec![4.0, 0.0])
@@ -445,7 +444,7 @@ fn pca_components_must_be_orthonormal() {
         &["tensor `components` is not orthonormal: rows 0 and 1 have dot product 0.6"],
     );
     // within the tolerance: accepted (f32 rounding)
-    assert!(read_pca_bytes(
+    assert!(PcaModel::read_bytes(
         &st(
             PCA,
             &set(
@@ -529,9 +528,7 @@ fn writers_refuse_what_would_not_load() {
         false,
     )
     .unwrap();
-    let e = write_pca(&p, &pca, &BTreeMap::new())
-        .unwrap_err()
-        .to_string();
+    let e = pca.write(&p, &BTreeMap::new()).unwrap_err().to_string();
     assert!(
         e.contains("refusing to write an invalid PCA: tensor `components` is not orthonormal"),
         "{e}"
@@ -552,9 +549,7 @@ fn writers_refuse_what_would_not_load() {
             classes,
             c,
         };
-        let e = write_linear_svm(&p, &m, &BTreeMap::new())
-            .unwrap_err()
-            .to_string();
+        let e = m.write(&p, &BTreeMap::new()).unwrap_err().to_string();
         assert!(
             e.contains("refusing to write an invalid linear SVM") && e.contains(want),
             "{e}"

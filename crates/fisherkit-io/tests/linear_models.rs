@@ -6,9 +6,7 @@
 use fisherkit::pca::{Pca, PcaParams};
 use fisherkit::svm::{LinearSvc, LinearSvcParams};
 use fisherkit_io::{
-    read_gmm, read_linear_svm, read_linear_svm_bytes, read_linear_svm_with_metadata, read_model,
-    read_pca, read_pca_bytes, read_pca_with_metadata, write_gmm, write_linear_svm, write_pca,
-    ClassLabels, Element, LabelledSvm, LinearSvmModel, PcaModel,
+    ClassLabels, Element, GmmModel, LabelledSvm, LinearSvmModel, Model, ModelFile, PcaModel,
 };
 use ndarray::{Array1, Array2};
 use std::collections::BTreeMap;
@@ -44,8 +42,8 @@ fn pca_round_trip<F: Element>(whiten: bool) -> Pca<F> {
     let pca = PcaParams::new(4).whiten(whiten).fit(x.view()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("pca.safetensors");
-    write_pca(&p, &pca, &extra()).unwrap();
-    let (m, meta) = read_pca_with_metadata(&p).unwrap();
+    pca.write(&p, &extra()).unwrap();
+    let (m, meta) = PcaModel::read_with_metadata(&p).unwrap();
     assert_eq!(m.dtype(), F::DTYPE);
     assert_eq!((m.dim(), m.n_components()), (7, 4));
     assert_eq!(meta["kind"], "pca");
@@ -138,8 +136,8 @@ fn svm_round_trip<F: Element>(classes: ClassLabels, c: Option<f64>) {
     };
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("svm.safetensors");
-    write_linear_svm(&p, &m, &extra()).unwrap();
-    let (back, meta) = read_linear_svm_with_metadata(&p).unwrap();
+    m.write(&p, &extra()).unwrap();
+    let (back, meta) = LinearSvmModel::read_with_metadata(&p).unwrap();
     assert_eq!(meta["kind"], "linear-svm");
     assert_eq!(meta["classes"], classes.to_json());
     assert_eq!(meta.get("c").cloned(), c.map(|v| format!("{v:?}")));
@@ -192,8 +190,8 @@ fn writers_are_deterministic() {
     let x = data::<f32>(60, 4, 9);
     let pca = PcaParams::new(2).fit(x.view()).unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    write_pca(&a, &pca, &extra()).unwrap();
-    write_pca(&b, &pca, &extra()).unwrap();
+    pca.write(&a, &extra()).unwrap();
+    pca.write(&b, &extra()).unwrap();
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let (xs, y) = svm_data::<f64>();
     let m = LabelledSvm {
@@ -201,8 +199,8 @@ fn writers_are_deterministic() {
         classes: ClassLabels::range(3),
         c: Some(1.0),
     };
-    write_linear_svm(&a, &m, &extra()).unwrap();
-    write_linear_svm(&b, &m, &extra()).unwrap();
+    m.write(&a, &extra()).unwrap();
+    m.write(&b, &extra()).unwrap();
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 }
 
@@ -213,59 +211,58 @@ fn readers_refuse_other_kinds() {
     let svm_p = dir.path().join("svm.safetensors");
     let gmm_p = dir.path().join("gmm.safetensors");
     let x = data::<f64>(60, 4, 9);
-    write_pca(
-        &pca_p,
-        &PcaParams::new(2).fit(x.view()).unwrap(),
-        &BTreeMap::new(),
-    )
-    .unwrap();
+    PcaParams::new(2)
+        .fit(x.view())
+        .unwrap()
+        .write(&pca_p, &BTreeMap::new())
+        .unwrap();
     let (xs, y) = svm_data::<f64>();
     let m = LabelledSvm {
         svm: LinearSvcParams::default().fit(xs.view(), &y).unwrap(),
         classes: ClassLabels::range(3),
         c: None,
     };
-    write_linear_svm(&svm_p, &m, &BTreeMap::new()).unwrap();
+    m.write(&svm_p, &BTreeMap::new()).unwrap();
     let g = fisherkit::gmm::DiagGmm::new(
         Array1::from(vec![0.5, 0.5]),
         Array2::zeros((2, 3)),
         Array2::ones((2, 3)),
     )
     .unwrap();
-    write_gmm(&gmm_p, &g, &BTreeMap::new()).unwrap();
+    g.write(&gmm_p, &BTreeMap::new()).unwrap();
 
     let err = |r: Result<(), fisherkit_io::IoError>| r.unwrap_err().to_string();
-    let e = err(read_pca(&gmm_p).map(drop));
+    let e = err(PcaModel::read(&gmm_p).map(drop));
     assert!(
         e.contains("is a GMM model (kind \"gmm\"); a PCA (kind \"pca\") was expected"),
         "{e}"
     );
-    let e = err(read_pca(&svm_p).map(drop));
+    let e = err(PcaModel::read(&svm_p).map(drop));
     assert!(
         e.contains("is a linear SVM model (kind \"linear-svm\"); a PCA"),
         "{e}"
     );
-    let e = err(read_linear_svm(&pca_p).map(drop));
+    let e = err(LinearSvmModel::read(&pca_p).map(drop));
     assert!(
         e.contains(
             "is a PCA model (kind \"pca\"); a linear SVM (kind \"linear-svm\") was expected"
         ),
         "{e}"
     );
-    let e = err(read_linear_svm(&gmm_p).map(drop));
+    let e = err(LinearSvmModel::read(&gmm_p).map(drop));
     assert!(
         e.contains("is a GMM model (kind \"gmm\"); a linear SVM"),
         "{e}"
     );
     // The mixture readers (the `encode` command's) name the file's kind.
-    let e = err(read_model(&pca_p).map(drop));
+    let e = err(Model::read(&pca_p).map(drop));
     assert!(
         e.contains(
             "is a PCA model (kind \"pca\"), not a GMM or MFA model (kind \"gmm\" or \"mfa\")"
         ),
         "{e}"
     );
-    let e = err(read_gmm(&svm_p).map(drop));
+    let e = err(GmmModel::read(&svm_p).map(drop));
     assert!(
         e.contains("is a linear SVM model (kind \"linear-svm\"), not a GMM or MFA model"),
         "{e}"
@@ -285,12 +282,12 @@ fn corrupt_files_never_panic() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (pp, sp) = (dir.path().join("p"), dir.path().join("s"));
-    write_pca(&pp, &pca, &BTreeMap::new()).unwrap();
-    write_linear_svm(&sp, &svm, &BTreeMap::new()).unwrap();
+    pca.write(&pp, &BTreeMap::new()).unwrap();
+    svm.write(&sp, &BTreeMap::new()).unwrap();
     let check = |bytes: &[u8]| {
         for e in [
-            read_pca_bytes(bytes, "F").err(),
-            read_linear_svm_bytes(bytes, "F").err(),
+            PcaModel::read_bytes(bytes, "F").err(),
+            LinearSvmModel::read_bytes(bytes, "F").err(),
         ]
         .into_iter()
         .flatten()

@@ -2,10 +2,7 @@
 //! written by the safetensors crate directly (not by our writer).
 
 use fisherkit::gmm::DiagGmm;
-use fisherkit_io::{
-    read_gmm, read_mfa, read_model, read_model_kind, read_model_with_metadata, write_gmm,
-    write_mfa, GmmModel, IoError, MfaArrays, MfaModel, Model,
-};
+use fisherkit_io::{read_model_kind, GmmModel, IoError, MfaArrays, MfaModel, Model, ModelFile};
 use ndarray::{array, Array1, Array2, Array3};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype as St;
@@ -70,7 +67,7 @@ fn gmm_tensors() -> Vec<(&'static str, T)> {
 fn gmm_err(meta: &[(&str, &str)], tensors: Vec<(&str, T)>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let p = raw_file(dir.path(), "M.safetensors", meta, tensors);
-    let e = read_model(&p).expect_err("must be refused");
+    let e = Model::read(&p).expect_err("must be refused");
     let m = e.to_string();
     assert!(m.starts_with(&format!("{}: ", p.display())), "{m}");
     m
@@ -107,7 +104,7 @@ const MFA: &[(&str, &str)] = &[("kind", "mfa")];
 fn reads_a_gmm_written_by_the_safetensors_crate() {
     let dir = tempfile::tempdir().unwrap();
     let p = raw_file(dir.path(), "g.safetensors", GMM, gmm_tensors());
-    let Model::Gmm(GmmModel::F32(g)) = read_model(&p).unwrap() else {
+    let Model::Gmm(GmmModel::F32(g)) = Model::read(&p).unwrap() else {
         panic!("expected an f32 GMM")
     };
     assert_eq!(g.weights(), array![0.25f32, 0.75]);
@@ -120,7 +117,7 @@ fn reads_a_gmm_written_by_the_safetensors_crate() {
         &[("kind", "gmm")],
         gmm_tensors(),
     );
-    assert!(read_gmm(&p).is_ok());
+    assert!(GmmModel::read(&p).is_ok());
 }
 
 #[test]
@@ -136,21 +133,21 @@ fn gmm_round_trips_in_both_dtypes_with_metadata() {
     extra.insert("kind".to_string(), "not-this".to_string());
     let p64 = dir.path().join("g64.safetensors");
     let p32 = dir.path().join("g32.safetensors");
-    write_gmm(&p64, &g64, &extra).unwrap();
-    write_gmm(&p32, &g32, &extra).unwrap();
-    let (m64, meta) = read_model_with_metadata(&p64).unwrap();
+    g64.write(&p64, &extra).unwrap();
+    g32.write(&p32, &extra).unwrap();
+    let (m64, meta) = Model::read_with_metadata(&p64).unwrap();
     assert_eq!(m64, Model::Gmm(GmmModel::F64(g64.clone())));
     assert_eq!(meta["kind"], "gmm");
     assert_eq!(meta["format_version"], "1");
     assert_eq!(meta["seed"], "42");
     assert_eq!(meta["dtype"], "float64");
     assert!(meta.contains_key("fisherkit_version"));
-    let m32 = read_gmm(&p32).unwrap();
+    let m32 = GmmModel::read(&p32).unwrap();
     assert_eq!(m32, GmmModel::F32(g32.clone()));
     // Cross-dtype conversion goes through DiagGmm::new.
     let back: DiagGmm<f64> = m32.to_dtype().unwrap();
     assert_eq!(back.means(), g32.means().mapv(|x| x as f64));
-    assert!(read_mfa(&p32)
+    assert!(MfaModel::read(&p32)
         .unwrap_err()
         .to_string()
         .contains("is a GMM model"));
@@ -178,18 +175,18 @@ fn mfa_round_trips_shared_and_per_component_psi() {
     for shared in [true, false] {
         let a = mfa(3, 5, 2, shared);
         let p = dir.path().join(format!("m{shared}.safetensors"));
-        write_mfa(&p, &a, &BTreeMap::new()).unwrap();
-        assert_eq!(read_mfa(&p).unwrap(), MfaModel::F64(a.clone()));
+        a.write(&p, &BTreeMap::new()).unwrap();
+        assert_eq!(MfaModel::read(&p).unwrap(), MfaModel::F64(a.clone()));
         let a32: MfaArrays<f32> = a.cast();
-        write_mfa(&p, &a32, &BTreeMap::new()).unwrap();
-        assert_eq!(read_mfa(&p).unwrap(), MfaModel::F32(a32));
+        a32.write(&p, &BTreeMap::new()).unwrap();
+        assert_eq!(MfaModel::read(&p).unwrap(), MfaModel::F32(a32));
         // The file layout is the contract: psi (D) when shared, (K, D) otherwise.
         let bytes = std::fs::read(&p).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
         let want: &[usize] = if shared { &[5] } else { &[3, 5] };
         assert_eq!(st.tensor("psi").unwrap().shape(), want);
         assert_eq!(st.tensor("loadings").unwrap().shape(), &[3, 5, 2]);
-        assert!(read_gmm(&p)
+        assert!(GmmModel::read(&p)
             .unwrap_err()
             .to_string()
             .contains("is an MFA model"));
@@ -201,7 +198,7 @@ fn loadings_are_stored_component_major_then_dimension_then_factor() {
     let dir = tempfile::tempdir().unwrap();
     let a = mfa(2, 3, 2, true);
     let p = dir.path().join("m.safetensors");
-    write_mfa(&p, &a, &BTreeMap::new()).unwrap();
+    a.write(&p, &BTreeMap::new()).unwrap();
     let bytes = std::fs::read(&p).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let data = st.tensor("loadings").unwrap().data().to_vec();
@@ -222,12 +219,12 @@ fn invalid_mfa_is_not_written() {
     let p = dir.path().join("bad.safetensors");
     let mut a = mfa(2, 3, 1, true);
     a.psi[[0, 1]] = 0.0;
-    let e = write_mfa(&p, &a, &BTreeMap::new()).unwrap_err();
+    let e = a.write(&p, &BTreeMap::new()).unwrap_err();
     assert!(e.to_string().contains("psi [1] is 0"), "{e}");
     assert!(!p.exists());
     // What only the library checks is checked on write too (the file could
     // not be read back): R = D.
-    let e = write_mfa(&p, &mfa(2, 3, 3, true), &BTreeMap::new()).unwrap_err();
+    let e = mfa(2, 3, 3, true).write(&p, &BTreeMap::new()).unwrap_err();
     let m = e.to_string();
     assert!(
         m.starts_with(&format!("{}: refusing to write: ", p.display())),
@@ -404,7 +401,7 @@ fn mfa_errors_are_named() {
     let ok = mfa_tensors(f64s(&[3], &[0.1, 0.2, 0.3]));
     let dir = tempfile::tempdir().unwrap();
     let p = raw_file(dir.path(), "ok.safetensors", MFA, ok);
-    let MfaModel::F64(a) = read_mfa(&p).unwrap() else {
+    let MfaModel::F64(a) = MfaModel::read(&p).unwrap() else {
         panic!("f64 expected")
     };
     assert!(a.shared_psi());
@@ -478,7 +475,7 @@ fn foreign_and_truncated_files_are_refused() {
     let check = |name: &str, bytes: &[u8], want: &str| {
         let p = dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
-        let e = read_model(&p).unwrap_err();
+        let e = Model::read(&p).unwrap_err();
         assert!(matches!(e, IoError::Model { .. }), "{e:?}");
         let m = e.to_string();
         assert!(m.starts_with(&format!("{}: ", p.display())), "{m}");
@@ -516,7 +513,7 @@ fn foreign_and_truncated_files_are_refused() {
     let mut bad = 10u64.to_le_bytes().to_vec();
     bad.extend_from_slice(b"{not json}");
     check("json.safetensors", &bad, "not a valid safetensors file");
-    let e = read_model(dir.path().join("missing.safetensors")).unwrap_err();
+    let e = Model::read(dir.path().join("missing.safetensors")).unwrap_err();
     assert!(matches!(e, IoError::Os { .. }), "{e:?}");
     assert!(e.to_string().contains("missing.safetensors"), "{e}");
 }
@@ -535,8 +532,8 @@ fn model_files_are_byte_for_byte_deterministic() {
         extra.insert(format!("key{i}"), format!("value{i}"));
     }
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    write_gmm(&a, &g, &extra).unwrap();
-    write_gmm(&b, &g, &extra).unwrap();
+    g.write(&a, &extra).unwrap();
+    g.write(&b, &extra).unwrap();
     let bytes = std::fs::read(&a).unwrap();
     assert_eq!(bytes, std::fs::read(&b).unwrap());
     // The header is 8-byte aligned JSON that the safetensors crate accepts.
@@ -556,8 +553,8 @@ fn mfa_files_convert_to_and_from_the_library_model() {
     let a = mfa(2, 4, 2, false);
     let m: fisherkit::mfa::Mfa<f64> = a.to_mfa().unwrap();
     let p = dir.path().join("lib.safetensors");
-    fisherkit_io::write_mfa_model(&p, &m, &BTreeMap::new()).unwrap();
-    let back = read_mfa(&p).unwrap();
+    m.write(&p, &BTreeMap::new()).unwrap();
+    let back = MfaModel::read(&p).unwrap();
     assert_eq!(back, MfaModel::F64(MfaArrays::from_mfa(&m)));
     let m32: fisherkit::mfa::Mfa<f32> = back.to_dtype().unwrap();
     assert_eq!(m32.n_factors(), 2);

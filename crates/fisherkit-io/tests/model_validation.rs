@@ -11,7 +11,7 @@
 //! weights > 0 summing to 1 within 1e-4; variances and Ψ > 0; metadata
 //! `dtype`, if present, matching the tensors.
 
-use fisherkit_io::{read_model_bytes, GmmModel, MfaModel, Model};
+use fisherkit_io::{GmmModel, MfaModel, Model, ModelFile};
 
 mod common;
 use common::{st, st_typed, st_with, Tensors};
@@ -55,7 +55,7 @@ fn without(mut t: Tensors, name: &str) -> Tensors {
 
 /// Loads and expects an error containing every one of `want`.
 fn refused(bytes: &[u8], want: &[&str]) {
-    let e = read_model_bytes(bytes, "m.safetensors").expect_err("must be refused");
+    let e = Model::read_bytes(bytes, "m.safetensors").expect_err("must be refused");
     let m = e.to_string();
     assert!(m.starts_with("m.safetensors: "), "{m}");
     for w in want {
@@ -64,7 +64,7 @@ fn refused(bytes: &[u8], want: &[&str]) {
 }
 
 fn loads(bytes: &[u8]) -> Model {
-    read_model_bytes(bytes, "m.safetensors").unwrap().0
+    Model::read_bytes(bytes, "m.safetensors").unwrap().0
 }
 
 #[test]
@@ -109,10 +109,10 @@ fn kind_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.safetensors");
     std::fs::write(&p, st(MFA, &mfa())).unwrap();
-    let e = fisherkit_io::read_gmm(&p).unwrap_err().to_string();
+    let e = fisherkit_io::GmmModel::read(&p).unwrap_err().to_string();
     assert!(e.contains("is an MFA model (kind \"mfa\"); a GMM"), "{e}");
     std::fs::write(&p, st(GMM, &gmm())).unwrap();
-    let e = fisherkit_io::read_mfa(&p).unwrap_err().to_string();
+    let e = fisherkit_io::MfaModel::read(&p).unwrap_err().to_string();
     assert!(e.contains("is a GMM model (kind \"gmm\"); an MFA"), "{e}");
 }
 

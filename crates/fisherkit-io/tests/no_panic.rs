@@ -3,7 +3,7 @@
 //! naming the file.
 
 use fisherkit::gmm::DiagGmm;
-use fisherkit_io::{read_bags, read_model, read_npy, write_gmm, write_npy, write_npz};
+use fisherkit_io::{read_bags, read_npy, write_npy, write_npz, Model, ModelFile};
 use ndarray::{array, Array2};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ fn read_all(dir: &Path, bytes: &[u8]) {
     if let Err(e) = read_bags(&p) {
         assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
     }
-    if let Err(e) = read_model(&p) {
+    if let Err(e) = Model::read(&p) {
         assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
     }
 }
@@ -48,7 +48,7 @@ fn make_samples() -> Vec<Vec<u8>> {
     )
     .unwrap();
     let st = dir.path().join("g.safetensors");
-    write_gmm(&st, &g, &BTreeMap::new()).unwrap();
+    g.write(&st, &BTreeMap::new()).unwrap();
     [npy, npz, npzc, st]
         .iter()
         .map(|p| std::fs::read(p).unwrap())

@@ -8,8 +8,7 @@
 
 use fisherkit::gmm::DiagGmm;
 use fisherkit_io::{
-    read_bags, read_model, read_npy, write_gmm, write_mfa, write_npy, write_npz, Bags, GmmModel,
-    Matrix, MfaArrays, Model,
+    read_bags, read_npy, write_npy, write_npz, Bags, GmmModel, Matrix, MfaArrays, Model, ModelFile,
 };
 use ndarray::{Array1, Array2, Array3};
 use std::collections::BTreeMap;
@@ -181,8 +180,8 @@ fn python_parses_our_model_files_from_the_format_alone() {
     let g = DiagGmm::new(w.clone(), means.clone(), var.clone()).unwrap();
     let mut extra = BTreeMap::new();
     extra.insert("seed".to_string(), "7".to_string());
-    write_gmm(p("g64.safetensors"), &g, &extra).unwrap();
-    write_gmm(p("g32.safetensors"), &g.cast::<f32>(), &extra).unwrap();
+    g.write(p("g64.safetensors"), &extra).unwrap();
+    g.cast::<f32>().write(p("g32.safetensors"), &extra).unwrap();
     let mfa = MfaArrays {
         weights: Array1::from(vec![0.5, 0.5]),
         means: pattern(2, 3, 0.0),
@@ -191,10 +190,12 @@ fn python_parses_our_model_files_from_the_format_alone() {
         }),
         psi: pattern(1, 3, 0.0).mapv(|v| v * v + 0.5),
     };
-    write_mfa(p("m.safetensors"), &mfa, &BTreeMap::new()).unwrap();
+    mfa.write(p("m.safetensors"), &BTreeMap::new()).unwrap();
     let mut per = mfa.clone();
     per.psi = pattern(2, 3, 0.0).mapv(|v| v * v + 0.5);
-    write_mfa(p("mk.safetensors"), &per.cast::<f32>(), &BTreeMap::new()).unwrap();
+    per.cast::<f32>()
+        .write(p("mk.safetensors"), &BTreeMap::new())
+        .unwrap();
     let out = run_python(
         dir.path(),
         &format!(
@@ -251,7 +252,7 @@ save_st('py.safetensors', {{'variances': (pattern(3, 2, 1.0) ** 2 + 0.1).astype(
 "
         ),
     );
-    let Model::Gmm(GmmModel::F32(g)) = read_model(dir.path().join("py.safetensors")).unwrap()
+    let Model::Gmm(GmmModel::F32(g)) = Model::read(dir.path().join("py.safetensors")).unwrap()
     else {
         panic!("f32 GMM expected")
     };

@@ -2,7 +2,7 @@
 //! every malformed file refused with a message naming the file and the problem.
 
 use fisherkit::pca::PcaMoments;
-use fisherkit_io::{read_sample_part, write_gmm, write_sample_part, SamplePartFile, SampleScale};
+use fisherkit_io::{read_sample_part, write_sample_part, ModelFile, SamplePartFile, SampleScale};
 use ndarray::{array, Array2};
 
 fn part() -> SamplePartFile {
@@ -91,7 +91,7 @@ fn malformed_files_are_named_errors() {
     // Another fisherkit file.
     let g =
         fisherkit::gmm::DiagGmm::new(array![1.0], array![[0.0, 1.0]], array![[1.0, 2.0]]).unwrap();
-    write_gmm(&p, &g, &Default::default()).unwrap();
+    g.write(&p, &Default::default()).unwrap();
     let e = read_sample_part(&p).unwrap_err().to_string();
     assert!(
         e.contains("kind \"gmm\"") && e.contains("sample-part"),

@@ -5,10 +5,7 @@
 //! `model_validation.rs`) and on write.
 
 use fisherkit::encode::MfaPart;
-use fisherkit_io::{
-    read_mfa, read_mfa_with_whitening, read_model_bytes, read_model_with_whitening, write_mfa,
-    write_mfa_with_whitening, MfaArrays, MfaModel, MfaWhitening, Model,
-};
+use fisherkit_io::{MfaArrays, MfaModel, MfaWhitening, Model, ModelFile, Whitened};
 use ndarray::{Array1, Array2, Array3};
 use std::collections::BTreeMap;
 
@@ -51,7 +48,7 @@ fn bytes(parts: Option<&str>, t: &Tensors) -> Vec<u8> {
 
 /// Loads and expects an error containing every one of `want`.
 fn refused(bytes: &[u8], want: &[&str]) {
-    let e = read_model_bytes(bytes, "m.safetensors").expect_err("must be refused");
+    let e = Model::read_bytes(bytes, "m.safetensors").expect_err("must be refused");
     let m = e.to_string();
     assert!(m.starts_with("m.safetensors: "), "{m}");
     assert!(!m.contains('\n'), "{m}");
@@ -102,8 +99,19 @@ fn round_trip_keeps_the_vector_bit_for_bit_in_both_dtypes() {
         let path = dir.path().join(format!("{name}.safetensors"));
         let mut extra = BTreeMap::new();
         extra.insert("seed".to_string(), "7".to_string());
-        write_mfa_with_whitening(&path, &a, Some(&w), &extra).unwrap();
-        let (m, back, meta) = read_model_with_whitening(&path).unwrap();
+        Whitened {
+            model: a.clone(),
+            whitening: Some(w.clone()),
+        }
+        .write(&path, &extra)
+        .unwrap();
+        let (
+            Whitened {
+                model: m,
+                whitening: back,
+            },
+            meta,
+        ) = Whitened::<Model>::read_with_metadata(&path).unwrap();
         assert_eq!(m, Model::Mfa(MfaModel::F64(a.clone())));
         let back = back.expect("the block is read back");
         assert_eq!(back.parts_string(), name);
@@ -127,9 +135,16 @@ fn round_trip_keeps_the_vector_bit_for_bit_in_both_dtypes() {
         // f32 model: the tensor is F32 and comes back with the same f32 bits
         let a32: MfaArrays<f32> = a.cast();
         let f32v: Array1<f32> = f.mapv(|v| v as f32);
-        write_mfa_with_whitening(&path, &a32, Some(&MfaWhitening::new(parts, &f32v)), &extra)
-            .unwrap();
-        let (m, back) = read_mfa_with_whitening(&path).unwrap();
+        Whitened {
+            model: a32.clone(),
+            whitening: Some(MfaWhitening::new(parts, &f32v)),
+        }
+        .write(&path, &extra)
+        .unwrap();
+        let Whitened {
+            model: m,
+            whitening: back,
+        } = Whitened::<MfaModel>::read(&path).unwrap();
         assert_eq!(m, MfaModel::F32(a32));
         let back = back.unwrap().fisher_information_as::<f32>();
         assert_eq!(
@@ -147,26 +162,32 @@ fn round_trip_keeps_the_vector_bit_for_bit_in_both_dtypes() {
 
 #[test]
 fn files_without_the_block_load_as_before() {
-    let m = read_model_bytes(&bytes(None, &mfa_tensors()), "m.safetensors").unwrap();
+    let m = Model::read_bytes(&bytes(None, &mfa_tensors()), "m.safetensors").unwrap();
     assert!(matches!(m.0, Model::Mfa(MfaModel::F64(_))));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plain.safetensors");
     // a stale key in `extra` (metadata copied from a whitened file) is dropped
     let mut extra = BTreeMap::new();
     extra.insert("whitening_parts".to_string(), "mean".to_string());
-    write_mfa(&path, &arrays(2, 4, 1), &extra).unwrap();
-    let (_, w, meta) = read_model_with_whitening(&path).unwrap();
+    arrays(2, 4, 1).write(&path, &extra).unwrap();
+    let (
+        Whitened {
+            model: _,
+            whitening: w,
+        },
+        meta,
+    ) = Whitened::<Model>::read_with_metadata(&path).unwrap();
     assert!(w.is_none());
     assert!(!meta.contains_key("whitening_parts"));
-    assert!(read_mfa(&path).is_ok());
+    assert!(MfaModel::read(&path).is_ok());
 }
 
 #[test]
 fn a_valid_block_loads_through_every_reader() {
     let b = bytes(Some("loading"), &with_fim(vec![1.0; 12]));
-    assert!(read_model_bytes(&b, "m.safetensors").is_ok());
+    assert!(Model::read_bytes(&b, "m.safetensors").is_ok());
     let b = bytes(Some("mean,loading"), &with_fim(vec![0.0; 18]));
-    assert!(read_model_bytes(&b, "m.safetensors").is_ok());
+    assert!(Model::read_bytes(&b, "m.safetensors").is_ok());
 }
 
 #[test]
@@ -293,7 +314,12 @@ fn invalid_blocks_are_not_written() {
         ),
     ];
     for (w, want) in cases {
-        let e = write_mfa_with_whitening(&path, &a, Some(&w), &none).unwrap_err();
+        let e = Whitened {
+            model: a.clone(),
+            whitening: Some(w.clone()),
+        }
+        .write(&path, &none)
+        .unwrap_err();
         let m = e.to_string();
         assert!(m.contains("refusing to write an invalid whitening"), "{m}");
         assert!(m.contains(want), "expected `{want}` in: {m}");
@@ -302,9 +328,13 @@ fn invalid_blocks_are_not_written() {
     // finite in f64, infinite once stored as f32
     let a32: MfaArrays<f32> = a.cast();
     let w = MfaWhitening::new(&[MfaPart::Mean], &Array1::from_elem(6, 1e300));
-    let m = write_mfa_with_whitening(&path, &a32, Some(&w), &none)
-        .unwrap_err()
-        .to_string();
+    let m = Whitened {
+        model: a32.clone(),
+        whitening: Some(w.clone()),
+    }
+    .write(&path, &none)
+    .unwrap_err()
+    .to_string();
     assert!(m.contains("non-finite value (inf)"), "{m}");
     assert!(!path.exists());
 }

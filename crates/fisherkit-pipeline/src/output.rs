@@ -24,7 +24,7 @@ use fisherkit::gmm::DiagGmm;
 use fisherkit::mfa::Mfa;
 use fisherkit::pca::Pca;
 use fisherkit::svm::LinearSvc;
-use fisherkit_io::{ClassLabels, LabelledSvm, MfaArrays, MfaWhitening};
+use fisherkit_io::{ClassLabels, LabelledSvm, MfaArrays, MfaWhitening, ModelFile};
 use ndarray::{Array1, Array2};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ impl OutputDir {
     /// Writes the PCA of scale `scale`.
     pub fn pca(&self, scale: &str, pca: &Pca<f32>) -> Result<(), PipelineError> {
         let p = self.dir.join(format!("pca-{scale}.safetensors"));
-        fisherkit_io::write_pca(&p, pca, &Self::meta(&[("scale", scale.into())]))
+        pca.write(&p, &Self::meta(&[("scale", scale.into())]))
             .map_err(|e| io_err(&p, e))
     }
 
@@ -134,7 +134,7 @@ impl OutputDir {
         let p = self
             .dir
             .join(format!("gmm-K{}-{scale}.safetensors", gmm.n_components()));
-        fisherkit_io::write_gmm(&p, gmm, &Self::meta(&[("scale", scale.into())]))
+        gmm.write(&p, &Self::meta(&[("scale", scale.into())]))
             .map_err(|e| io_err(&p, e))
     }
 
@@ -145,7 +145,7 @@ impl OutputDir {
             mfa.n_components(),
             mfa.n_factors()
         ));
-        fisherkit_io::write_mfa_model(&p, mfa, &Self::meta(&[("scale", scale.into())]))
+        mfa.write(&p, &Self::meta(&[("scale", scale.into())]))
             .map_err(|e| io_err(&p, e))
     }
 
@@ -166,12 +166,11 @@ impl OutputDir {
             mfa.n_factors(),
             w.parts_string().replace(',', "+")
         ));
-        fisherkit_io::write_mfa_with_whitening(
-            &p,
-            &MfaArrays::from_mfa(mfa),
-            Some(&w),
-            &Self::meta(&[("scale", scale.into())]),
-        )
+        fisherkit_io::Whitened {
+            model: MfaArrays::from_mfa(mfa),
+            whitening: Some(w.clone()),
+        }
+        .write(&p, &Self::meta(&[("scale", scale.into())]))
         .map_err(|e| io_err(&p, e))
     }
 
@@ -193,7 +192,8 @@ impl OutputDir {
             classes: ClassLabels::Str(classes.to_vec()),
             c: Some(c),
         };
-        fisherkit_io::write_linear_svm(&p, &model, &Self::meta(&[("encoder", name.into())]))
+        model
+            .write(&p, &Self::meta(&[("encoder", name.into())]))
             .map_err(|e| io_err(&p, e))?;
         Ok(model.svm)
     }

@@ -18,7 +18,7 @@ use crate::kernel::{block_cols, TermColumns};
 use crate::report::ResultRow;
 use crate::PipelineError;
 use fisherkit::svm::{LinearSvc, RowSource, SvmError};
-use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel};
+use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel, ModelFile};
 use ndarray::{s, Array1, ArrayViewMut2};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -166,7 +166,7 @@ impl Finished {
         if !with_model {
             return Some((row, None));
         }
-        match fisherkit_io::read_linear_svm(&model_path).ok()? {
+        match fisherkit_io::LinearSvmModel::read(&model_path).ok()? {
             LinearSvmModel::F32(m) => Some((row, Some(m.svm))),
             LinearSvmModel::F64(_) => None,
         }
@@ -200,7 +200,7 @@ impl Finished {
                     classes: ClassLabels::Str(classes.to_vec()),
                     c: Some(row.c),
                 };
-                fisherkit_io::write_linear_svm(&model_path, &m, &Default::default())
+                m.write(&model_path, &Default::default())
                     .map_err(|e| err(&model_path, e))?;
                 m.svm
             }

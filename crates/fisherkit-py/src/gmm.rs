@@ -1,27 +1,28 @@
 //! Diagonal GMM: EM fit, posteriors, log-likelihoods, mergeable statistics
 //! (`GmmStatistics`) and the M-step.
 
-use crate::interrupt::interruptible;
-use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
+use crate::mixture::{self, Mixture};
+use crate::stats::{em_tol, statistics_class, Stop};
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::gmm::{DiagGmm, GmmInit, GmmParams, GmmStats, VarianceFloor};
 use fisherkit::stream::EmTol;
 use ndarray::ArrayView2;
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// `(weights (K), means (K, D), variances (K, D))` as numpy arrays.
-type Params<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
+type Params<'py> = <DiagGmm<f64> as Mixture<f64>>::Out<'py>;
 
 pub(crate) fn variance_floor(value: f64, mode: &str) -> PyResult<VarianceFloor> {
-    match mode {
-        "relative" => Ok(VarianceFloor::Relative(value)),
-        "absolute" => Ok(VarianceFloor::Absolute(value)),
-        other => Err(PyValueError::new_err(format!(
-            "variance_floor_mode must be \"relative\" or \"absolute\", got {other:?}"
-        ))),
-    }
+    type Floor = fn(f64) -> VarianceFloor;
+    let options: [(&str, Floor); 2] = [
+        ("relative", VarianceFloor::Relative),
+        ("absolute", VarianceFloor::Absolute),
+    ];
+    Ok(mixture::choice("variance_floor_mode", mode, options)?(
+        value,
+    ))
 }
 
 /// Builds (and validates) the library's model in `F` from numpy parameters.
@@ -29,16 +30,7 @@ pub(crate) fn model<F: PyFloat>(w: &Vec1<'_>, m: &Mat<'_>, v: &Mat<'_>) -> PyRes
     DiagGmm::new(w.to_owned_as(), m.to_owned_as(), v.to_owned_as()).map_err(value_error)
 }
 
-fn params_to_py<F: PyFloat>(py: Python<'_>, g: DiagGmm<F>) -> Params<'_> {
-    let (w, m, v) = g.into_parts();
-    (
-        w.into_pyarray(py).into_any(),
-        m.into_pyarray(py).into_any(),
-        v.into_pyarray(py).into_any(),
-    )
-}
-
-type FitOut<'py> = (Params<'py>, Vec<f64>, usize, bool);
+type FitOut<'py> = mixture::FitOut<'py, f64, DiagGmm<f64>>;
 
 /// EM on the rows of `x` (N, D) in x's dtype. `given`: optional starting model
 /// `(weights, means, variances)` (then `init` and `n_init` are ignored).
@@ -62,11 +54,7 @@ fn gmm_fit<'py>(
 ) -> PyResult<FitOut<'py>> {
     let floor = self::variance_floor(variance_floor, variance_floor_mode)?;
     let tol = em_tol(tol, tol_mode)?;
-    if !matches!(init, "kmeans" | "random") {
-        return Err(PyValueError::new_err(format!(
-            "init_params must be \"kmeans\" or \"random\", got {init:?}"
-        )));
-    }
+    mixture::choice("init_params", init, [("kmeans", ()), ("random", ())])?;
     fn run<'py, F: PyFloat>(
         py: Python<'py>,
         (k, max_iter, tol, n_init, init, floor, seed): (
@@ -94,17 +82,9 @@ fn gmm_fit<'py>(
             .init(init)
             .variance_floor(floor);
         let params = params.check().map_err(value_error)?;
-        // EM in a worker thread; Ctrl-C stops it after the current iteration
-        let fit = interruptible(py, |cancel| {
+        mixture::fit_interruptibly(py, |cancel| {
             params.fit_with_callback(x, &mut |_, _| Ok::<_, Stop>(cancel.checked()?))
-        })?
-        .map_err(Stop::into_py)?;
-        Ok((
-            params_to_py(py, fit.model),
-            fit.log_likelihood,
-            fit.n_iter,
-            fit.converged,
-        ))
+        })
     }
     let hp = (n_components, max_iter, tol, n_init, init, floor, seed);
     dispatch!(x, run(py, hp, &given))
@@ -145,19 +125,9 @@ fn gmm_fit_from_statistics<'py>(
             .max_iter(max_iter)
             .tol(tol)
             .variance_floor(floor);
-        let mut stats_of = |m: &DiagGmm<F>| -> Result<GmmStats, DriveError> {
-            let out = statistics_of.call1(params_to_py(py, m.clone()))?;
-            returned_statistics(&out, "GmmStatistics", |s: &GmmStatistics| s.inner.clone())
-        };
-        let fit = params
-            .fit_from_statistics(start, &mut stats_of, &mut |_, _| Ok(()))
-            .map_err(|e: DriveError| e.0)?;
-        Ok((
-            params_to_py(py, fit.model),
-            fit.log_likelihood,
-            fit.n_iter,
-            fit.converged,
-        ))
+        mixture::fit_driven(py, statistics_of, |stats_of| {
+            params.fit_from_statistics(start, stats_of, &mut |_, _| Ok(()))
+        })
     }
     let hp = (max_iter, tol, floor);
     if means.is_f32() {
@@ -178,16 +148,7 @@ fn gmm_score_samples<'py>(
     variances: Mat<'py>,
     x: Mat<'py>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        g: (&Vec1<'py>, &Mat<'py>, &Mat<'py>),
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let g = model::<F>(g.0, g.1, g.2)?;
-        let ll = py.detach(|| g.score_samples(x)).map_err(value_error)?;
-        Ok(ll.into_pyarray(py))
-    }
-    dispatch!(x, run(py, (&weights, &means, &variances)))
+    mixture::score_samples(py, &(weights, means, variances), &x)
 }
 
 /// Posteriors q_ik (N, K) of the rows of `x` (N, D), in x's dtype.
@@ -199,16 +160,7 @@ fn gmm_predict_proba<'py>(
     variances: Mat<'py>,
     x: Mat<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        g: (&Vec1<'py>, &Mat<'py>, &Mat<'py>),
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let g = model::<F>(g.0, g.1, g.2)?;
-        let q = py.detach(|| g.predict_proba(x)).map_err(value_error)?;
-        Ok(q.into_pyarray(py).into_any())
-    }
-    dispatch!(x, run(py, (&weights, &means, &variances)))
+    mixture::predict_proba(py, &(weights, means, variances), &x)
 }
 
 /// E-step sums of the rows of `x` (N, D) under the model (see `GmmStatistics`).
@@ -220,18 +172,7 @@ fn gmm_sufficient_statistics<'py>(
     variances: Mat<'py>,
     x: Mat<'py>,
 ) -> PyResult<GmmStatistics> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        g: (&Vec1<'py>, &Mat<'py>, &Mat<'py>),
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<GmmStatistics> {
-        let g = model::<F>(g.0, g.1, g.2)?;
-        let st = py
-            .detach(|| g.sufficient_statistics(x))
-            .map_err(value_error)?;
-        Ok(GmmStatistics { inner: st })
-    }
-    dispatch!(x, run(py, (&weights, &means, &variances)))
+    mixture::sufficient_statistics(py, &(weights, means, variances), &x)
 }
 
 /// The M-step: a model `(weights, means, variances)` in `dtype` ("float32" or
@@ -254,7 +195,7 @@ fn gmm_from_statistics<'py>(
         let (g, reseeded) = py
             .detach(|| DiagGmm::<F>::from_statistics_reseeded(st, floor))
             .map_err(value_error)?;
-        Ok((params_to_py(py, g), reseeded))
+        Ok((g.to_py(py), reseeded))
     }
     match dtype {
         "float32" => run::<f32>(py, &stats.inner, floor),

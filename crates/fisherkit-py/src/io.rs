@@ -8,8 +8,8 @@ use crate::{value_error, Mat, Vec1};
 use fisherkit::encode::parse_mfa_parts;
 use fisherkit::gmm::DiagGmm;
 use fisherkit_io::{
-    read_model_kind, read_model_with_whitening, write_gmm, write_mfa_with_whitening, GmmModel,
-    IoError, MfaArrays, MfaModel, MfaWhitening, Model,
+    read_model_kind, GmmModel, IoError, MfaArrays, MfaModel, MfaWhitening, Model, ModelFile,
+    Whitened,
 };
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
@@ -60,7 +60,7 @@ fn gmm_save(
     ) -> PyResult<()> {
         let g = DiagGmm::<F>::new(w.to_owned_as(), m.to_owned_as(), v.to_owned_as())
             .map_err(value_error)?;
-        py.detach(|| write_gmm(path, &g, meta)).map_err(io_error)
+        py.detach(|| g.write(path, meta)).map_err(io_error)
     }
     let p = (&weights, &means, &variances);
     if means.is_f32() {
@@ -81,7 +81,8 @@ fn model_of_kind(
     path: &std::path::Path,
     want: &str,
 ) -> PyResult<(Model, Option<MfaWhitening>, BTreeMap<String, String>)> {
-    let (model, whitening, meta) = read_model_with_whitening(path).map_err(io_error)?;
+    let (Whitened { model, whitening }, meta) =
+        Whitened::<Model>::read_with_metadata(path).map_err(io_error)?;
     let got = match &model {
         Model::Gmm(_) => "gmm",
         Model::Mfa(_) => "mfa",
@@ -152,7 +153,7 @@ fn mfa_save(
         py: Python<'_>,
         path: &PathBuf,
         (w, m, l, p): (&Vec1<'_>, &Mat<'_>, &Arr3<'_>, &Mat<'_>),
-        whitening: Option<&MfaWhitening>,
+        whitening: Option<MfaWhitening>,
         meta: &BTreeMap<String, String>,
     ) -> PyResult<()> {
         let arrays = MfaArrays::<F> {
@@ -162,14 +163,20 @@ fn mfa_save(
             psi: p.to_owned_as(),
         };
         arrays.validate().map_err(value_error)?;
-        py.detach(|| write_mfa_with_whitening(path, &arrays, whitening, meta))
-            .map_err(io_error)
+        py.detach(|| {
+            Whitened {
+                model: arrays,
+                whitening,
+            }
+            .write(path, meta)
+        })
+        .map_err(io_error)
     }
     let p = (&weights, &means, &loadings, &psi);
     if means.is_f32() {
-        run::<f32>(py, &path, p, whitening.as_ref(), &metadata)
+        run::<f32>(py, &path, p, whitening, &metadata)
     } else {
-        run::<f64>(py, &path, p, whitening.as_ref(), &metadata)
+        run::<f64>(py, &path, p, whitening, &metadata)
     }
 }
 

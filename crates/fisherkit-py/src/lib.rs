@@ -22,6 +22,8 @@ mod io;
 mod kmeans;
 mod linear;
 mod mfa;
+mod mixture;
+mod mixture_kinds;
 mod pipeline;
 mod run;
 mod scene;

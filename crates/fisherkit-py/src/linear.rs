@@ -5,10 +5,7 @@
 use crate::{dispatch, value_error, Mat, PyFloat, Vec1};
 use fisherkit::pca::{Pca, PcaParams};
 use fisherkit::svm::{LinearSvc, LinearSvcParams, SvmLoss};
-use fisherkit_io::{
-    read_linear_svm_with_metadata, read_pca_with_metadata, write_linear_svm, write_pca,
-    ClassLabels, IoError, LabelledSvm, LinearSvmModel, PcaModel,
-};
+use fisherkit_io::{ClassLabels, IoError, LabelledSvm, LinearSvmModel, ModelFile, PcaModel};
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
@@ -210,7 +207,7 @@ fn pca_save(
         )
         .and_then(|p| p.with_total_variance(total))
         .map_err(value_error)?;
-        py.detach(|| write_pca(path, &p, meta)).map_err(io_error)
+        py.detach(|| p.write(path, meta)).map_err(io_error)
     }
     let parts = (&mean, &components, &explained_variance);
     let rest = (whiten, total_variance, &metadata);
@@ -236,7 +233,7 @@ type PcaFile<'py> = (
 #[pyfunction]
 fn pca_load(py: Python<'_>, path: PathBuf) -> PyResult<PcaFile<'_>> {
     let (model, meta) = py
-        .detach(|| read_pca_with_metadata(&path))
+        .detach(|| PcaModel::read_with_metadata(&path))
         .map_err(io_error)?;
     fn out<'py, F: PyFloat>(
         py: Python<'py>,
@@ -295,8 +292,7 @@ fn linear_svc_save(
         let svm = LinearSvc::<F>::from_parts(coef.to_owned_as(), intercept.to_owned_as())
             .map_err(value_error)?;
         let m = LabelledSvm { svm, classes, c };
-        py.detach(|| write_linear_svm(path, &m, meta))
-            .map_err(io_error)
+        py.detach(|| m.write(path, meta)).map_err(io_error)
     }
     if coef.is_f32() {
         run::<f32>(py, &path, (&coef, &intercept), classes, c, &metadata)
@@ -319,7 +315,7 @@ type SvcFile<'py> = (
 #[pyfunction]
 fn linear_svc_load(py: Python<'_>, path: PathBuf) -> PyResult<SvcFile<'_>> {
     let (model, meta) = py
-        .detach(|| read_linear_svm_with_metadata(&path))
+        .detach(|| LinearSvmModel::read_with_metadata(&path))
         .map_err(io_error)?;
     fn out<'py, F: PyFloat>(
         py: Python<'py>,

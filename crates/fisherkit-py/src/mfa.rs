@@ -1,8 +1,8 @@
 //! Mixture of factor analysers: EM fit, posteriors, log-likelihoods,
 //! mergeable statistics (`MfaStatistics`), the M-step, and the MFA Fisher score.
 
-use crate::interrupt::interruptible;
-use crate::stats::{em_tol, returned_statistics, statistics_class, DriveError, Stop};
+use crate::mixture::{self, Mixture, ModelArgs};
+use crate::stats::{em_tol, statistics_class, Stop};
 use crate::{dispatch, value_error, with_views, Mat, PyFloat, Vec1};
 use fisherkit::encode::{parse_mfa_parts, MfaFisherScore, MfaFisherScoreParams};
 use fisherkit::mfa::{Mfa, MfaParams, MfaStats, PsiMode};
@@ -33,31 +33,10 @@ impl Arr3<'_> {
 
 /// `(weights (K), means (K, D), loadings (K, D, R), psi (1, D) or (K, D))`.
 type MfaArgs<'py> = (Vec1<'py>, Mat<'py>, Arr3<'py>, Mat<'py>);
-type MfaOut<'py> = (
-    Bound<'py, PyAny>,
-    Bound<'py, PyAny>,
-    Bound<'py, PyAny>,
-    Bound<'py, PyAny>,
-);
+type MfaOut<'py> = <Mfa<f64> as Mixture<f64>>::Out<'py>;
 
 fn model<F: PyFloat>(p: &MfaArgs<'_>) -> PyResult<Mfa<F>> {
-    Mfa::new(
-        p.0.to_owned_as(),
-        p.1.to_owned_as(),
-        p.2.to_owned_as(),
-        p.3.to_owned_as(),
-    )
-    .map_err(value_error)
-}
-
-fn params_to_py<F: PyFloat>(py: Python<'_>, m: Mfa<F>) -> MfaOut<'_> {
-    let (w, mu, l, psi) = m.into_parts();
-    (
-        w.into_pyarray(py).into_any(),
-        mu.into_pyarray(py).into_any(),
-        l.into_pyarray(py).into_any(),
-        psi.into_pyarray(py).into_any(),
-    )
+    p.model()
 }
 
 fn psi_mode_name(mode: PsiMode) -> &'static str {
@@ -68,16 +47,14 @@ fn psi_mode_name(mode: PsiMode) -> &'static str {
 }
 
 fn psi_mode(s: &str) -> PyResult<PsiMode> {
-    match s {
-        "shared" => Ok(PsiMode::Shared),
-        "per_component" => Ok(PsiMode::PerComponent),
-        other => Err(PyValueError::new_err(format!(
-            "psi_mode must be \"shared\" or \"per_component\", got {other:?}"
-        ))),
-    }
+    let options = [
+        ("shared", PsiMode::Shared),
+        ("per_component", PsiMode::PerComponent),
+    ];
+    mixture::choice("psi_mode", s, options)
 }
 
-type FitOut<'py> = (MfaOut<'py>, Vec<f64>, usize, bool);
+type FitOut<'py> = mixture::FitOut<'py, f64, Mfa<f64>>;
 
 /// EM (k-means + PPCA initialisation) on the rows of `x` (N, D) in x's dtype.
 /// Returns `((weights, means, loadings, psi), log_likelihood_history, n_iter, converged)`.
@@ -110,17 +87,9 @@ fn mfa_fit<'py>(
         x: ArrayView2<'_, F>,
     ) -> PyResult<FitOut<'py>> {
         let params = params.check().map_err(value_error)?;
-        // EM in a worker thread; Ctrl-C stops it after the current iteration
-        let fit = interruptible(py, |cancel| {
+        mixture::fit_interruptibly(py, |cancel| {
             params.fit_with_callback(x, &mut |_, _| Ok::<_, Stop>(cancel.checked()?))
-        })?
-        .map_err(Stop::into_py)?;
-        Ok((
-            params_to_py(py, fit.model),
-            fit.log_likelihood,
-            fit.n_iter,
-            fit.converged,
-        ))
+        })
     }
     dispatch!(x, run(py, &params))
 }
@@ -132,16 +101,7 @@ fn mfa_score_samples<'py>(
     params: MfaArgs<'py>,
     x: Mat<'py>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        p: &MfaArgs<'py>,
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let m = model::<F>(p)?;
-        let ll = py.detach(|| m.score_samples(x)).map_err(value_error)?;
-        Ok(ll.into_pyarray(py))
-    }
-    dispatch!(x, run(py, &params))
+    mixture::score_samples(py, &params, &x)
 }
 
 /// Posteriors (N, K) of the rows of `x` (N, D), in x's dtype.
@@ -151,16 +111,7 @@ fn mfa_predict_proba<'py>(
     params: MfaArgs<'py>,
     x: Mat<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        p: &MfaArgs<'py>,
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let m = model::<F>(p)?;
-        let q = py.detach(|| m.predict_proba(x)).map_err(value_error)?;
-        Ok(q.into_pyarray(py).into_any())
-    }
-    dispatch!(x, run(py, &params))
+    mixture::predict_proba(py, &params, &x)
 }
 
 /// E-step sums of the rows of `x` (N, D) under the model (`MfaStatistics`).
@@ -170,18 +121,7 @@ fn mfa_sufficient_statistics<'py>(
     params: MfaArgs<'py>,
     x: Mat<'py>,
 ) -> PyResult<MfaStatistics> {
-    fn run<'py, F: PyFloat>(
-        py: Python<'py>,
-        p: &MfaArgs<'py>,
-        x: ArrayView2<'_, F>,
-    ) -> PyResult<MfaStatistics> {
-        let m = model::<F>(p)?;
-        let st = py
-            .detach(|| m.sufficient_statistics(x))
-            .map_err(value_error)?;
-        Ok(MfaStatistics { inner: st })
-    }
-    dispatch!(x, run(py, &params))
+    mixture::sufficient_statistics(py, &params, &x)
 }
 
 /// The M-step of the model `params` (in its means' dtype) from statistics it
@@ -204,7 +144,7 @@ fn mfa_update_from_statistics<'py>(
         let (new, reseeded) = py
             .detach(|| m.update_from_statistics_reseeded(st, psi_floor))
             .map_err(value_error)?;
-        Ok((params_to_py(py, new), reseeded))
+        Ok((new.to_py(py), reseeded))
     }
     if params.1.is_f32() {
         run::<f32>(py, &params, &stats.inner, psi_floor)
@@ -244,19 +184,9 @@ fn mfa_fit_from_statistics<'py>(
             .max_iter(max_iter)
             .tol(tol)
             .psi_floor(psi_floor);
-        let mut stats_of = |m: &Mfa<F>| -> Result<MfaStats, DriveError> {
-            let out = statistics_of.call1(params_to_py(py, m.clone()))?;
-            returned_statistics(&out, "MfaStatistics", |s: &MfaStatistics| s.inner.clone())
-        };
-        let fit = params
-            .fit_from_statistics(start, &mut stats_of, &mut |_, _| Ok(()))
-            .map_err(|e: DriveError| e.0)?;
-        Ok((
-            params_to_py(py, fit.model),
-            fit.log_likelihood,
-            fit.n_iter,
-            fit.converged,
-        ))
+        mixture::fit_driven(py, statistics_of, |stats_of| {
+            params.fit_from_statistics(start, stats_of, &mut |_, _| Ok(()))
+        })
     }
     let hp = (max_iter, tol, psi_floor);
     if params.1.is_f32() {

@@ -292,8 +292,6 @@ pub(crate) trait StreamedEm<F: Float> {
     type Error: From<DataError>;
 
     fn schedule(&self) -> EmSchedule;
-    /// The checks that do not need the data.
-    fn check_hyper(&self) -> Result<(), Self::Error>;
     /// An invalid hyper-parameter `name`, for `reason`.
     fn hyper_error(name: &'static str, reason: String) -> Self::Error;
     /// Checks a given model (a saved one to resume, `name` = "resume", or
@@ -352,7 +350,6 @@ where
 {
     let sched = p.schedule();
     let k = sched.n_components;
-    p.check_hyper()?;
     if let Some(state) = resume {
         if sched.n_init != 1 {
             return Err(P::hyper_error("n_init", "resuming a fit needs n_init = 1".into()).into());
@@ -395,7 +392,6 @@ where
     P: StreamedEm<F>,
     E: From<P::Error>,
 {
-    p.check_hyper()?;
     check_matrix(x, None, "training data").map_err(P::Error::from)?;
     p.check_sample(x.nrows(), x)?;
     // checked once above: the passes need not check the same rows again
@@ -531,7 +527,6 @@ where
     P: StreamedEm<F>,
     E: From<P::Error>,
 {
-    p.check_hyper()?;
     p.check_model(&start, "start")?;
     let state = EmState {
         model: start,
@@ -556,6 +551,79 @@ fn check_chunk<F: Float>(x: ArrayView2<'_, F>, dim: &mut Option<usize>) -> Resul
     *dim = Some(x.ncols());
     Ok(())
 }
+
+/// The public entry points of a streamed EM, for a parameter type
+/// (`GmmParams`, `MfaParams`) and its checked form (`ValidGmmParams`,
+/// `ValidMfaParams`): `fit_streaming` and `fit_from_statistics` on both, the
+/// unchecked ones checking first (`check()`), the checked ones running
+/// [`fit_streaming`] / [`fit_from_statistics`] of this module. Each method
+/// takes its documentation from the invocation; `stats_of` lifts the
+/// statistics a caller computes to the driver's (the identity for the GMM,
+/// `Some` for the MFA).
+macro_rules! streamed_em_api {
+    (
+        impl[$($ig:tt)*] $params:ty => $valid:ty, fn[$($mg:tt)*] {
+            model: $model:ty, stats: $stats:ty, report: $report:ty, fit: $fit:ident<$fF:ty>,
+            stats_of: $lift:expr,
+        }
+        $(#[$sdoc:meta])* fn fit_streaming;
+        $(#[$fdoc:meta])* fn fit_from_statistics;
+        $(#[$vsdoc:meta])* valid fn fit_streaming;
+        $(#[$vfdoc:meta])* valid fn fit_from_statistics;
+    ) => {
+        impl<$($ig)*> $params {
+            $(#[$sdoc])*
+            pub fn fit_streaming<$($mg)*>(
+                &self,
+                pass: &mut $crate::stream::DataPass<'_, F, E>,
+                init_sample: usize,
+                resume: Option<$crate::stream::EmState<$model>>,
+                on_iter: &mut $crate::stream::OnIteration<'_, $report, $model, E>,
+            ) -> Result<$fit<$fF>, E> {
+                self.check()?
+                    .fit_streaming(pass, init_sample, resume, on_iter)
+            }
+
+            $(#[$fdoc])*
+            pub fn fit_from_statistics<$($mg)*>(
+                &self,
+                start: $model,
+                statistics_of: &mut $crate::stream::StatisticsOf<'_, $model, $stats, E>,
+                on_iter: &mut $crate::stream::OnIteration<'_, $report, $model, E>,
+            ) -> Result<$fit<$fF>, E> {
+                self.check()?
+                    .fit_from_statistics(start, statistics_of, on_iter)
+            }
+        }
+
+        impl<$($ig)*> $valid {
+            $(#[$vsdoc])*
+            pub fn fit_streaming<$($mg)*>(
+                &self,
+                pass: &mut $crate::stream::DataPass<'_, F, E>,
+                init_sample: usize,
+                resume: Option<$crate::stream::EmState<$model>>,
+                on_iter: &mut $crate::stream::OnIteration<'_, $report, $model, E>,
+            ) -> Result<$fit<$fF>, E> {
+                $crate::stream::fit_streaming(self, pass, init_sample, resume, on_iter)
+                    .map($fit::from)
+            }
+
+            $(#[$vfdoc])*
+            pub fn fit_from_statistics<$($mg)*>(
+                &self,
+                start: $model,
+                statistics_of: &mut $crate::stream::StatisticsOf<'_, $model, $stats, E>,
+                on_iter: &mut $crate::stream::OnIteration<'_, $report, $model, E>,
+            ) -> Result<$fit<$fF>, E> {
+                let mut given = |m: &$model| statistics_of(m).map($lift);
+                $crate::stream::fit_from_statistics(self, start, &mut given, on_iter)
+                    .map($fit::from)
+            }
+        }
+    };
+}
+pub(crate) use streamed_em_api;
 
 #[cfg(test)]
 mod tests {

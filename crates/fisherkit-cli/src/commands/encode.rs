@@ -11,8 +11,8 @@ use fisherkit::encode::{
 };
 use fisherkit::{EncodeError, Encoder, Normalization};
 use fisherkit_io::{
-    file_kind, mfa_parts_string, read_bags, read_model_with_whitening, read_npy, write_npy, Bags,
-    Element, FileKind, GmmModel, Matrix, MfaWhitening, Model, NamedBags,
+    file_kind, mfa_parts_string, read_bags, read_npy, write_npy, Bags, Element, FileKind, GmmModel,
+    Matrix, MfaWhitening, Model, ModelFile, NamedBags, Whitened,
 };
 use ndarray::{s, Array2, ArrayView2};
 use std::path::Path;
@@ -106,7 +106,7 @@ fn load_model(path: &Path, encoder: EncoderArg) -> Result<Loaded, CliError> {
         }
         return Ok(Loaded::Centroids(c));
     }
-    let (model, whitening, _) = read_model_with_whitening(path)?;
+    let (Whitened { model, whitening }, _) = Whitened::<Model>::read_with_metadata(path)?;
     Ok(Loaded::Model(Box::new(model), whitening))
 }
 

@@ -4,6 +4,7 @@ pub mod encode;
 pub mod gmm;
 pub mod kmeans;
 pub mod mfa;
+pub mod mixture;
 pub mod pipeline;
 pub mod predict;
 pub mod streaming;

@@ -12,10 +12,10 @@
 use crate::args::StreamArgs;
 use crate::error::CliError;
 use crate::progress::{EmBar, Ui};
-use fisherkit::gmm::GmmError;
-use fisherkit::mfa::MfaError;
+use fisherkit::gmm::{EmIteration, GmmError};
+use fisherkit::mfa::{MfaError, MfaIteration};
 use fisherkit::stream::{ChunkVisitor, DataPass, EmState, OnIteration};
-use fisherkit_io::{Element, IoError, NpySource};
+use fisherkit_io::{Element, IoError, Metadata, ModelFile, NpySource};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -371,13 +371,59 @@ pub struct FitRun<'a> {
     pub n_init: usize,
 }
 
+/// The arguments of the library's streamed fit: the pass over the data,
+/// `init_sample`, the state to resume from and the per-iteration callback.
+pub type FitArgs<'p, 'o, F, K> = (
+    &'p mut DataPass<'p, F, FitFail<<K as StreamedKind<F>>::Error>>,
+    usize,
+    Option<EmState<<K as StreamedKind<F>>::Model>>,
+    &'o mut OnIteration<
+        'o,
+        <K as StreamedKind<F>>::Report,
+        <K as StreamedKind<F>>::Model,
+        FitFail<<K as StreamedKind<F>>::Error>,
+    >,
+);
+
+/// The outcome of the library's streamed fit: the final EM state.
+pub type FitResult<F, K> =
+    Result<EmState<<K as StreamedKind<F>>::Model>, FitFail<<K as StreamedKind<F>>::Error>>;
+
+/// The EM state of a finished fit.
+pub fn state<M>(model: M, log_likelihood: Vec<f64>, converged: bool) -> EmState<M> {
+    EmState {
+        model,
+        log_likelihood,
+        converged,
+    }
+}
+
+/// What the progress bar shows of an iteration: restart, iteration, mean
+/// log-likelihood and change (of the `--tol` rule).
+pub trait Progress {
+    fn progress(&self) -> (usize, usize, f64, f64);
+}
+
+impl Progress for EmIteration {
+    fn progress(&self) -> (usize, usize, f64, f64) {
+        (self.restart, self.iter, self.log_likelihood, self.change)
+    }
+}
+
+impl Progress for MfaIteration {
+    fn progress(&self) -> (usize, usize, f64, f64) {
+        (self.restart, self.iter, self.log_likelihood, self.change)
+    }
+}
+
 /// A model kind fitted out of core by a `fit` command: how its checkpoints
-/// are read back bit for bit and written, and how the library fits it.
+/// are read back bit for bit, and how the library fits it. Checkpoints and
+/// the output are written by the model's [`ModelFile::write`].
 pub trait StreamedKind<F: Element> {
     /// The fitted model.
-    type Model;
+    type Model: ModelFile;
     /// The library's per-iteration report.
-    type Report;
+    type Report: Progress;
     /// The library's error.
     type Error;
     /// The arrays of a checkpoint, as read.
@@ -385,28 +431,15 @@ pub trait StreamedKind<F: Element> {
     /// Prefix of the progress bar.
     const BAR: &'static str;
 
-    fn read_exact(path: &Path) -> Result<(Self::Saved, BTreeMap<String, String>), IoError>;
-    /// The state to resume from: the saved arrays and EM history.
+    fn read_exact(path: &Path) -> Result<(Self::Saved, Metadata), IoError>;
+    /// The state to resume from: the saved arrays and the EM history and
+    /// convergence flag.
     fn resume(
         saved: Self::Saved,
-        history: Vec<f64>,
-        converged: bool,
+        history: (Vec<f64>, bool),
     ) -> Result<EmState<Self::Model>, Self::Error>;
-    fn write(
-        path: &Path,
-        model: &Self::Model,
-        meta: &BTreeMap<String, String>,
-    ) -> Result<(), IoError>;
-    /// Restart, iteration, mean log-likelihood and change (of the `--tol` rule) of a report.
-    fn progress(it: &Self::Report) -> (usize, usize, f64, f64);
     /// The library's streamed fit.
-    fn fit(
-        &self,
-        pass: &mut DataPass<'_, F, FitFail<Self::Error>>,
-        init_sample: usize,
-        resume: Option<EmState<Self::Model>>,
-        on_iter: &mut OnIteration<'_, Self::Report, Self::Model, FitFail<Self::Error>>,
-    ) -> Result<EmState<Self::Model>, FitFail<Self::Error>>;
+    fn fit(&self, args: FitArgs<'_, '_, F, Self>) -> FitResult<F, Self>;
 }
 
 /// Runs the streamed fit of `kind`: resumes from `<output>.ckpt` with
@@ -433,7 +466,7 @@ where
         || {
             let (saved, meta) = K::read_exact(&ckpt)?;
             let (history, converged) = checkpoint_state(&ckpt, &meta, settings)?;
-            K::resume(saved, history, converged)
+            K::resume(saved, (history, converged))
                 .map_err(|e| CliError::other(format!("{}: {e}", ckpt.display())))
         },
         |s| s.n_iter(),
@@ -454,13 +487,13 @@ where
             })
         };
         let mut on_iter = |it: &K::Report, st: &EmState<K::Model>| {
-            let (restart, iter, ll, change) = K::progress(it);
+            let (restart, iter, ll, change) = it.progress();
             bar.update(restart, iter, ll, change);
             completed.set(st.n_iter());
             if let Some(every) = sa.checkpoint {
                 if st.n_iter() % every == 0 {
                     let meta = checkpoint_metadata(settings, &st.log_likelihood, st.converged);
-                    K::write(&ckpt, &st.model, &meta)?;
+                    st.model.write(&ckpt, &meta)?;
                     saved.set(Some(st.n_iter()));
                 }
             }
@@ -469,7 +502,7 @@ where
                 None => Ok(()),
             }
         };
-        kind.fit(&mut pass, sa.init_sample, resume, &mut on_iter)
+        kind.fit((&mut pass, sa.init_sample, resume, &mut on_iter))
     };
     bar.finish();
     match result {
@@ -514,7 +547,7 @@ pub fn save_fit<F: Element, K: StreamedKind<F>>(
     put("training_rows", n.to_string());
     put("chunk_rows", sa.chunk_rows.to_string());
     put("init_sample", sa.init_sample.to_string());
-    K::write(run.output, &fit.model, &extra)?;
+    fit.model.write(run.output, &extra)?;
     remove_checkpoint(&checkpoint_path(run.output))?;
     run.ui.info(format!(
         "{what} fitted on {n} rows: {} EM iterations, {}, mean log-likelihood {final_ll:.6} → {}",

@@ -8,16 +8,14 @@ use crate::progress::Ui;
 use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams, MfaPart};
 use fisherkit::Normalization;
 use fisherkit_io::{
-    read_bags, read_model_with_whitening, write_mfa_with_whitening, Bags, Element, MfaArrays,
-    MfaModel, MfaWhitening, Model, NamedBags,
+    read_bags, Bags, Element, MfaModel, MfaWhitening, Model, ModelFile, NamedBags, Whitened,
 };
 use std::collections::BTreeMap;
-use std::path::Path;
 
 pub fn run(a: &MfaWhitenArgs, ui: &Ui) -> Result<(), CliError> {
     let parts = mfa_parts_arg(a.parts.as_deref())?;
     check_output(&a.output)?;
-    let (model, _, meta) = read_model_with_whitening(&a.model)?;
+    let (Whitened { model, .. }, meta) = Whitened::<Model>::read_with_metadata(&a.model)?;
     let Model::Mfa(model) = model else {
         return Err(CliError::other(format!(
             "{}: is a GMM model (kind \"gmm\"); `mfa whiten` needs an MFA model (kind \"mfa\")",
@@ -25,15 +23,15 @@ pub fn run(a: &MfaWhitenArgs, ui: &Ui) -> Result<(), CliError> {
         )));
     };
     match read_bags(&a.input)? {
-        Bags::F32(b) => whiten_typed(a, &parts, &model, meta, b, ui),
-        Bags::F64(b) => whiten_typed(a, &parts, &model, meta, b, ui),
+        Bags::F32(b) => whiten_typed(a, &parts, model, meta, b, ui),
+        Bags::F64(b) => whiten_typed(a, &parts, model, meta, b, ui),
     }
 }
 
 fn whiten_typed<F: Element>(
     a: &MfaWhitenArgs,
     parts: &[MfaPart],
-    model: &MfaModel,
+    model: MfaModel,
     meta: BTreeMap<String, String>,
     bags: NamedBags<F>,
     ui: &Ui,
@@ -79,26 +77,19 @@ fn whiten_typed<F: Element>(
     let mut extra = meta;
     extra.insert("whitening_bags".into(), bags.len().to_string());
     extra.insert("whitening_dtype".into(), F::DTYPE.to_string());
-    match model {
-        MfaModel::F32(m) => write(&a.output, m, &w, &extra)?,
-        MfaModel::F64(m) => write(&a.output, m, &w, &extra)?,
+    let parts_name = w.parts_string();
+    Whitened {
+        model,
+        whitening: Some(w),
     }
+    .write(&a.output, &extra)?;
     ui.info(format!(
         "whitening for parts {} ({} values) estimated on {} bags ({}) → {}",
-        w.parts_string(),
+        parts_name,
         fim.len(),
         bags.len(),
         F::DTYPE,
         a.output.display()
     ));
     Ok(())
-}
-
-fn write<G: Element>(
-    path: &Path,
-    m: &MfaArrays<G>,
-    w: &MfaWhitening,
-    extra: &BTreeMap<String, String>,
-) -> Result<(), CliError> {
-    Ok(write_mfa_with_whitening(path, m, Some(w), extra)?)
 }

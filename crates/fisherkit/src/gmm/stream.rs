@@ -7,8 +7,8 @@ use super::stats::{m_step, GmmStats};
 use super::GmmError;
 use crate::float::Float;
 use crate::stream::{
-    em_stopping_rule, fit_from_statistics, fit_streaming, no_rows, DataPass, EmSchedule, EmState,
-    EmStep, OnIteration, StatisticsOf, StreamedEm,
+    em_stopping_rule, no_rows, streamed_em_api, EmSchedule, EmState, EmStep, OnIteration,
+    StreamedEm,
 };
 use ndarray::{Array1, Array2, ArrayView2};
 
@@ -49,7 +49,11 @@ impl<F: Float> EmState<DiagGmm<F>> {
     }
 }
 
-impl<F: Float> GmmParams<F> {
+streamed_em_api! {
+    impl[F: Float] GmmParams<F> => ValidGmmParams<F>, fn[E: From<GmmError>] {
+        model: DiagGmm<F>, stats: GmmStats, report: EmIteration, fit: GmmFit<F>,
+        stats_of: |s| s,
+    }
     /// EM over data too large for memory, streamed by `pass` (see
     /// [`crate::stream`]: every call feeds the visitor all rows, in chunks
     /// (n_c, D), in the same order).
@@ -101,16 +105,7 @@ impl<F: Float> GmmParams<F> {
     /// let one = p.fit_streaming::<GmmError>(&mut |v| v(x.view()), 120, None, &mut |_, _| Ok(())).unwrap();
     /// assert_eq!(one, in_memory);
     /// ```
-    pub fn fit_streaming<E: From<GmmError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        init_sample: usize,
-        resume: Option<GmmEmState<F>>,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
-    ) -> Result<GmmFit<F>, E> {
-        self.check()?
-            .fit_streaming(pass, init_sample, resume, on_iter)
-    }
+    fn fit_streaming;
 
     /// EM whose E-step runs elsewhere — a cluster's map-reduce over shards,
     /// a database — from the model `start` (K components as these
@@ -148,15 +143,18 @@ impl<F: Float> GmmParams<F> {
     ///     assert!((a - b).abs() < 1e-12);
     /// }
     /// ```
-    pub fn fit_from_statistics<E: From<GmmError>>(
-        &self,
-        start: DiagGmm<F>,
-        statistics_of: &mut StatisticsOf<'_, DiagGmm<F>, GmmStats, E>,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
-    ) -> Result<GmmFit<F>, E> {
-        self.check()?
-            .fit_from_statistics(start, statistics_of, on_iter)
-    }
+    fn fit_from_statistics;
+
+    /// EM over data streamed by `pass`; see [`GmmParams::fit_streaming`].
+    /// Errors: those of the data, the passes, `init_sample` < K and
+    /// `resume` (a saved model of another K, or `n_init` > 1).
+    valid fn fit_streaming;
+
+    /// EM with the E-step's statistics computed elsewhere; see
+    /// [`GmmParams::fit_from_statistics`]. Errors: a starting model of
+    /// another K, statistics of another K or D, and those of `statistics_of`
+    /// and `on_iter`.
+    valid fn fit_from_statistics;
 }
 
 impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
@@ -176,11 +174,6 @@ impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
             max_iter: self.max_iter,
             seed: self.seed,
         }
-    }
-
-    /// Nothing left to check: [`GmmParams::check`] made `self`.
-    fn check_hyper(&self) -> Result<(), GmmError> {
-        Ok(())
     }
 
     fn hyper_error(name: &'static str, reason: String) -> GmmError {
@@ -277,34 +270,6 @@ impl<F: Float> StreamedEm<F> for ValidGmmParams<F> {
                 reseeded: m.reseeded,
             },
         })
-    }
-}
-
-impl<F: Float> ValidGmmParams<F> {
-    /// EM over data streamed by `pass`; see [`GmmParams::fit_streaming`].
-    /// Errors: those of the data, the passes, `init_sample` < K and
-    /// `resume` (a saved model of another K, or `n_init` > 1).
-    pub fn fit_streaming<E: From<GmmError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        init_sample: usize,
-        resume: Option<GmmEmState<F>>,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
-    ) -> Result<GmmFit<F>, E> {
-        fit_streaming(self, pass, init_sample, resume, on_iter).map(GmmFit::from)
-    }
-
-    /// EM with the E-step's statistics computed elsewhere; see
-    /// [`GmmParams::fit_from_statistics`]. Errors: a starting model of
-    /// another K, statistics of another K or D, and those of `statistics_of`
-    /// and `on_iter`.
-    pub fn fit_from_statistics<E: From<GmmError>>(
-        &self,
-        start: DiagGmm<F>,
-        statistics_of: &mut StatisticsOf<'_, DiagGmm<F>, GmmStats, E>,
-        on_iter: &mut OnGmmIteration<'_, F, E>,
-    ) -> Result<GmmFit<F>, E> {
-        fit_from_statistics(self, start, statistics_of, on_iter).map(GmmFit::from)
     }
 }
 

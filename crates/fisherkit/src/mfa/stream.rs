@@ -7,8 +7,8 @@ use super::stats::MfaStats;
 use super::MfaError;
 use crate::float::Float;
 use crate::stream::{
-    em_stopping_rule, fit_from_statistics, fit_streaming, no_rows, DataPass, EmSchedule, EmState,
-    EmStep, OnIteration, StatisticsOf, StreamedEm,
+    em_stopping_rule, no_rows, streamed_em_api, EmSchedule, EmState, EmStep, OnIteration,
+    StreamedEm,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
@@ -54,7 +54,11 @@ impl<F: Float> EmState<Mfa<F>> {
     }
 }
 
-impl MfaParams {
+streamed_em_api! {
+    impl[] MfaParams => ValidMfaParams, fn[F: Float, E: From<MfaError>] {
+        model: Mfa<F>, stats: MfaStats, report: MfaIteration, fit: MfaFit<F>,
+        stats_of: Some,
+    }
     /// EM over data too large for memory, streamed by `pass` (see
     /// [`crate::stream`]), as [`crate::gmm::GmmParams::fit_streaming`]: one
     /// pass to count and check the rows and draw a seeded uniform sample of at
@@ -96,16 +100,7 @@ impl MfaParams {
     /// assert_eq!(one.model, in_memory.model);
     /// assert_eq!(one.log_likelihood, in_memory.log_likelihood);
     /// ```
-    pub fn fit_streaming<F: Float, E: From<MfaError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        init_sample: usize,
-        resume: Option<MfaEmState<F>>,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
-    ) -> Result<MfaFit<F>, E> {
-        self.check()?
-            .fit_streaming(pass, init_sample, resume, on_iter)
-    }
+    fn fit_streaming;
 
     /// EM whose E-step runs elsewhere (a cluster's map-reduce over shards),
     /// as [`crate::gmm::GmmParams::fit_from_statistics`]: from the model
@@ -139,15 +134,18 @@ impl MfaParams {
     /// // EM never lowers the likelihood
     /// assert!(fit.log_likelihood.windows(2).all(|w| w[1] >= w[0] - 1e-9));
     /// ```
-    pub fn fit_from_statistics<F: Float, E: From<MfaError>>(
-        &self,
-        start: Mfa<F>,
-        statistics_of: &mut StatisticsOf<'_, Mfa<F>, MfaStats, E>,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
-    ) -> Result<MfaFit<F>, E> {
-        self.check()?
-            .fit_from_statistics(start, statistics_of, on_iter)
-    }
+    fn fit_from_statistics;
+
+    /// EM over data streamed by `pass`; see [`MfaParams::fit_streaming`].
+    /// Errors: those of the data, the passes, `init_sample` < K and
+    /// `resume` (a saved model of another K, R or Ψ mode, or `n_init` > 1).
+    valid fn fit_streaming;
+
+    /// EM with the E-step's statistics computed elsewhere; see
+    /// [`MfaParams::fit_from_statistics`]. Errors: a starting model of
+    /// another K, R or Ψ mode, statistics of another model, and those of
+    /// `statistics_of` and `on_iter`.
+    valid fn fit_from_statistics;
 }
 
 impl<F: Float> StreamedEm<F> for ValidMfaParams {
@@ -164,11 +162,6 @@ impl<F: Float> StreamedEm<F> for ValidMfaParams {
             max_iter: self.max_iter,
             seed: self.seed,
         }
-    }
-
-    /// Nothing left to check: [`MfaParams::check`] made `self`.
-    fn check_hyper(&self) -> Result<(), MfaError> {
-        Ok(())
     }
 
     fn hyper_error(name: &'static str, reason: String) -> MfaError {
@@ -265,35 +258,6 @@ impl<F: Float> StreamedEm<F> for ValidMfaParams {
                 change,
             },
         })
-    }
-}
-
-impl ValidMfaParams {
-    /// EM over data streamed by `pass`; see [`MfaParams::fit_streaming`].
-    /// Errors: those of the data, the passes, `init_sample` < K and
-    /// `resume` (a saved model of another K, R or Ψ mode, or `n_init` > 1).
-    pub fn fit_streaming<F: Float, E: From<MfaError>>(
-        &self,
-        pass: &mut DataPass<'_, F, E>,
-        init_sample: usize,
-        resume: Option<MfaEmState<F>>,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
-    ) -> Result<MfaFit<F>, E> {
-        fit_streaming(self, pass, init_sample, resume, on_iter).map(MfaFit::from)
-    }
-
-    /// EM with the E-step's statistics computed elsewhere; see
-    /// [`MfaParams::fit_from_statistics`]. Errors: a starting model of
-    /// another K, R or Ψ mode, statistics of another model, and those of
-    /// `statistics_of` and `on_iter`.
-    pub fn fit_from_statistics<F: Float, E: From<MfaError>>(
-        &self,
-        start: Mfa<F>,
-        statistics_of: &mut StatisticsOf<'_, Mfa<F>, MfaStats, E>,
-        on_iter: &mut OnMfaIteration<'_, F, E>,
-    ) -> Result<MfaFit<F>, E> {
-        let mut some = |m: &Mfa<F>| statistics_of(m).map(Some);
-        fit_from_statistics(self, start, &mut some, on_iter).map(MfaFit::from)
     }
 }
 
