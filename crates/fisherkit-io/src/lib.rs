@@ -37,7 +37,6 @@ pub mod npy;
 pub mod npz;
 pub mod sample_part;
 mod space;
-mod wrappers;
 
 pub use chunked::{NpyInfo, NpySource};
 pub use classifier::{
@@ -60,8 +59,6 @@ pub use model::{
     MfaWhitening, Model, ModelFile, Whitened, FORMAT_VERSION, MODEL_KINDS, WHITENING_PARTS_KEY,
     WHITENING_TENSOR,
 };
-// Thin wrappers over `ModelFile` kept for crates/fisherkit-pipeline/src/job.rs,
-// which another change is rewriting (see `wrappers`).
 pub use npy::{
     read_npy, read_npy_as, read_npy_bytes, write_matrix, write_npy, Dtype, Element, Matrix,
     NpyBlockWriter,
@@ -70,4 +67,3 @@ pub use npz::{
     file_kind, read_bags, read_npz, read_npz_bytes, write_npz, Bags, FileKind, NamedBags,
 };
 pub use sample_part::{read_sample_part, write_sample_part, SamplePartFile, SampleScale};
-pub use wrappers::{read_model_with_metadata, read_pca, write_gmm, write_mfa_model, write_pca};

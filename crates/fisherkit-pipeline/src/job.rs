@@ -136,14 +136,18 @@ fn fit_settings(cfg: &RunConfig) -> FitSettings {
 }
 
 fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
-    fisherkit_io::read_pca(p).ok()?.to_dtype::<f32>().ok()
+    <fisherkit_io::PcaModel as fisherkit_io::ModelFile>::read(p)
+        .ok()?
+        .to_dtype::<f32>()
+        .ok()
 }
 
 /// A model of the run folder, and how it was fitted if its file says so
 /// (the metadata keys of `fisherkit gmm fit`: `n_iter`, `max_iter`,
 /// `converged`, `mean_log_likelihood`).
 fn read_fitted(p: &Path, kind: ModelKind) -> Option<(Fitted, Option<EmRecord>)> {
-    let (model, meta) = fisherkit_io::read_model_with_metadata(p).ok()?;
+    let (model, meta) =
+        <fisherkit_io::Model as fisherkit_io::ModelFile>::read_with_metadata(p).ok()?;
     let fitted = match (kind, model) {
         (ModelKind::Gmm { .. }, fisherkit_io::Model::Gmm(g)) => {
             Fitted::Gmm(Box::new(g.to_dtype::<f32>().ok()?))
@@ -178,8 +182,8 @@ fn write_fitted(p: &Path, f: &Fitted, r: &EmRecord) -> Result<(), PipelineError>
         ("tol_mode".to_string(), tol.mode().to_string()),
     ]);
     match f {
-        Fitted::Gmm(g) => fisherkit_io::write_gmm(p, g, &meta),
-        Fitted::Mfa(m) => fisherkit_io::write_mfa_model(p, m, &meta),
+        Fitted::Gmm(g) => fisherkit_io::ModelFile::write(&**g, p, &meta),
+        Fitted::Mfa(m) => fisherkit_io::ModelFile::write(&**m, p, &meta),
     }
     .map_err(|e| PipelineError::Io {
         path: p.display().to_string(),
@@ -673,7 +677,7 @@ impl<'a> Job<'a> {
         for (s, p) in fresh.into_iter().enumerate() {
             if self.pcas[s].is_none() {
                 let path = self.pca_path(s);
-                fisherkit_io::write_pca(&path, &p, &BTreeMap::new()).map_err(|e| {
+                fisherkit_io::ModelFile::write(&p, &path, &BTreeMap::new()).map_err(|e| {
                     PipelineError::Io {
                         path: path.display().to_string(),
                         message: e.to_string(),
