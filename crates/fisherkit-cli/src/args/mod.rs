@@ -187,6 +187,27 @@ pub struct GmmFitArgs {
     /// Number of mixture components K.
     #[arg(long, short = 'k', value_name = "K")]
     pub components: usize,
+    #[command(flatten)]
+    pub em: EmArgs,
+    /// Initialisation.
+    #[arg(long, value_enum, default_value_t = InitArg::Kmeans)]
+    pub init: InitArg,
+    /// Variance floor as a fraction of each dimension's data variance (default 1e-3).
+    #[arg(long, value_name = "F", conflicts_with = "variance_floor_absolute")]
+    pub variance_floor_relative: Option<f64>,
+    /// Absolute variance floor (VLFeat uses 1e-4).
+    #[arg(long, value_name = "F")]
+    pub variance_floor_absolute: Option<f64>,
+    /// Where to write the model (safetensors, kind = gmm).
+    #[arg(long, short, value_name = "gmm.safetensors")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+/// The EM settings `gmm fit` and `mfa fit` share.
+#[derive(Debug, Args)]
+pub struct EmArgs {
     /// Seed of every random choice (same seed, same model).
     #[arg(long, default_value_t = em_defaults::SEED, value_name = "S")]
     pub seed: u64,
@@ -205,20 +226,6 @@ pub struct GmmFitArgs {
     /// Number of EM restarts; the best log-likelihood wins.
     #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
     pub n_init: usize,
-    /// Initialisation.
-    #[arg(long, value_enum, default_value_t = InitArg::Kmeans)]
-    pub init: InitArg,
-    /// Variance floor as a fraction of each dimension's data variance (default 1e-3).
-    #[arg(long, value_name = "F", conflicts_with = "variance_floor_absolute")]
-    pub variance_floor_relative: Option<f64>,
-    /// Absolute variance floor (VLFeat uses 1e-4).
-    #[arg(long, value_name = "F")]
-    pub variance_floor_absolute: Option<f64>,
-    /// Where to write the model (safetensors, kind = gmm).
-    #[arg(long, short, value_name = "gmm.safetensors")]
-    pub output: PathBuf,
-    #[command(flatten)]
-    pub stream: StreamArgs,
 }
 
 /// Out-of-core reading, checkpoints and resumption (`gmm fit`, `mfa fit`).
@@ -282,24 +289,8 @@ pub struct MfaFitArgs {
     /// Number of factors R per component.
     #[arg(long, short = 'r', value_name = "R")]
     pub factors: usize,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = em_defaults::SEED, value_name = "S")]
-    pub seed: u64,
-    /// Maximum EM iterations per restart.
-    #[arg(long, default_value_t = em_defaults::MAX_ITER, value_name = "N")]
-    pub max_iter: usize,
-    /// Stop when the change of the mean log-likelihood per row between two
-    /// iterations falls below T (absolute, as scikit-learn's GaussianMixture;
-    /// see --tol-mode).
-    #[arg(long, default_value_t = em_defaults::TOL, value_name = "T")]
-    pub tol: f64,
-    /// What --tol bounds: the absolute change |l_t - l_(t-1)|, or the relative
-    /// change |l_t - l_(t-1)| / max(|l_(t-1)|, 1) (strict: e.g. --tol 1e-6).
-    #[arg(long, value_enum, default_value_t = TolModeArg::Absolute)]
-    pub tol_mode: TolModeArg,
-    /// Number of EM restarts.
-    #[arg(long, default_value_t = em_defaults::N_INIT, value_name = "N")]
-    pub n_init: usize,
+    #[command(flatten)]
+    pub em: EmArgs,
     /// Shared or per-component noise variance Ψ.
     #[arg(long, value_enum, default_value_t = PsiArg::Shared)]
     pub psi: PsiArg,

@@ -52,17 +52,17 @@ impl FitCommand for GmmFitArgs {
             InitArg::Random => GmmInit::Random,
         };
         GmmParams::<F>::new(self.components)
-            .max_iter(self.max_iter)
-            .tol(self.tol_mode.with(self.tol))
-            .n_init(self.n_init)
-            .seed(self.seed)
+            .max_iter(self.em.max_iter)
+            .tol(self.em.tol_mode.with(self.em.tol))
+            .n_init(self.em.n_init)
+            .seed(self.em.seed)
             .init(init)
             .variance_floor(floor(self))
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("seed", self.seed.to_string()),
+            ("seed", self.em.seed.to_string()),
             ("init", init_name(self.init).into()),
             ("init_sample", self.stream.init_sample.to_string()),
             ("variance_floor", format!("{:?}", floor(self))),

@@ -49,17 +49,17 @@ impl FitCommand for MfaFitArgs {
         };
         MfaParams::new(self.components, self.factors)
             .psi_mode(psi_mode)
-            .max_iter(self.max_iter)
-            .tol(self.tol_mode.with(self.tol))
-            .n_init(self.n_init)
-            .seed(self.seed)
+            .max_iter(self.em.max_iter)
+            .tol(self.em.tol_mode.with(self.em.tol))
+            .n_init(self.em.n_init)
+            .seed(self.em.seed)
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
         vec![
             ("factors", self.factors.to_string()),
             ("psi", psi_name(self.psi).into()),
-            ("seed", self.seed.to_string()),
+            ("seed", self.em.seed.to_string()),
             ("init_sample", self.stream.init_sample.to_string()),
         ]
     }

@@ -38,10 +38,10 @@ macro_rules! common_fit_args {
                 output: &self.output,
                 stream: &self.stream,
                 components: self.components,
-                seed: self.seed,
-                max_iter: self.max_iter,
-                tol: self.tol_mode.with(self.tol),
-                n_init: self.n_init,
+                seed: self.em.seed,
+                max_iter: self.em.max_iter,
+                tol: self.em.tol_mode.with(self.em.tol),
+                n_init: self.em.n_init,
             }
         }
     };
