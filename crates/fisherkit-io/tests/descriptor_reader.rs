@@ -9,8 +9,9 @@ use fisherkit_io::descriptor_file::{
 };
 use ndarray::Array2;
 use proptest::prelude::*;
-use std::io::Write;
 use std::path::Path;
+
+mod raw;
 
 /// An `.npy` entry (C order) of numpy type `descr` and shape `shape`.
 fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
@@ -25,15 +26,7 @@ fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
                 .join(", ")
         ),
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let unpadded = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
+    raw::npy_ordered(descr, false, &shape, data)
 }
 
 /// An (n, D) float entry: float32, or float64 with the same (f32-exact) values.
@@ -51,23 +44,6 @@ fn floats(x: &Array2<f32>, f64s: bool) -> Vec<u8> {
 fn ints(v: &[i64]) -> Vec<u8> {
     let data: Vec<u8> = v.iter().flat_map(|i| i.to_le_bytes()).collect();
     npy("<i8", &[v.len()], &data)
-}
-
-/// Writes a zip of raw entries (name without `.npy`, bytes), stored or deflated.
-fn zip_of(path: &Path, entries: &[(String, Vec<u8>)], deflate: bool) {
-    let f = std::fs::File::create(path).unwrap();
-    let mut z = zip::ZipWriter::new(f);
-    let method = if deflate {
-        zip::CompressionMethod::Deflated
-    } else {
-        zip::CompressionMethod::Stored
-    };
-    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
-    for (name, bytes) in entries {
-        z.start_file(format!("{name}.npy"), opts).unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap();
 }
 
 /// How a test file is written.
@@ -101,10 +77,10 @@ fn write(
         let order: Vec<usize> = row_order.map_or_else(|| (0..all.len()).collect(), <[_]>::to_vec);
         let x = Array2::from_shape_fn((all.len(), d), |(r, c)| all[order[r]].1[c]);
         let index: Vec<i64> = order.iter().map(|&r| all[r].0).collect();
-        entries.push(("descriptors".to_string(), floats(&x, layout.f64s)));
-        entries.push(("image_index".to_string(), ints(&index)));
-        entries.push(("labels".to_string(), ints(&labels)));
-        zip_of(path, &entries, layout.deflate);
+        entries.push(("descriptors.npy".to_string(), floats(&x, layout.f64s)));
+        entries.push(("image_index.npy".to_string(), ints(&index)));
+        entries.push(("labels.npy".to_string(), ints(&labels)));
+        raw::zip_of(path, &entries, layout.deflate);
         (0..bags.len())
             .map(|i| {
                 let rows: Vec<usize> = (0..index.len()).filter(|&r| index[r] == i as i64).collect();
@@ -113,10 +89,10 @@ fn write(
             .collect()
     } else {
         for (i, b) in bags.iter().enumerate() {
-            entries.push((format!("arr_{i}"), floats(b, layout.f64s)));
+            entries.push((format!("arr_{i}.npy"), floats(b, layout.f64s)));
         }
-        entries.push(("labels".to_string(), ints(&labels)));
-        zip_of(path, &entries, layout.deflate);
+        entries.push(("labels.npy".to_string(), ints(&labels)));
+        raw::zip_of(path, &entries, layout.deflate);
         bags.to_vec()
     }
 }

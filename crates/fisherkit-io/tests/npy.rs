@@ -5,19 +5,7 @@ use fisherkit_io::{read_npy, read_npy_as, write_npy, IoError, Matrix};
 use ndarray::{array, Array2};
 use std::path::{Path, PathBuf};
 
-/// Builds a version-1 `.npy` file: magic, version, header dict padded to a
-/// multiple of 64 bytes and ending in a newline, then `data`.
-fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = dict.to_string();
-    let unpadded = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
-}
+mod raw;
 
 fn dict(descr: &str, fortran: bool, shape: &str) -> String {
     let f = if fortran { "True" } else { "False" };
@@ -52,7 +40,7 @@ fn reads_a_handmade_float32_file() {
     let p = write(
         dir.path(),
         "a.npy",
-        &npy_bytes(&dict("<f4", false, "(2, 3)"), &f32_bytes(&vals)),
+        &raw::npy_with_header(&dict("<f4", false, "(2, 3)"), &f32_bytes(&vals)),
     );
     let m = read_npy(&p).unwrap();
     assert_eq!(m, Matrix::F32(array![[-1.0, -0.5, 0.0], [0.5, 1.0, 1.5]]));
@@ -112,20 +100,35 @@ fn empty_matrices_round_trip() {
 
 #[test]
 fn integer_dtypes_are_refused_by_name() {
-    let m = err_of(&npy_bytes(&dict("<i8", false, "(2, 2)"), &[0u8; 32]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<i8", false, "(2, 2)"),
+        &[0u8; 32],
+    ));
     assert!(
         m.ends_with("dtype int64 not supported; expected float32 or float64"),
         "{m}"
     );
-    let m = err_of(&npy_bytes(&dict("|u1", false, "(2, 2)"), &[0u8; 4]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("|u1", false, "(2, 2)"),
+        &[0u8; 4],
+    ));
     assert!(m.contains("dtype uint8 not supported"), "{m}");
-    let m = err_of(&npy_bytes(&dict("<f2", false, "(2, 2)"), &[0u8; 8]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f2", false, "(2, 2)"),
+        &[0u8; 8],
+    ));
     assert!(m.contains("dtype float16 not supported"), "{m}");
-    let m = err_of(&npy_bytes(&dict("|b1", false, "(2, 2)"), &[0u8; 4]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("|b1", false, "(2, 2)"),
+        &[0u8; 4],
+    ));
     assert!(m.contains("dtype bool not supported"), "{m}");
-    let m = err_of(&npy_bytes(&dict("<c8", false, "(1, 1)"), &[0u8; 8]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<c8", false, "(1, 1)"),
+        &[0u8; 8],
+    ));
     assert!(m.contains("dtype complex64 not supported"), "{m}");
-    let m = err_of(&npy_bytes(
+    let m = err_of(&raw::npy_with_header(
         "{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (2,), }",
         &[0u8; 16],
     ));
@@ -134,36 +137,51 @@ fn integer_dtypes_are_refused_by_name() {
 
 #[test]
 fn wrong_ranks_are_refused_with_the_shape() {
-    let m = err_of(&npy_bytes(&dict("<f4", false, "(5,)"), &[0u8; 20]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f4", false, "(5,)"),
+        &[0u8; 20],
+    ));
     assert!(
         m.ends_with("expected a 2-D (N, D) array, got shape (5,)"),
         "{m}"
     );
-    let m = err_of(&npy_bytes(&dict("<f4", false, "(2, 3, 4)"), &[0u8; 96]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f4", false, "(2, 3, 4)"),
+        &[0u8; 96],
+    ));
     assert!(m.contains("got shape (2, 3, 4)"), "{m}");
-    let m = err_of(&npy_bytes(&dict("<f8", false, "()"), &[0u8; 8]));
+    let m = err_of(&raw::npy_with_header(&dict("<f8", false, "()"), &[0u8; 8]));
     assert!(m.contains("got shape ()"), "{m}");
 }
 
 #[test]
 fn fortran_order_and_big_endian_are_refused() {
-    let m = err_of(&npy_bytes(&dict("<f4", true, "(2, 3)"), &[0u8; 24]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f4", true, "(2, 3)"),
+        &[0u8; 24],
+    ));
     assert!(m.contains("Fortran-order"), "{m}");
-    let m = err_of(&npy_bytes(&dict(">f4", false, "(2, 3)"), &[0u8; 24]));
+    let m = err_of(&raw::npy_with_header(
+        &dict(">f4", false, "(2, 3)"),
+        &[0u8; 24],
+    ));
     assert!(m.contains("big-endian float32 is not supported"), "{m}");
     // A single row is the same in both orders: accepted.
     let dir = tempfile::tempdir().unwrap();
     let p = write(
         dir.path(),
         "row.npy",
-        &npy_bytes(&dict("<f4", true, "(1, 2)"), &f32_bytes(&[1.0, 2.0])),
+        &raw::npy_with_header(&dict("<f4", true, "(1, 2)"), &f32_bytes(&[1.0, 2.0])),
     );
     assert_eq!(read_npy(&p).unwrap(), Matrix::F32(array![[1.0, 2.0]]));
 }
 
 #[test]
 fn truncated_data_is_refused_with_sizes() {
-    let m = err_of(&npy_bytes(&dict("<f4", false, "(1000, 128)"), &[0u8; 1024]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f4", false, "(1000, 128)"),
+        &[0u8; 1024],
+    ));
     assert!(
         m.ends_with(
             "file is truncated: header says 1000×128 float32 (512000 bytes) but 1024 bytes follow"
@@ -175,14 +193,14 @@ fn truncated_data_is_refused_with_sizes() {
 #[test]
 fn a_header_claiming_a_trillion_elements_does_not_allocate() {
     // 10^6 × 10^6 float32 = 4 TB: must be refused from the file length alone.
-    let m = err_of(&npy_bytes(
+    let m = err_of(&raw::npy_with_header(
         &dict("<f4", false, "(1000000, 1000000)"),
         &[0u8; 64],
     ));
     assert!(m.contains("file is truncated"), "{m}");
     assert!(m.contains("4000000000000 bytes"), "{m}");
     // A shape whose byte count overflows usize.
-    let m = err_of(&npy_bytes(
+    let m = err_of(&raw::npy_with_header(
         &dict("<f8", false, "(4294967296, 4294967296)"),
         &[],
     ));
@@ -191,7 +209,10 @@ fn a_header_claiming_a_trillion_elements_does_not_allocate() {
 
 #[test]
 fn trailing_bytes_are_refused() {
-    let m = err_of(&npy_bytes(&dict("<f4", false, "(1, 1)"), &[0u8; 8]));
+    let m = err_of(&raw::npy_with_header(
+        &dict("<f4", false, "(1, 1)"),
+        &[0u8; 8],
+    ));
     assert!(m.contains("trailing data"), "{m}");
 }
 
@@ -205,13 +226,16 @@ fn foreign_files_are_refused() {
     assert!(m.contains("zip (.npz) archive"), "{m}");
     let m = err_of(b"\x93NUMPY\x01");
     assert!(m.contains("truncated inside the .npy header"), "{m}");
-    let mut cut = npy_bytes(&dict("<f4", false, "(1, 1)"), &[0u8; 4]);
+    let mut cut = raw::npy_with_header(&dict("<f4", false, "(1, 1)"), &[0u8; 4]);
     cut.truncate(30);
     let m = err_of(&cut);
     assert!(m.contains("truncated inside the .npy header"), "{m}");
-    let m = err_of(&npy_bytes("{'descr': '<f4', 'shape': (1, 1), }", &[0u8; 4]));
+    let m = err_of(&raw::npy_with_header(
+        "{'descr': '<f4', 'shape': (1, 1), }",
+        &[0u8; 4],
+    ));
     assert!(m.contains("malformed .npy header"), "{m}");
-    let m = err_of(&npy_bytes("not a dict at all", &[0u8; 4]));
+    let m = err_of(&raw::npy_with_header("not a dict at all", &[0u8; 4]));
     assert!(m.contains("malformed .npy header"), "{m}");
     let m = err_of(b"\x93NUMPY\x09\x00\x10\x00");
     assert!(m.contains("unsupported .npy format version 9.0"), "{m}");

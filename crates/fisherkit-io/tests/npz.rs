@@ -8,43 +8,12 @@ use fisherkit_io::descriptor_file::{
 use fisherkit_io::{file_kind, read_bags, read_npz, write_npz, Bags, FileKind, IoError};
 use ndarray::Array2;
 use proptest::prelude::*;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod raw;
 
 fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    npy_ordered(descr, false, shape, data)
-}
-
-/// An `.npy` entry with an explicit `fortran_order`.
-fn npy_ordered(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
-    let order = if fortran { "True" } else { "False" };
-    let mut header =
-        format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
-    let unpadded = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
-}
-
-/// Writes a zip of raw entries (name, bytes), stored or deflated.
-fn zip_of(path: &Path, entries: &[(&str, Vec<u8>)], deflate: bool) {
-    let f = std::fs::File::create(path).unwrap();
-    let mut z = zip::ZipWriter::new(f);
-    let method = if deflate {
-        zip::CompressionMethod::Deflated
-    } else {
-        zip::CompressionMethod::Stored
-    };
-    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
-    for (name, bytes) in entries {
-        z.start_file(*name, opts).unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap();
+    raw::npy_ordered(descr, false, shape, data)
 }
 
 fn bag(n: usize, d: usize, seed: f32) -> Array2<f32> {
@@ -54,7 +23,7 @@ fn bag(n: usize, d: usize, seed: f32) -> Array2<f32> {
 fn err_of(entries: &[(&str, Vec<u8>)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("B.npz");
-    zip_of(&p, entries, false);
+    raw::zip_of(&p, entries, false);
     let e = read_npz(&p).expect_err("must be refused");
     let m = e.to_string();
     assert!(m.starts_with(&format!("{}: ", p.display())), "{m}");
@@ -97,7 +66,7 @@ fn handmade_deflated_archives_of_float64_are_read() {
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    zip_of(
+    raw::zip_of(
         &p,
         &[
             ("b.npy", npy_bytes("<f8", "(2, 2)", &data)),
@@ -299,11 +268,14 @@ fn typed_entries_still_decode_fortran_order_ints_and_strings() {
         })
         .collect();
     for deflate in [false, true] {
-        zip_of(
+        raw::zip_of(
             &p,
             &[
-                ("f.npy", npy_ordered("<f8", true, "(2, 3)", &cols)),
-                ("c.npy", npy_ordered("<f4", false, "(2, 1)", &f32_data(2))),
+                ("f.npy", raw::npy_ordered("<f8", true, "(2, 3)", &cols)),
+                (
+                    "c.npy",
+                    raw::npy_ordered("<f4", false, "(2, 1)", &f32_data(2)),
+                ),
                 ("i.npy", npy_bytes("<i2", "(2,)", &i2)),
                 ("u.npy", npy_bytes("|u1", "(2,)", &u1)),
                 ("s.npy", npy_bytes("<U2", "(2,)", &utf32)),
@@ -331,10 +303,10 @@ fn typed_entries_still_decode_fortran_order_ints_and_strings() {
         assert_eq!(got, want, "deflate: {deflate}");
     }
     // A descriptor file of a Fortran-order bag with integer labels.
-    zip_of(
+    raw::zip_of(
         &p,
         &[
-            ("img.npy", npy_ordered("<f8", true, "(2, 3)", &cols)),
+            ("img.npy", raw::npy_ordered("<f8", true, "(2, 3)", &cols)),
             ("labels.npy", npy_bytes("<i2", "(1,)", &i2[..2])),
         ],
         false,
@@ -373,7 +345,7 @@ fn typed_entries_with_bad_sizes_or_headers_name_the_array() {
         ),
         (b"text".to_vec(), "array `x`: not an .npy file"),
     ] {
-        zip_of(
+        raw::zip_of(
             &p,
             &[
                 ("ok.npy", npy_bytes("<i8", "(1,)", &[0u8; 8])),

@@ -3,31 +3,11 @@
 //! instead of running the CNN again, with the same encodings and report.
 
 use fisherkit_pipeline::report::Report;
-use fisherkit_pipeline::{run, Job, NoProgress, Progress, RunConfig, SAMPLE_CHUNK};
+use fisherkit_pipeline::{run, Job, NoProgress, RunConfig, SAMPLE_CHUNK};
 use std::path::Path;
-use std::sync::Mutex;
 
 mod common;
-use common::{small_config, small_set};
-
-#[derive(Default)]
-struct Log(Mutex<Vec<String>>);
-impl Progress for Log {
-    fn start(&self, _: &str, _: u64) {}
-    fn inc(&self, _: u64) {}
-    fn finish(&self, s: &str) {
-        self.0.lock().unwrap().push(s.to_string());
-    }
-    fn warn(&self, s: &str) {
-        self.0.lock().unwrap().push(s.to_string());
-    }
-}
-
-impl Log {
-    fn has(&self, part: &str) -> bool {
-        self.0.lock().unwrap().iter().any(|l| l.contains(part))
-    }
-}
+use common::{small_config, small_set, Log};
 
 /// A report's numbers (its rows without their timings, the sweep).
 fn numbers(r: &Report) -> Vec<String> {

@@ -3,24 +3,10 @@
 //! every encoder family, whitening and the Figure-1 sweep.
 
 use fisherkit_pipeline::spec::parse_encoders;
-use fisherkit_pipeline::{run, NoProgress, Progress, Whitening};
+use fisherkit_pipeline::{run, NoProgress, Whitening};
 
 mod common;
-use common::{demo, small_config, small_set};
-use std::sync::Mutex;
-
-#[derive(Default)]
-struct Log(Mutex<Vec<String>>);
-impl Progress for Log {
-    fn start(&self, _: &str, _: u64) {}
-    fn inc(&self, _: u64) {}
-    fn finish(&self, s: &str) {
-        self.0.lock().unwrap().push(s.to_string());
-    }
-    fn warn(&self, s: &str) {
-        self.0.lock().unwrap().push(s.to_string());
-    }
-}
+use common::{demo, small_config, small_set, Log};
 
 #[test]
 fn small_real_set_end_to_end() {

@@ -6,6 +6,7 @@
 use fisherkit_pipeline::spec::parse_encoders;
 use fisherkit_pipeline::RunConfig;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The bundled Fashion-MNIST subset (`data/fashion-mnist-demo`).
 pub fn demo() -> PathBuf {
@@ -56,4 +57,26 @@ pub fn small_config(t: &Path) -> RunConfig {
     c.c_grid = vec![0.1, 1.0];
     c.cache_dir = Some(t.join("cache"));
     c
+}
+
+/// A progress that keeps every summary and warning line, for tests that read them.
+#[derive(Default)]
+pub struct Log(pub Mutex<Vec<String>>);
+
+impl fisherkit_pipeline::Progress for Log {
+    fn start(&self, _: &str, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self, s: &str) {
+        self.0.lock().unwrap().push(s.to_string());
+    }
+    fn warn(&self, s: &str) {
+        self.0.lock().unwrap().push(s.to_string());
+    }
+}
+
+impl Log {
+    /// Whether a line contains `part`.
+    pub fn has(&self, part: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|l| l.contains(part))
+    }
 }
