@@ -51,6 +51,22 @@ pub use space::available_space;
 pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     atomic::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
 }
+
+/// Fails early, before any long computation, if `path` cannot be written as
+/// a file (by [`write_file`] or any atomic writer here): it must not be a
+/// directory, and its directory must exist. The error names the path.
+pub fn check_writable(path: &std::path::Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(IoError::format(path, "is a directory; give a file name"));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => Err(IoError::format(
+            path,
+            format!("directory {} does not exist", dir.display()),
+        )),
+        _ => Ok(()),
+    }
+}
 pub use linear_models::{
     validate_pca_parts, ClassLabels, LabelledSvm, LinearSvmModel, PcaModel, PCA_ORTHONORMAL_TOL,
 };

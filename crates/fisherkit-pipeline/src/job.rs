@@ -42,14 +42,11 @@ fn output_dir(cfg: &RunConfig) -> Result<Option<OutputDir>, PipelineError> {
         .as_deref()
         .map(|d| OutputDir::create(d, cfg.save_encodings))
         .transpose()?;
-    for (what, path) in [
-        ("report", &cfg.report),
-        ("plot", &cfg.plot),
-        ("save_model", &cfg.save_model),
-    ] {
-        if let Some(p) = path {
-            crate::output::check_output_file(what, p)?;
-        }
+    for path in [&cfg.report, &cfg.plot, &cfg.save_model]
+        .into_iter()
+        .flatten()
+    {
+        fisherkit_io::check_writable(path)?;
     }
     Ok(out)
 }

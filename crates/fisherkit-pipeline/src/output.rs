@@ -37,28 +37,6 @@ pub struct OutputDir {
     pub encodings: bool,
 }
 
-/// Fails early, before any long computation, if `path` cannot be written as
-/// a file: its folder must exist and it must not be a folder itself.
-/// `what` names the setting (`report`, `save_model`…).
-pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PipelineError> {
-    let bad = |m: String| {
-        Err(PipelineError::Io {
-            path: path.display().to_string(),
-            message: m,
-        })
-    };
-    if path.is_dir() {
-        return bad(format!("is a folder; {what} needs a file name"));
-    }
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => bad(format!(
-            "{what}: the folder {} does not exist",
-            dir.display()
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Writes the report `r` as pretty JSON to `report` and the sweep's SVG
 /// (the paper's Figure 1) to `plot` when the run has a sweep; each file
 /// atomically.

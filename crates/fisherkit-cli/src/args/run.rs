@@ -464,20 +464,14 @@ impl OutputArgs {
 /// default of the setting it sets (`[default: 500]`), taken from
 /// [`PipelineConfig::default`]: the configuration's defaults are the help's.
 pub fn with_config_defaults(cmd: clap::Command) -> clap::Command {
-    let defaults = serde_json::to_value(PipelineConfig::default()).expect("a config serialises");
-    let leaf = |name: &str| -> Option<Value> {
-        let root = defaults.as_object()?;
-        root.get(name)
-            .cloned()
-            .or_else(|| root.values().find_map(|g| g.get(name).cloned()))
-    };
+    let defaults = PipelineConfig::default();
     cmd.mut_subcommand("run", |mut run| {
         let ids: Vec<String> = run
             .get_arguments()
             .map(|a| a.get_id().to_string())
             .collect();
         for id in ids {
-            if let Some(text) = leaf(&id).and_then(|v| default_text(&v)) {
+            if let Some(text) = defaults.option_value(&id).and_then(|v| default_text(&v)) {
                 run = run.mut_arg(id.as_str(), |a| {
                     let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
                     a.help(format!("{help} [default: {text}]"))

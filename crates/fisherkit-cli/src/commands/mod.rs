@@ -19,24 +19,10 @@ use ndarray::ArrayView2;
 use std::path::Path;
 
 /// Fails early, before any long computation, if `output` cannot be written:
-/// its directory must exist and it must not be a directory itself.
+/// its directory must exist and it must not be a directory itself
+/// ([`fisherkit_io::check_writable`]).
 pub fn check_output(output: &Path) -> Result<(), CliError> {
-    if output.is_dir() {
-        return Err(CliError::other(format!(
-            "{}: is a directory; --output needs a file name",
-            output.display()
-        )));
-    }
-    if let Some(dir) = output.parent() {
-        if !dir.as_os_str().is_empty() && !dir.is_dir() {
-            return Err(CliError::other(format!(
-                "{}: directory {} does not exist",
-                output.display(),
-                dir.display()
-            )));
-        }
-    }
-    Ok(())
+    fisherkit_io::check_writable(output).map_err(CliError::other)
 }
 
 /// Reads training data (N, D) and checks it is non-empty and finite; errors

@@ -41,6 +41,16 @@ impl PipelineConfig {
             })
     }
 
+    /// The value of the option `name` as JSON (`None` for an unknown name).
+    pub fn option_value(&self, name: &str) -> Option<Value> {
+        let tree = self.to_value().ok()?;
+        let root = tree.as_object()?;
+        match Self::group_of(root, name).ok()? {
+            Some(group) => root[&group].get(name).cloned(),
+            None => root.get(name).cloned(),
+        }
+    }
+
     /// Sets the option `name` (a leaf, e.g. `pca_dim`, or a whole group such
     /// as `pca` given as an object of its leaves) to the JSON `value`, read as
     /// a configuration file reads it (lists may be comma-separated text).
