@@ -4,9 +4,9 @@
 //!
 //! What grows with the data in the run folder: the encoding stores,
 //! $N \times$ the row bytes of each planned model (and of the CNN's global
-//! vectors), and on the kernel path the saved term kernels, $8N^2$ bytes
-//! each (one per term, scale and whitening of the evaluated encoders and the
-//! sweep). Samples, models and journals are small beside them and counted
+//! vectors), and on the kernel path the saved term kernels, $4N_{train}^2 + 8N$
+//! bytes each (one per term, scale and whitening of the evaluated encoders
+//! and the sweep). Samples, models and journals are small beside them and counted
 //! through the margin. What the folder already holds (a resumed run) is
 //! subtracted.
 
@@ -40,12 +40,15 @@ fn encoding_dim(kind: ModelKind, dim: usize) -> usize {
     }
 }
 
-/// The estimate for `n_images` images whose descriptors have `desc_dim`
-/// values (before the PCA), at `n_scales` scales, with the models `plan`.
+/// The estimate for `n_images` images (`n_train` of them for training)
+/// whose descriptors have `desc_dim` values (before the PCA), at `n_scales`
+/// scales, with the models `plan`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn estimate(
     cfg: &RunConfig,
     plan: &[ModelSpec],
     n_images: usize,
+    n_train: usize,
     desc_dim: usize,
     n_scales: usize,
     global_dim: Option<usize>,
@@ -61,7 +64,7 @@ pub(crate) fn estimate(
         stores += n * row(g);
     }
     let mut kernels = 0;
-    if !cfg.classifier.primal_for(n_images, n_scales) {
+    if !cfg.classifier.primal_for(n_train, n_scales) {
         // distinct kernel files: (term, whitened) at each scale (cnn-global once)
         let mut parts = BTreeSet::new();
         for spec in &cfg.encoders {
@@ -90,7 +93,8 @@ pub(crate) fn estimate(
                 parts.insert((String::new(), false, s, i + 1));
             }
         }
-        kernels = parts.len() as u64 * 8 * n * (n + 1);
+        let nt = n_train as u64;
+        kernels = parts.len() as u64 * (4 * nt * nt + 8 * n);
     }
     DiskNeed { stores, kernels }
 }
@@ -205,11 +209,15 @@ mod tests {
             },
         ];
         // descriptor files of D = 512, PCA 500: GMM 50 050 values, MFA 275 000
-        let need = estimate(&c, &plan, 39_700, 512, 1, None);
+        let need = estimate(&c, &plan, 39_700, 19_850, 512, 3, None);
         let q8 = |d: u64| 4 * d.div_ceil(256) + d;
         assert_eq!(need.stores, 39_700 * (q8(50_050) + q8(275_000)));
-        assert_eq!(need.kernels, 0, "the primal path: 50 GB of kernels");
-        let need = estimate(&c, &plan, 1_000, 512, 1, Some(1000));
+        assert_eq!(need.kernels, 0, "the primal path: 9.5 GB of kernels held");
+        // one scale: the kernel path, one f32 training kernel and the norms per part
+        let need = estimate(&c, &plan, 39_700, 19_850, 512, 1, None);
+        let parts = c.encoders.len() as u64;
+        assert_eq!(need.kernels, parts * (4 * 19_850 * 19_850 + 8 * 39_700));
+        let need = estimate(&c, &plan, 1_000, 800, 512, 1, Some(1000));
         assert!(need.kernels > 0);
         assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));
     }

@@ -19,7 +19,8 @@ use crate::{PipelineError, Progress};
 use fisherkit::encode::{FvPart, MfaPart};
 use fisherkit::metrics::mean_per_class_accuracy;
 use fisherkit::svm::{
-    predict_rows, GramSvc, LinearSvc, LinearSvcParams, OutOfCoreSvmParams, RowSource,
+    argmax, predict_rows, GramSvc, KernelView, LinearSvc, LinearSvcParams, OutOfCoreSvmParams,
+    RowSource,
 };
 use ndarray::{s, Array1, Array2};
 use std::cell::RefCell;
@@ -71,6 +72,9 @@ type Evaluated = (Vec<ResultRow>, Vec<SweepPoint>, Option<ModelReport>);
 /// The whitening's Fisher-information estimate of each part of an encoder (whitened parts).
 type Fims = Vec<Option<Array1<f32>>>;
 
+/// The outcome of [`Classes::fit_kernel`]: the SVM, chosen C, the cross-validation table.
+type FitKernel = (GramSvc, f64, Vec<(f64, f64)>);
+
 /// The outcome of [`Classes::classify`]: the SVM, chosen C, the cross-validation table, test predictions.
 type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
 
@@ -103,14 +107,24 @@ enum Trained<'a> {
     Primal(LinearSvc<f32>),
 }
 
-/// One evaluated encoder: its kernel per scale and what the outputs need.
+/// One evaluated encoder: its training kernel per scale and what the
+/// outputs and the test rows need.
 struct SpecKernels {
-    /// Σ over the local terms of the term kernels, per scale.
-    per_scale: Vec<Array2<f64>>,
+    /// Σ over the local terms of the term kernels, per scale (`None` without local terms).
+    per_scale: Vec<Option<Array2<f32>>>,
     /// The kernel of a `cnn-global` term (one per image, not per scale).
-    global: Option<Array2<f64>>,
-    /// (term index, scale, kernel without the Gram) in output order, for weights and encodings.
+    global: Option<Array2<f32>>,
+    /// (term index, scale, kernel without the Gram) in output order, for
+    /// the test rows' decision values, the weights and the encodings.
     parts: Vec<(usize, usize, TermKernel)>,
+}
+
+/// `acc += g`, `g` moved in when `acc` is empty (no (N, N) copy).
+fn add_kernel(acc: &mut Option<Array2<f32>>, g: Array2<f32>) {
+    match acc {
+        Some(a) => *a += &g,
+        None => *acc = Some(g),
+    }
 }
 
 impl Classes<'_> {
@@ -168,18 +182,17 @@ impl Classes<'_> {
         timings: &mut Vec<(String, f64)>,
     ) -> Result<SpecKernels, PipelineError> {
         let n_scales = self.inputs.scale_names.len();
-        let n = self.rows.len();
-        let mut per_scale = vec![Array2::<f64>::zeros((n, n)); n_scales];
-        let mut global: Option<Array2<f64>> = None;
+        let mut per_scale: Vec<Option<Array2<f32>>> = vec![None; n_scales];
+        let mut global: Option<Array2<f32>> = None;
         let mut parts = Vec::new();
         for (ti, s) in self.part_list(spec) {
             let term = &spec.terms[ti];
             let mut k = self.part_kernel(term, s, kinds, whiten, timings)?;
             let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
             if *term == Term::CnnGlobal {
-                *global.get_or_insert_with(|| Array2::zeros((n, n))) += &gram;
+                add_kernel(&mut global, gram);
             } else {
-                per_scale[s] += &gram;
+                add_kernel(&mut per_scale[s], gram);
             }
             parts.push((ti, s, k));
         }
@@ -203,7 +216,13 @@ impl Classes<'_> {
     ) -> Result<TermKernel, PipelineError> {
         let cols = self.columns(term, s, kinds, whiten);
         let name = self.part_name(term, &cols);
-        if let Some(k) = load_kernel(&self.kernel_dir, &name, self.rows.len(), cols.whiten) {
+        if let Some(k) = load_kernel(
+            &self.kernel_dir,
+            &name,
+            self.rows.len(),
+            self.n_train,
+            cols.whiten,
+        ) {
             return Ok(k);
         }
         let k = timed(
@@ -231,29 +250,76 @@ impl Classes<'_> {
         self.part_name(term, &cols)
     }
 
-    /// Cross-validates C on the training block of `gram`, trains, predicts the test rows.
-    fn classify(&self, gram: &Array2<f64>) -> Result<Classified, PipelineError> {
+    /// Cross-validates C on the training kernel `gram` (n_train, n_train),
+    /// trains, and predicts the test rows from the parts of `spec` in
+    /// `parts` that the row at `scale` holds (one more pass over their columns).
+    fn classify(
+        &self,
+        gram: &Array2<f32>,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        parts: &[(usize, usize, TermKernel)],
+        scale: Option<usize>,
+    ) -> Result<Classified, PipelineError> {
         let nt = self.n_train;
-        let ytr: Vec<usize> = self.rows[..nt]
+        let (svm, c, cv) = self.fit_kernel(gram.view())?;
+        let dual = svm.dual_coef().mapv(|v| v as f32);
+        let mut f = Array2::<f32>::zeros((self.rows.len() - nt, svm.n_classes()));
+        for (ti, s, k) in row_parts(spec, parts, scale) {
+            self.columns(&spec.terms[ti], s, kinds, whiten)
+                .add_decisions(self.rows, nt, k, dual.view(), &mut f)?;
+        }
+        let pred = f
+            .rows()
+            .into_iter()
+            .map(|r| {
+                let d = r.iter().zip(svm.intercept()).map(|(&v, b)| v as f64 + b);
+                argmax(d)
+            })
+            .collect();
+        Ok((svm, c, cv, pred))
+    }
+
+    /// Cross-validates C on a training kernel (n_train, n_train) and trains.
+    fn fit_kernel<'g>(
+        &self,
+        gram: impl Into<KernelView<'g>>,
+    ) -> Result<FitKernel, PipelineError> {
+        let ytr: Vec<usize> = self.rows[..self.n_train]
             .iter()
             .map(|&i| self.inputs.labels[i])
             .collect();
-        let (svm, c, cv) = LinearSvcParams {
+        LinearSvcParams {
             seed: self.cfg.seed,
             ..Default::default()
         }
         .fit_gram_with_cv(
-            gram.slice(s![..nt, ..nt]).to_owned(),
+            gram,
             &ytr,
             &self.cfg.c_grid,
             self.cfg.cv_folds,
             self.cfg.seed,
         )
-        .map_err(PipelineError::stage("SVM"))?;
-        let pred = svm
-            .predict(gram.slice(s![nt.., ..nt]))
-            .map_err(PipelineError::stage("SVM"))?;
-        Ok((svm, c, cv, pred))
+        .map_err(PipelineError::stage("SVM"))
+    }
+
+    /// The test × train kernel of the row of `spec` at `scale` (the compact variant's kernel PCA).
+    fn cross_kernel(
+        &self,
+        spec: &EncoderSpec,
+        kinds: (ModelKind, ModelKind),
+        whiten: bool,
+        parts: &[(usize, usize, TermKernel)],
+        scale: Option<usize>,
+    ) -> Result<Array2<f64>, PipelineError> {
+        let nt = self.n_train;
+        let mut cross = Array2::<f64>::zeros((self.rows.len() - nt, nt));
+        for (ti, s, k) in row_parts(spec, parts, scale) {
+            self.columns(&spec.terms[ti], s, kinds, whiten)
+                .add_cross(self.rows, nt, k, &mut cross)?;
+        }
+        Ok(cross)
     }
 
     /// The norms (and whitening) of every part of `spec`, computed once per
@@ -354,12 +420,15 @@ impl Classes<'_> {
             let src = self.feature_rows(spec, kinds, false, &norms, None);
             return Ok(self.classify_primal(&src)?.3);
         }
-        let ks = self.kernels(spec, kinds, false, timings)?;
-        let mut g = Array2::<f64>::zeros(ks.per_scale[0].dim());
-        for s in &ks.per_scale {
-            g += s;
+        let mut ks = self.kernels(spec, kinds, false, timings)?;
+        let mut g = None;
+        for k in ks.per_scale.iter_mut().chain([&mut ks.global]) {
+            if let Some(k) = k.take() {
+                add_kernel(&mut g, k);
+            }
         }
-        Ok(self.classify(&g)?.3)
+        let g = g.expect("an encoder has at least one part");
+        Ok(self.classify(&g, spec, kinds, false, &ks.parts, None)?.3)
     }
 
     /// The report rows of `spec`: each scale (with several scales and a
@@ -397,11 +466,11 @@ impl Classes<'_> {
     }
 
     /// Whether this run trains its SVMs on the primal path (decided on all
-    /// the run's images, as its checks before the first pass were).
+    /// the run's training images, as its checks before the first pass were).
     pub(crate) fn primal(&self) -> bool {
         self.cfg
             .classifier
-            .primal_for(self.inputs.names.len(), self.inputs.scale_names.len())
+            .primal_for(self.inputs.n_train, self.inputs.scale_names.len())
     }
 
     /// Whether the primal row of `spec` at `scale` keeps its SVM: the
@@ -511,7 +580,6 @@ fn evaluate_rows(
     best: &mut Option<Candidate>,
 ) -> Result<(Vec<ResultRow>, Vec<SweepPoint>), PipelineError> {
     let cfg = c.cfg;
-    let n_classes = c.inputs.classes.len();
     let yte = c.test_labels();
     let kinds = kinds_of(cfg);
     let jobs = report_jobs(cfg);
@@ -529,106 +597,189 @@ fn evaluate_rows(
             continue;
         }
         progress.start(&format!("kernel + SVM {name}"), 1);
-        let t = Instant::now();
-        let mut ks = c.kernels(spec, kinds, whiten, timings)?;
-        let kernel_seconds = t.elapsed().as_secs_f64();
-        let dim_of = |s: Option<usize>| -> usize {
-            ks.parts
-                .iter()
-                .filter(|(ti, sc, _)| {
-                    s.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal)
-                })
-                .map(|(ti, sc, _)| c.columns(&spec.terms[*ti], *sc, kinds, whiten).width())
-                .sum()
-        };
-        let with_global = |mut g: Array2<f64>| {
-            if let Some(k) = &ks.global {
-                g += k;
-            }
-            g
-        };
-        let mut total = Array2::<f64>::zeros(ks.per_scale[0].dim());
-        for g in &ks.per_scale {
-            total += g;
-        }
-        let mut total = Some(with_global(total));
-        let mut summary = Vec::new();
-        // Per-scale rows first, each kernel moved out (not copied): at most
-        // the scales' kernels, the total and the global one are held (n × n f64 each).
-        for scale in c.report_scales(spec) {
-            let g = match scale {
-                Some(s) => with_global(std::mem::take(&mut ks.per_scale[s])),
-                None => total.take().expect("the total is used once, last"),
-            };
-            let t = Instant::now();
-            let (svm, cc, cv, pred) = c.classify(&g)?;
-            let svm_seconds = t.elapsed().as_secs_f64();
-            let mut row = result_row(
-                spec,
-                whiten,
-                dim_of(scale),
-                n_classes,
-                &yte,
-                &pred,
-                cc,
-                cv,
-                kernel_seconds,
-                svm_seconds,
-            )?;
-            row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
-            // The weights of a row that cannot win are not formed (a pass over the training rows).
-            let want = scale.is_none()
-                && trained::wanted(cfg, spec)
-                && trained::improves(best, trained::cv_score(&row));
-            if scale.is_none() && (c.out.is_some() || want) {
-                let (model, fims) = outputs(
-                    c,
-                    c.out,
-                    spec,
-                    whiten,
-                    kinds,
-                    &ks.parts,
-                    Trained::Gram(&svm),
-                    cc,
-                )?;
-                if want {
-                    let cand = candidate(spec, whiten, model, fims, &row);
-                    trained::consider(best, cand);
-                }
-            }
-            summary.push(row_summary(&row, ""));
-            results.push(row);
-            if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
-                let t = Instant::now();
-                let nt = c.n_train;
-                let (ktr, kte, kept) =
-                    kernel_pca(g.slice(s![..nt, ..nt]), g.slice(s![nt.., ..nt]), d)?;
-                let mut gc = Array2::<f64>::zeros(g.dim());
-                gc.slice_mut(s![..nt, ..nt]).assign(&ktr);
-                gc.slice_mut(s![nt.., ..nt]).assign(&kte);
-                let (_, cc, cv, pred) = c.classify(&gc)?;
-                let mut row = result_row(
-                    spec,
-                    whiten,
-                    kept,
-                    n_classes,
-                    &yte,
-                    &pred,
-                    cc,
-                    cv,
-                    kernel_seconds,
-                    t.elapsed().as_secs_f64(),
-                )?;
-                row.compact = Some(kept);
-                summary.push(format!("+ PCA ({kept}) {:.2} %", 100.0 * row.accuracy));
-                results.push(row);
-            }
-        }
+        let (rows, summary) = evaluate_kernel(c, spec, whiten, kinds, &yte, timings, best)?;
+        results.extend(rows);
         progress.inc(1);
         progress.finish(&summary.join("; "));
     }
     let sweep = sweep(c, kinds, &yte, timings, progress)?;
     Ok((results, sweep))
+}
+
+/// The kernel path's rows of `spec`: its training kernels (per scale, all
+/// scales), an SVM on each, the test rows scored through the term columns;
+/// the output folder's files and the saved-model candidate for the
+/// all-scale row; the compact variant when asked. Returns the rows and their
+/// one-line summaries.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_kernel(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    yte: &[usize],
+    timings: &mut Vec<(String, f64)>,
+    best: &mut Option<Candidate>,
+) -> Result<(Vec<ResultRow>, Vec<String>), PipelineError> {
+    let cfg = c.cfg;
+    let n_classes = c.inputs.classes.len();
+    let t = Instant::now();
+    let mut ks = c.kernels(spec, kinds, whiten, timings)?;
+    let kernel_seconds = t.elapsed().as_secs_f64();
+    let scales = c.report_scales(spec);
+    let mut total = total_kernel(&mut ks, scales.len() > 1);
+    let (mut results, mut summary) = (Vec::new(), Vec::new());
+    // Per-scale rows first, each kernel moved out (not copied): at most the
+    // scales' kernels, the total and the global one are held (n_train² f32 each).
+    for scale in scales {
+        let g = match scale {
+            Some(s) => {
+                let mut g = ks.per_scale[s]
+                    .take()
+                    .expect("a per-scale row has local terms");
+                if let Some(k) = &ks.global {
+                    g += k;
+                }
+                g
+            }
+            None => total.take().expect("the total is used once, last"),
+        };
+        let t = Instant::now();
+        let (svm, cc, cv, pred) = c.classify(&g, spec, kinds, whiten, &ks.parts, scale)?;
+        let dim = row_parts(spec, &ks.parts, scale)
+            .into_iter()
+            .map(|(ti, sc, _)| c.columns(&spec.terms[ti], sc, kinds, whiten).width())
+            .sum();
+        let mut row = result_row(
+            spec,
+            whiten,
+            dim,
+            n_classes,
+            yte,
+            &pred,
+            cc,
+            cv,
+            kernel_seconds,
+            t.elapsed().as_secs_f64(),
+        )?;
+        row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+        // The weights of a row that cannot win are not formed (a pass over the training rows).
+        let want = scale.is_none()
+            && trained::wanted(cfg, spec)
+            && trained::improves(best, trained::cv_score(&row));
+        if scale.is_none() && (c.out.is_some() || want) {
+            let (model, fims) = outputs(
+                c,
+                c.out,
+                spec,
+                whiten,
+                kinds,
+                &ks.parts,
+                Trained::Gram(&svm),
+                cc,
+            )?;
+            if want {
+                let cand = candidate(spec, whiten, model, fims, &row);
+                trained::consider(best, cand);
+            }
+        }
+        summary.push(row_summary(&row, ""));
+        results.push(row);
+        if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
+            let row = compact_row(
+                c,
+                spec,
+                whiten,
+                kinds,
+                &ks.parts,
+                &g,
+                d,
+                yte,
+                kernel_seconds,
+            )?;
+            summary.push(format!(
+                "+ PCA ({}) {:.2} %",
+                row.compact.unwrap_or(0),
+                100.0 * row.accuracy
+            ));
+            results.push(row);
+        }
+    }
+    Ok((results, summary))
+}
+
+/// The all-scale kernel of `spec`: the sum of the per-scale ones and the
+/// global one, copied when the per-scale rows still need theirs
+/// (`keep_scales`), moved out of `ks` otherwise.
+fn total_kernel(ks: &mut SpecKernels, keep_scales: bool) -> Option<Array2<f32>> {
+    let mut total = None;
+    for k in ks.per_scale.iter_mut() {
+        let g = if keep_scales { k.clone() } else { k.take() };
+        if let Some(g) = g {
+            add_kernel(&mut total, g);
+        }
+    }
+    if let Some(g) = &ks.global {
+        let g = if keep_scales {
+            g.clone()
+        } else {
+            ks.global.take().expect("checked above")
+        };
+        add_kernel(&mut total, g);
+    }
+    total
+}
+
+/// The parts of `spec` that the row at `scale` holds: the local terms at
+/// that scale (all scales: `None`) and `cnn-global`.
+fn row_parts<'k>(
+    spec: &EncoderSpec,
+    parts: &'k [(usize, usize, TermKernel)],
+    scale: Option<usize>,
+) -> Vec<(usize, usize, &'k TermKernel)> {
+    parts
+        .iter()
+        .filter(|(ti, sc, _)| scale.is_none_or(|s| *sc == s || spec.terms[*ti] == Term::CnnGlobal))
+        .map(|(ti, sc, k)| (*ti, *sc, k))
+        .collect()
+}
+
+/// The compact variant of the all-scale row: kernel PCA of the training
+/// kernel `g` to `dim` components, the test rows projected through their
+/// test × train kernel, an SVM on the projections' kernel.
+#[allow(clippy::too_many_arguments)]
+fn compact_row(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    parts: &[(usize, usize, TermKernel)],
+    g: &Array2<f32>,
+    dim: usize,
+    yte: &[usize],
+    kernel_seconds: f64,
+) -> Result<ResultRow, PipelineError> {
+    let t = Instant::now();
+    let cross = c.cross_kernel(spec, kinds, whiten, parts, None)?;
+    let (ktr, kte, kept) = kernel_pca(g.mapv(f64::from).view(), cross.view(), dim)?;
+    let (svm, cc, cv) = c.fit_kernel(ktr.view())?;
+    let pred = svm
+        .predict(kte.view())
+        .map_err(PipelineError::stage("SVM"))?;
+    let mut row = result_row(
+        spec,
+        whiten,
+        kept,
+        c.inputs.classes.len(),
+        yte,
+        &pred,
+        cc,
+        cv,
+        kernel_seconds,
+        t.elapsed().as_secs_f64(),
+    )?;
+    row.compact = Some(kept);
+    Ok(row)
 }
 
 /// The series of the Figure-1 sweep: (term, its model, the one-term

@@ -280,11 +280,11 @@ impl<'a> Job<'a> {
     /// Refuses, before any pass, the compact variant on the primal path (it
     /// is computed from the N × N kernels).
     fn check_classifier(&self) -> Result<(), PipelineError> {
-        let n = self.inputs.names.len();
+        let n = self.inputs.n_train;
         let scales = self.inputs.scale_names.len();
         if self.cfg.compact_dim.is_some() && self.cfg.classifier.primal_for(n, scales) {
             return Err(PipelineError::Config(format!(
-                "the compact variant (--compact-pca) is computed from the (N, N) kernels, and this run of {n} images trains on the primal path (its kernels would take {:.1} GB, more than {:.1} GB, or --classifier primal): drop --compact-pca or pass --classifier kernel",
+                "the compact variant (--compact-pca) is computed from the training kernels, and this run of {n} training images trains on the primal path (its kernels would take {:.1} GB, more than {:.1} GB, or --classifier primal): drop --compact-pca or pass --classifier kernel",
                 crate::Classifier::kernel_bytes(n, scales) as f64 / 1e9,
                 crate::defaults::KERNEL_MAX_BYTES as f64 / 1e9
             )));
@@ -300,6 +300,7 @@ impl<'a> Job<'a> {
             &self.cfg,
             &self.plan,
             self.inputs.names.len(),
+            self.inputs.n_train,
             self.inputs.source.descriptor_dim(),
             self.inputs.scale_names.len(),
             self.with_global().then(|| self.inputs.source.num_classes()),

@@ -5,15 +5,20 @@
 //! in-memory encoders do: optional whitening $g_{ij} / \sqrt{\max(F_j,
 //! 10^{-12}\bar F)}$ with $F_j$ the variance of column j over the training
 //! rows, signed power $p_{ij} = \mathrm{sign}(g_{ij})|g_{ij}|^\rho$, then L2,
-//! $x_i = p_i/\|p_i\|$. Its kernel $G_{ij} = x_i^\top x_j$ adds up over blocks
-//! of columns, $G = D^{-1} (\sum_b P_b P_b^\top) D^{-1}$ with $D = \mathrm{diag}\|p_i\|$,
+//! $x_i = p_i/\|p_i\|$. Its kernel over the N training rows,
+//! $G_{ij} = x_i^\top x_j$ (N, N, `f32`), adds up over blocks of columns,
+//! $G = D^{-1} (\sum_b P_b P_b^\top) D^{-1}$ with $D = \mathrm{diag}\|p_i\|$,
 //! so the encodings are streamed once, block by block, and never held; the
 //! concatenation of terms or scales (each L2-normalised on its own) has the
-//! sum of their kernels.
+//! sum of their kernels. Test rows are not in the kernel: once the SVM is
+//! trained on it, their decision values $F = X_{te} (A X_{tr})^\top$ are
+//! formed in one more pass over the columns (`add_decisions`), which costs
+//! $2 K (N + M) D$ multiply-adds for K classes and M test rows instead of the
+//! $N M D$ of a test × train kernel, and no memory of size N·M.
 
 use crate::store::Store;
 use crate::PipelineError;
-use fisherkit::linalg::{gram_add_lower, mirror_lower, symmetric_eigen};
+use fisherkit::linalg::{gemm, gram_accumulate_lower, mirror_lower, par_all, symmetric_eigen};
 use fisherkit::Normalization;
 use ndarray::{Array1, Array2, ArrayView2};
 use rayon::prelude::*;
@@ -32,11 +37,12 @@ pub(crate) struct TermColumns<'a> {
     pub norm: Normalization,
 }
 
-/// The kernel of a term over rows `rows` (train rows first, `n_train` of them).
+/// The kernel of a term over the training rows of `rows` (train rows first,
+/// `n_train` of them), and what its test rows need.
 pub(crate) struct TermKernel {
-    /// (N, N) $x_i^\top x_j$.
-    pub gram: Array2<f64>,
-    /// (N) the scale $1/\|p_i\|$ (1 where the norm is below the floor or without L2).
+    /// (n_train, n_train) $x_i^\top x_j$ over the training rows.
+    pub gram: Array2<f32>,
+    /// (all rows) the scale $1/\|p_i\|$ (1 where the norm is below the floor or without L2).
     pub inv_norm: Array1<f64>,
     /// The whitening's Fisher-information estimate (length = the term's width), if whitened.
     pub fim: Option<Array1<f32>>,
@@ -111,7 +117,9 @@ impl TermColumns<'_> {
         });
     }
 
-    /// The term's kernel over `rows` (the first `n_train` are the training rows).
+    /// The term's kernel over the training rows of `rows` (the first
+    /// `n_train`), with the norms of all of `rows`: one pass over the
+    /// columns, reading every row (the test rows for their norms only).
     pub(crate) fn kernel(
         &self,
         rows: &[usize],
@@ -124,27 +132,76 @@ impl TermColumns<'_> {
             None
         };
         let scale = fim.as_ref().map(Self::white_scale);
-        let mut gram = Array2::<f64>::zeros((n, n));
+        let mut gram = zeros_f32(n_train, n_train)?;
+        let mut sq = vec![0.0f64; n];
         for (cols, off) in self.blocks(block_cols(n)) {
             let mut x = self.read(rows, cols.clone())?;
             let s = scale
                 .as_ref()
                 .map(|s| &s.as_slice().expect("contiguous")[off..off + cols.len()]);
             self.transform(&mut x, s);
-            gram_add_lower(&mut gram, x.view());
+            add_squared_norms(x.view(), &mut sq);
+            gram_accumulate_lower(&mut gram, x.slice(ndarray::s![..n_train, ..]));
         }
         mirror_lower(&mut gram);
         let inv_norm = Array1::from_shape_fn(n, |i| {
-            crate::classifier::inv_norm(gram[[i, i]].max(0.0), self.norm.l2)
+            crate::classifier::inv_norm(sq[i].max(0.0), self.norm.l2)
         });
-        for ((i, j), g) in gram.indexed_iter_mut() {
-            *g *= inv_norm[i] * inv_norm[j];
-        }
+        gram.axis_iter_mut(ndarray::Axis(0))
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(i, mut row)| {
+                for (j, g) in row.iter_mut().enumerate() {
+                    *g = (*g as f64 * inv_norm[i] * inv_norm[j]) as f32;
+                }
+            });
         Ok(TermKernel {
             gram,
             inv_norm,
             fim,
         })
+    }
+
+    /// Adds the term's part of the test rows' decision values: with the
+    /// dual coefficients `dual` (K, n_train) of an SVM trained on a kernel
+    /// that includes this term, `f` (M, K) += $X_{te} (A X_{tr})^\top$ for the
+    /// term's final encodings, block by block over the columns. `rows` as
+    /// for [`TermColumns::kernel`], M = `rows.len()` − `n_train`.
+    pub(crate) fn add_decisions(
+        &self,
+        rows: &[usize],
+        n_train: usize,
+        k: &TermKernel,
+        dual: ArrayView2<'_, f32>,
+        f: &mut Array2<f32>,
+    ) -> Result<(), PipelineError> {
+        let n_classes = dual.nrows();
+        self.for_each_block(rows, k, k.inv_norm.as_slice().expect("contiguous"), |x| {
+            let (xtr, xte) = x.split_at(ndarray::Axis(0), n_train);
+            let mut w = Array2::<f32>::zeros((n_classes, x.ncols()));
+            gemm(w.view_mut(), false, dual, xtr, 1.0, par_all());
+            gemm(f.view_mut(), true, xte, w.t(), 1.0, par_all());
+            Ok(())
+        })
+    }
+
+    /// Adds the term's test × train kernel $X_{te} X_{tr}^\top$ to `cross`
+    /// (M, n_train): only for the compact variant's kernel PCA.
+    pub(crate) fn add_cross(
+        &self,
+        rows: &[usize],
+        n_train: usize,
+        k: &TermKernel,
+        cross: &mut Array2<f64>,
+    ) -> Result<(), PipelineError> {
+        let mut acc = Array2::<f32>::zeros(cross.dim());
+        self.for_each_block(rows, k, k.inv_norm.as_slice().expect("contiguous"), |x| {
+            let (xtr, xte) = x.split_at(ndarray::Axis(0), n_train);
+            gemm(acc.view_mut(), true, xte, xtr.t(), 1.0, par_all());
+            Ok(())
+        })?;
+        cross.zip_mut_with(&acc, |c, &a| *c += a as f64);
+        Ok(())
     }
 
     /// Calls `f` with consecutive column blocks (rows × block) of the term's
@@ -174,32 +231,58 @@ impl TermColumns<'_> {
     }
 }
 
-/// The kernel files of `name` in `dir`: the kernel, the inverse norms and the whitening.
-fn kernel_files(dir: &std::path::Path, name: &str) -> [std::path::PathBuf; 3] {
-    ["gram", "inv-norm", "fim"].map(|w| dir.join(format!("{name}.{w}.npy")))
+/// $\sum_j x_{ij}^2$ of each row of `x` (rows, B) added to `sq` (rows), in `f64`.
+fn add_squared_norms(x: ArrayView2<'_, f32>, sq: &mut [f64]) {
+    sq.par_iter_mut()
+        .zip(x.axis_iter(ndarray::Axis(0)).into_par_iter())
+        .for_each(|(s, row)| *s += row.iter().map(|&v| v as f64 * v as f64).sum::<f64>());
 }
 
-/// A kernel saved by [`save_kernel`], if complete and of `n` rows.
+/// An (n, m) `f32` matrix of zeros, allocated fallibly: the kernel path's
+/// largest buffer (1.6 GB at SUN397's 19 850 training images), so a machine
+/// without that memory gets one error line naming it, not an abort.
+fn zeros_f32(n: usize, m: usize) -> Result<Array2<f32>, PipelineError> {
+    let len = n.saturating_mul(m);
+    let mut v: Vec<f32> = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        PipelineError::at(
+            "kernel",
+            format!(
+                "cannot allocate the {n} × {m} training kernel ({:.1} GB); --classifier primal trains without it",
+                len as f64 * 4.0 / 1e9
+            ),
+        )
+    })?;
+    v.resize(len, 0.0);
+    Ok(Array2::from_shape_vec((n, m), v).expect("n × m values"))
+}
+
+/// The kernel files of `name` in `dir`: the training kernel (`f32`), the
+/// inverse norms and the whitening.
+fn kernel_files(dir: &std::path::Path, name: &str) -> [std::path::PathBuf; 3] {
+    ["gram32", "inv-norm", "fim"].map(|w| dir.join(format!("{name}.{w}.npy")))
+}
+
+/// A kernel saved by [`save_kernel`], if complete, over `n` rows of which
+/// the first `n_train` are the kernel's.
 pub(crate) fn load_kernel(
     dir: &std::path::Path,
     name: &str,
     n: usize,
+    n_train: usize,
     whiten: bool,
 ) -> Option<TermKernel> {
     let [g, i, f] = kernel_files(dir, name);
-    let gram = fisherkit_io::read_npy_as::<f64>(&g).ok()?;
+    let gram = fisherkit_io::read_npy_as::<f32>(&g).ok()?;
     let inv = fisherkit_io::read_npy_as::<f64>(&i).ok()?;
-    if gram.dim() != (n, n) || inv.len() != n {
+    if gram.dim() != (n_train, n_train) || inv.len() != n {
         return None;
     }
     let fim = if whiten {
-        Some(
-            fisherkit_io::read_npy_as::<f32>(&f)
-                .ok()?
-                .into_shape_with_order(0)
-                .ok()
-                .unwrap_or_else(|| Array1::zeros(0)),
-        )
+        // saved as one (1, width) row
+        let f = fisherkit_io::read_npy_as::<f32>(&f).ok()?;
+        let width = f.len();
+        Some(f.into_shape_with_order(width).ok()?)
     } else {
         None
     };
@@ -283,4 +366,92 @@ pub(crate) fn kernel_pca(
     }
     let z_test = kc.dot(&proj);
     Ok((z_train.dot(&z_train.t()), z_test.dot(&z_train.t()), d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreFormat;
+
+    /// A store of `n` rows of width `d` with planted values, and its rows
+    /// powered and L2-normalised by hand (the independent truth).
+    fn planted(dir: &std::path::Path, n: usize, d: usize) -> (Store, Array2<f64>) {
+        let mut store = Store::open(dir, n, d, StoreFormat::F32).unwrap();
+        let mut x = Array2::<f64>::zeros((n, d));
+        for i in 0..n {
+            let row: Vec<f32> = (0..d)
+                .map(|j| (((i * 7 + j * 13) % 17) as f32 - 8.0) * 0.1 + (i % 3) as f32 * 0.05)
+                .collect();
+            store.write_row(i, &row).unwrap();
+            let p: Vec<f64> = row
+                .iter()
+                .map(|&v| (v as f64).signum() * (v as f64).abs().sqrt())
+                .collect();
+            let norm = p.iter().map(|v| v * v).sum::<f64>().sqrt();
+            for j in 0..d {
+                x[[i, j]] = p[j] / norm;
+            }
+        }
+        store.commit(&(0..n).collect::<Vec<_>>()).unwrap();
+        (store, x)
+    }
+
+    #[test]
+    fn the_training_kernel_and_the_streamed_test_scores_match_the_direct_products() {
+        let t = tempfile::tempdir().unwrap();
+        let (n, d, nt, k) = (23, 40, 15, 3);
+        let (store, x) = planted(&t.path().join("s"), n, d);
+        // rows in a permuted order, train rows first
+        let rows: Vec<usize> = (0..n).map(|i| (i * 5) % n).collect();
+        let cols = TermColumns {
+            store: &store,
+            cols: vec![0..12, 20..40],
+            whiten: false,
+            norm: Normalization::default(),
+        };
+        // the term's own columns, renormalised over them
+        let sub = |i: usize| -> Vec<f64> {
+            let raw: Vec<f64> = (0..12).chain(20..40).map(|j| x[[i, j]]).collect();
+            let norm = raw.iter().map(|v| v * v).sum::<f64>().sqrt();
+            raw.iter().map(|v| v / norm).collect()
+        };
+        let xs: Vec<Vec<f64>> = rows.iter().map(|&i| sub(i)).collect();
+        let dotp = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
+        let kern = cols.kernel(&rows, nt).unwrap();
+        assert_eq!(kern.gram.dim(), (nt, nt));
+        assert_eq!(kern.inv_norm.len(), n);
+        for i in 0..nt {
+            for j in 0..nt {
+                let want = dotp(&xs[i], &xs[j]);
+                assert!(
+                    (kern.gram[[i, j]] as f64 - want).abs() < 1e-5,
+                    "[{i},{j}]: {} vs {want}",
+                    kern.gram[[i, j]]
+                );
+            }
+        }
+        // F = X_te (A X_tr)^T, and the cross kernel X_te X_tr^T
+        let dual = Array2::from_shape_fn((k, nt), |(c, j)| ((c * 3 + j) % 5) as f32 - 2.0);
+        let mut f = Array2::<f32>::zeros((n - nt, k));
+        cols.add_decisions(&rows, nt, &kern, dual.view(), &mut f)
+            .unwrap();
+        let mut cross = Array2::<f64>::zeros((n - nt, nt));
+        cols.add_cross(&rows, nt, &kern, &mut cross).unwrap();
+        for m in 0..n - nt {
+            for j in 0..nt {
+                let want = dotp(&xs[nt + m], &xs[j]);
+                assert!((cross[[m, j]] - want).abs() < 1e-5);
+            }
+            for c in 0..k {
+                let want: f64 = (0..nt)
+                    .map(|j| dual[[c, j]] as f64 * dotp(&xs[nt + m], &xs[j]))
+                    .sum();
+                assert!(
+                    (f[[m, c]] as f64 - want).abs() < 1e-4,
+                    "test row {m}, class {c}: {} vs {want}",
+                    f[[m, c]]
+                );
+            }
+        }
+    }
 }

@@ -61,7 +61,8 @@ fn every_svm_entry_point_checks_the_settings_first() {
     ));
     let gram = x.dot(&x.t());
     assert!(is_c(
-        bad.fit_gram_with_cv(gram, &y, &[1.0], 2, 0).unwrap_err()
+        bad.fit_gram_with_cv(gram.view(), &y, &[1.0], 2, 0)
+            .unwrap_err()
     ));
     // the checked form fits, with the same result as the convenience path
     let good = LinearSvcParams::with_c(1.0);

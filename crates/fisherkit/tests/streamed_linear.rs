@@ -79,7 +79,9 @@ fn kernel_svm_equals_the_gram_solver_on_features() {
     let (svm, c, table) = p.fit_with_cv(xtr, &y[..60], &grid, 3, 5).unwrap();
     let x64 = xtr.mapv(|v| v as f64);
     let gram = x64.dot(&x64.t());
-    let (ksvm, kc, ktable) = p.fit_gram_with_cv(gram, &y[..60], &grid, 3, 5).unwrap();
+    let (ksvm, kc, ktable) = p
+        .fit_gram_with_cv(gram.view(), &y[..60], &grid, 3, 5)
+        .unwrap();
     assert_eq!(c, kc);
     for ((c1, s1), (c2, s2)) in table.iter().zip(&ktable) {
         assert_eq!(c1, c2);
@@ -96,6 +98,28 @@ fn kernel_svm_equals_the_gram_solver_on_features() {
         ksvm.predict(cross.view()).unwrap(),
         svm.predict(xte).unwrap()
     );
+    // the same kernel in f32, borrowed (the bias added as entries are read):
+    // the same C and predictions, decision values to f32 rounding
+    let gram32 = gram.mapv(|v| v as f32);
+    let (k32, c32, table32) = p
+        .fit_gram_with_cv(gram32.view(), &y[..60], &grid, 3, 5)
+        .unwrap();
+    assert_eq!(c32, kc);
+    for ((_, s1), (_, s2)) in table32.iter().zip(&ktable) {
+        assert!((s1 - s2).abs() < 1e-9, "{s1} vs {s2}");
+    }
+    let f32k = k32.decision_function(cross.view()).unwrap();
+    let err32 = (&f32k - &f_kernel)
+        .mapv(f64::abs)
+        .fold(0.0f64, |m, &v| m.max(v));
+    assert!(
+        err32 < 1e-4,
+        "f32 kernel: decision values differ by {err32}"
+    );
+    assert_eq!(
+        k32.predict(cross.view()).unwrap(),
+        ksvm.predict(cross.view()).unwrap()
+    );
     // weights assembled block by block = the feature solver's weights
     let w = ndarray::concatenate(
         Axis(1),
@@ -111,7 +135,9 @@ fn kernel_svm_equals_the_gram_solver_on_features() {
     assert!(dw < 1e-4, "weights differ by {dw}");
     // a kernel of the wrong shape is refused, naming it
     let bad = Array2::<f64>::zeros((60, 59));
-    let e = p.fit_gram_with_cv(bad, &y[..60], &grid, 3, 5).unwrap_err();
+    let e = p
+        .fit_gram_with_cv(bad.view(), &y[..60], &grid, 3, 5)
+        .unwrap_err();
     assert!(e.to_string().contains("kernel"), "{e}");
     assert!(ksvm
         .decision_function(Array2::zeros((2, 7)).view())

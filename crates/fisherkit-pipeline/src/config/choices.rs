@@ -11,7 +11,8 @@ pub enum Classifier {
     /// The kernel path while its kernels fit in [`defaults::KERNEL_MAX_BYTES`], the primal path above.
     #[default]
     Auto,
-    /// Linear kernels (N, N) from the stores, dual solver on them: memory N².
+    /// Linear kernels over the training images (n_train², `f32`) from the
+    /// stores, dual solver on them, test images scored through the columns.
     Kernel,
     /// Out-of-core primal solver on row blocks read from the stores: memory
     /// K × D weights plus one block.
@@ -19,26 +20,33 @@ pub enum Classifier {
 }
 
 impl Classifier {
-    /// Bytes of the (N, N) `f64` kernels the kernel path holds for
-    /// `n_images` (train + test) at `n_scales` scales.
-    pub fn kernel_bytes(n_images: usize, n_scales: usize) -> u64 {
-        let n = n_images as u64;
-        (n_scales as u64 + 3)
-            .saturating_mul(8)
-            .saturating_mul(n.saturating_mul(n))
+    /// Bytes of the `f32` training kernels (n_train × n_train) the kernel
+    /// path holds at once for `n_train` training images at `n_scales`
+    /// scales: at one scale the encoder's kernel and the part being added to
+    /// it (2); at several, the per-scale kernels, the all-scale one, the
+    /// global one and the part being added (S + 3).
+    pub fn kernel_bytes(n_train: usize, n_scales: usize) -> u64 {
+        let n = n_train as u64;
+        let held = if n_scales <= 1 {
+            2
+        } else {
+            n_scales as u64 + 3
+        };
+        held.saturating_mul(4).saturating_mul(n.saturating_mul(n))
     }
 
-    /// Whether a run of `n_images` (train + test) at `n_scales` scales takes the primal path.
+    /// Whether a run with `n_train` training images at `n_scales` scales takes the primal path.
     ///
     /// ```
     /// use fisherkit_pipeline::Classifier;
-    /// assert!(!Classifier::Auto.primal_for(6_700, 3)); // MIT Indoor: 2.2 GB of kernels
-    /// assert!(Classifier::Auto.primal_for(39_700, 1)); // SUN397: 50 GB
+    /// assert!(!Classifier::Auto.primal_for(5_360, 3)); // MIT Indoor: 0.7 GB of kernels
+    /// assert!(!Classifier::Auto.primal_for(19_850, 1)); // SUN397's descriptors: 3.2 GB
+    /// assert!(Classifier::Auto.primal_for(19_850, 3)); // SUN397's images at three scales: 9.5 GB
     /// assert!(Classifier::Primal.primal_for(10, 1));
     /// ```
-    pub fn primal_for(self, n_images: usize, n_scales: usize) -> bool {
+    pub fn primal_for(self, n_train: usize, n_scales: usize) -> bool {
         match self {
-            Classifier::Auto => Self::kernel_bytes(n_images, n_scales) > defaults::KERNEL_MAX_BYTES,
+            Classifier::Auto => Self::kernel_bytes(n_train, n_scales) > defaults::KERNEL_MAX_BYTES,
             Classifier::Kernel => false,
             Classifier::Primal => true,
         }

@@ -46,8 +46,8 @@ mod solver;
 
 pub use binary::BinarySvm;
 pub use error::SvmError;
-pub use gram::GramSvc;
-pub use model::LinearSvc;
+pub use gram::{GramSvc, KernelView};
+pub use model::{argmax, LinearSvc};
 pub use out_of_core::{
     for_each_decision_block, predict_rows, OutOfCoreSvmParams, RowSource, ValidOutOfCoreSvmParams,
     GRAM_CACHE_BYTES,

@@ -116,8 +116,9 @@ impl<F: Float> LinearSvc<F> {
     }
 }
 
-/// Index of the largest value, the first on ties.
-pub(super) fn argmax(v: impl Iterator<Item = f64>) -> usize {
+/// Index of the largest value, the first on ties: the class a one-vs-rest
+/// SVM predicts from its decision values.
+pub fn argmax(v: impl Iterator<Item = f64>) -> usize {
     let mut best = (0, f64::NEG_INFINITY);
     for (i, x) in v.enumerate() {
         if x > best.1 {

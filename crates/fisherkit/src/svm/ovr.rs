@@ -120,14 +120,11 @@ impl OvrFit {
     /// $w_k^\top x_i + b_k$ otherwise.
     pub(super) fn decision_row<F: Float>(&self, sh: &Shared<'_, F>, i: usize) -> Vec<f64> {
         match (&sh.gram, self.dual) {
-            (Some(g), true) => {
-                let gi = g.row(i);
-                let gi = gi.as_slice().expect("row-major Gram");
-                self.coef
-                    .outer_iter()
-                    .map(|c| dot(c.as_slice().expect("row-major"), gi))
-                    .collect()
-            }
+            (Some(g), true) => self
+                .coef
+                .outer_iter()
+                .map(|c| g.row_dot(i, c.as_slice().expect("row-major")))
+                .collect(),
             _ => {
                 let xi = sh.row(i);
                 self.coef

@@ -18,7 +18,45 @@ pub(super) struct Shared<'a, F: Float> {
     pub(super) d: usize,
     pub(super) norms: Vec<f64>,
     /// (N, N) in Gram mode.
-    pub(super) gram: Option<Array2<f64>>,
+    pub(super) gram: Option<GramMatrix<'a>>,
+}
+
+/// The Gram matrix of Gram mode, $K'_{ij} = G_{ij} + \beta$: the linear
+/// kernel $G$ (N, N, row-major, symmetric) in `f64` (computed here from X,
+/// with the bias feature already added, $\beta = 0$) or borrowed in `f32`
+/// from a caller that built it block by block ([`super::GramSvc`]; $\beta$ = 1
+/// with the bias feature, added as each entry is read).
+pub(super) enum GramMatrix<'a> {
+    F64(Array2<f64>),
+    F32 {
+        g: CowArray<'a, f32, Ix2>,
+        bias: f64,
+    },
+}
+
+impl GramMatrix<'_> {
+    /// $K'_{ii}$.
+    pub(super) fn diag(&self, i: usize) -> f64 {
+        match self {
+            GramMatrix::F64(g) => g[[i, i]],
+            GramMatrix::F32 { g, bias } => g[[i, i]] as f64 + bias,
+        }
+    }
+
+    /// $\sum_j a_j K'_{ij}$ for the coefficients `a` (N).
+    pub(super) fn row_dot(&self, i: usize, a: &[f64]) -> f64 {
+        match self {
+            GramMatrix::F64(g) => dot(a, g.row(i).as_slice().expect("row-major Gram")),
+            GramMatrix::F32 { g, bias } => {
+                dot(a, g.row(i).as_slice().expect("row-major Gram"))
+                    + if *bias != 0.0 {
+                        bias * a.iter().sum::<f64>()
+                    } else {
+                        0.0
+                    }
+            }
+        }
+    }
 }
 
 impl<F: Float> Shared<'_, F> {
@@ -47,11 +85,11 @@ pub(super) fn shared<'a, F: Float>(
         if p.bias {
             g.mapv_inplace(|v| v + 1.0);
         }
-        g
+        GramMatrix::F64(g)
     });
     let norms = match &gram {
         Some(g) => (0..n)
-            .map(|i| g[[i, i]] - if p.bias { 1.0 } else { 0.0 })
+            .map(|i| g.diag(i) - if p.bias { 1.0 } else { 0.0 })
             .collect(),
         None => (0..n)
             .into_par_iter()
@@ -123,14 +161,16 @@ impl<F: Float> DualState for DirectState<'_, '_, F> {
 }
 
 /// Keeps $u_t = f(x_t)$ for every row t of the problem: a value is a read, an
-/// update one pass over a row of the Gram matrix (O(N) instead of O(D)).
-struct GramState<'b> {
-    gram: &'b Array2<f64>,
+/// update one pass over a row of the Gram matrix (O(N) instead of O(D)),
+/// $u_t \mathrel{+}= \delta\,(G_{st} + \beta)$.
+struct GramState<'b, G: Float> {
+    gram: ArrayView2<'b, G>,
+    bias: f64,
     rows: &'b [usize],
     u: Vec<f64>,
 }
 
-impl DualState for GramState<'_> {
+impl<G: Float> DualState for GramState<'_, G> {
     #[inline]
     fn value(&self, s: usize) -> f64 {
         self.u[s]
@@ -139,10 +179,30 @@ impl DualState for GramState<'_> {
     fn update(&mut self, s: usize, delta: f64) {
         let g = self.gram.row(self.rows[s]);
         let g = g.as_slice().expect("row-major Gram");
+        let bias = self.bias;
         for (u, &r) in self.u.iter_mut().zip(self.rows) {
-            *u += delta * g[r];
+            *u += delta * (g[r].as_f64() + bias);
         }
     }
+}
+
+/// [`dual_cd`] in Gram mode on `gram` (+ `bias`) over `rows`.
+fn dual_cd_gram<G: Float>(
+    gram: ArrayView2<'_, G>,
+    bias: f64,
+    rows: &[usize],
+    ys: &[f64],
+    sqnorm: &[f64],
+    p: &LinearSvcParams,
+    stream: u64,
+) -> (Vec<f64>, usize, bool) {
+    let mut st = GramState {
+        gram,
+        bias,
+        rows,
+        u: vec![0.0; rows.len()],
+    };
+    dual_cd(&mut st, ys, sqnorm, p, stream)
 }
 
 /// The box and diagonal of the dual for `loss` at cost `c`: $(D_{ii}, U)$.
@@ -299,12 +359,12 @@ pub(super) fn solve_binary<F: Float>(
     let sq: Vec<f64> = rows.iter().map(|&r| sh.norms[r] + b2).collect();
     match &sh.gram {
         Some(gram) => {
-            let mut st = GramState {
-                gram,
-                rows,
-                u: vec![0.0; rows.len()],
+            let (a, it, conv) = match gram {
+                GramMatrix::F64(g) => dual_cd_gram(g.view(), 0.0, rows, &ys, &sq, p, stream),
+                GramMatrix::F32 { g, bias } => {
+                    dual_cd_gram(g.view(), *bias, rows, &ys, &sq, p, stream)
+                }
             };
-            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
             (a, ys, None, it, conv)
         }
         None => {
