@@ -5,7 +5,7 @@
 use crate::classifier::{part_list as parts_of, term_columns as term_columns_of};
 use crate::config::{RunConfig, Whitening};
 use crate::inputs::Inputs;
-use crate::kernel::{kernel_pca, load_kernel, save_kernel, TermColumns, TermKernel};
+use crate::kernel::{kernel_pca, load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
 use crate::primal::{FeatureRows, Finished, PartNorms};
 use crate::progress::stop_if_cancelled;
@@ -282,10 +282,7 @@ impl Classes<'_> {
     }
 
     /// Cross-validates C on a training kernel (n_train, n_train) and trains.
-    fn fit_kernel<'g>(
-        &self,
-        gram: impl Into<KernelView<'g>>,
-    ) -> Result<FitKernel, PipelineError> {
+    fn fit_kernel<'g>(&self, gram: impl Into<KernelView<'g>>) -> Result<FitKernel, PipelineError> {
         let ytr: Vec<usize> = self.rows[..self.n_train]
             .iter()
             .map(|&i| self.inputs.labels[i])
@@ -479,6 +476,34 @@ impl Classes<'_> {
         scale.is_none() && (self.out.is_some() || trained::wanted(self.cfg, spec))
     }
 
+    /// The kernel files each step of the kernel path reads (none on the
+    /// primal path): the report's encoders `jobs`, then the sweep's points.
+    fn kernel_uses(
+        &self,
+        jobs: &[(&EncoderSpec, bool)],
+        kinds: (ModelKind, ModelKind),
+    ) -> KernelUses {
+        let names = |spec: &EncoderSpec, kinds, whiten| -> Vec<String> {
+            self.part_list(spec)
+                .into_iter()
+                .map(|(ti, s)| self.part_kernel_name(&spec.terms[ti], s, kinds, whiten))
+                .collect()
+        };
+        let steps = if self.primal() {
+            Vec::new()
+        } else {
+            jobs.iter()
+                .map(|(spec, whiten)| names(spec, kinds, *whiten))
+                .chain(
+                    sweep_series(self.cfg, kinds)
+                        .into_iter()
+                        .map(|(_, _, spec, k)| names(&spec, k, false)),
+                )
+                .collect()
+        };
+        KernelUses::new(self.kernel_dir.clone(), steps)
+    }
+
     fn test_labels(&self) -> Vec<usize> {
         self.rows[self.n_train..]
             .iter()
@@ -585,6 +610,7 @@ fn evaluate_rows(
     let jobs = report_jobs(cfg);
     let mut results = Vec::new();
     let primal = c.primal();
+    let uses = c.kernel_uses(&jobs, kinds);
     for (spec, whiten) in jobs {
         stop_if_cancelled(progress)?;
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
@@ -598,11 +624,12 @@ fn evaluate_rows(
         }
         progress.start(&format!("kernel + SVM {name}"), 1);
         let (rows, summary) = evaluate_kernel(c, spec, whiten, kinds, &yte, timings, best)?;
+        uses.step_done();
         results.extend(rows);
         progress.inc(1);
         progress.finish(&summary.join("; "));
     }
-    let sweep = sweep(c, kinds, &yte, timings, progress)?;
+    let sweep = sweep(c, kinds, &yte, timings, progress, &uses)?;
     Ok((results, sweep))
 }
 
@@ -820,12 +847,14 @@ fn sweep(
     yte: &[usize],
     timings: &mut Vec<(String, f64)>,
     progress: &dyn Progress,
+    uses: &KernelUses,
 ) -> Result<Vec<SweepPoint>, PipelineError> {
     let n_classes = c.inputs.classes.len();
     let mut out = Vec::new();
     for (term, kind, spec, k) in sweep_series(c.cfg, kinds) {
         stop_if_cancelled(progress)?;
         let pred = c.predict_spec(&spec, k, timings)?;
+        uses.step_done();
         let accuracy = mean_per_class_accuracy(yte, &pred, n_classes)
             .map_err(PipelineError::stage("metrics"))?;
         let dim: usize = (0..c.inputs.scale_names.len())

@@ -293,6 +293,49 @@ pub(crate) fn load_kernel(
     })
 }
 
+/// Removes the kernel files of `name` in `dir` (those present; a file that
+/// cannot be removed is left: it costs disk, not results).
+pub(crate) fn remove_kernel(dir: &std::path::Path, name: &str) {
+    for f in kernel_files(dir, name) {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// The kernel files a run reads, step by step (each report encoder, then
+/// each sweep point): after a step, the files no later step reads are
+/// removed, so that the run folder holds the encoding stores and the
+/// kernels of one step (at SUN397's size 1.6 GB per part) rather than all of them.
+pub(crate) struct KernelUses {
+    dir: std::path::PathBuf,
+    steps: Vec<Vec<String>>,
+    next: std::cell::Cell<usize>,
+}
+
+impl KernelUses {
+    /// The steps' kernel names, in the order the run takes them.
+    pub(crate) fn new(dir: std::path::PathBuf, steps: Vec<Vec<String>>) -> Self {
+        Self {
+            dir,
+            steps,
+            next: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Ends the current step: removes its kernels that no later step reads.
+    pub(crate) fn step_done(&self) {
+        let i = self.next.get();
+        self.next.set(i + 1);
+        let Some(now) = self.steps.get(i) else {
+            return;
+        };
+        for name in now {
+            if !self.steps[i + 1..].iter().any(|later| later.contains(name)) {
+                remove_kernel(&self.dir, name);
+            }
+        }
+    }
+}
+
 /// Whether the kernel `name` is saved in `dir` (its kernel file, written last, is there).
 pub(crate) fn kernel_saved(dir: &std::path::Path, name: &str) -> bool {
     kernel_files(dir, name)[0].is_file()

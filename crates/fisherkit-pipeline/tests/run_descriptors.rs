@@ -612,6 +612,21 @@ fn the_classifier_stage_task_by_task_equals_finish() {
             "{:?}",
             report.timings
         );
+        // the kernel files (there for the workers above) are removed once
+        // their last reader is done: the run folder keeps the stores only
+        let mut left = Vec::new();
+        let mut dirs = vec![t.path().join(format!("tasks-{tag}"))];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.to_string_lossy().ends_with(".gram32.npy") {
+                    left.push(p);
+                }
+            }
+        }
+        assert!(left.is_empty(), "{left:?}");
         // a result the run folder lacks (a worker's folder not shared) is an error
         let other = Job::descriptor_files(&cfg, &NoProgress).unwrap();
         let e = other
