@@ -2,9 +2,9 @@
 //! variables (mostly for diagnostics and tests).
 
 use super::error::SvmError;
-use super::ovr::collect_ovr;
+use super::ovr::{collect_ovr, ClassFit};
 use super::params::{LinearSvcParams, SvmLoss, ValidLinearSvcParams};
-use super::solver::{shared, solve_binary};
+use super::solver::{shared, solve_binary_path};
 use crate::data::check_matrix;
 use crate::float::Float;
 use ndarray::{Array1, ArrayView2};
@@ -104,10 +104,11 @@ impl ValidLinearSvcParams {
         let xs = x.as_standard_layout();
         let sh = shared(&xs, self);
         let rows: Vec<usize> = (0..x.nrows()).collect();
-        let sol = solve_binary(&sh, &rows, |r| positive[r], self, 0);
-        let alpha = Array1::from(sol.0.clone());
-        let (n_iter, converged) = (sol.3, sol.4);
-        let fit = collect_ovr(&sh, rows.as_slice(), vec![sol], self);
+        let (ys, mut path) = solve_binary_path(&sh, &rows, |r| positive[r], self, 0, &[self.c]);
+        let pt = path.pop().expect("one cost, one point");
+        let alpha = Array1::from(pt.alpha.clone());
+        let (n_iter, converged) = (pt.iter, pt.converged);
+        let fit = collect_ovr(&sh, vec![ClassFit::new(&rows, &ys, pt)], self);
         Ok(BinarySvm {
             w: fit.weights(&sh).row(0).to_owned(),
             bias: fit.b[0],

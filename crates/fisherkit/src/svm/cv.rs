@@ -3,9 +3,9 @@
 
 use super::error::SvmError;
 use super::model::{argmax, LinearSvc};
-use super::ovr::fit_ovr;
+use super::ovr::{collect_ovr, fit_ovr, ClassFit};
 use super::params::{LinearSvcParams, ValidLinearSvcParams};
-use super::solver::{shared, Shared};
+use super::solver::{shared, solve_binary_path, Shared};
 use crate::float::Float;
 use crate::metrics::mean_per_class_accuracy;
 use ndarray::ArrayView2;
@@ -48,8 +48,9 @@ impl ValidLinearSvcParams {
     /// Folds: each class's samples are shuffled (ChaCha8, `seed`) and dealt
     /// round-robin to the folds, the dealing continuing from class to class,
     /// so fold sizes differ by at most one and each class is spread evenly.
-    /// The (C, fold) fits run in parallel, each solving its classes in
-    /// parallel on the one rayon pool (no oversubscription); no fit copies X.
+    /// Each fold walks the grid in ascending C, every C starting from the
+    /// previous one's solution (warm start); the folds and their classes run
+    /// in parallel on the one rayon pool (no oversubscription); no fit copies X.
     ///
     /// `x`: (N, D); `y`: (N) in `0..n_classes` as for [`LinearSvcParams::fit`].
     /// Returns the best C (the smallest among equal best scores) and
@@ -132,6 +133,11 @@ impl ValidLinearSvcParams {
     }
 
     /// The CV table and the best C (smallest among equal best scores).
+    ///
+    /// Each fold walks the grid in ascending C, each class starting from its
+    /// solution at the previous C (a warm start, as LIBLINEAR's parameter
+    /// search does: Chu, Lin et al., *Warm start for parameter selection of
+    /// linear classifiers*, KDD 2015); folds and classes run in parallel.
     pub(super) fn cv_table<F: Float>(
         &self,
         sh: &Shared<'_, F>,
@@ -143,31 +149,50 @@ impl ValidLinearSvcParams {
     ) -> (f64, Vec<(f64, f64)>) {
         let n = y.len();
         let fold_of = stratified_folds(y, n_classes, folds, seed);
-        let jobs: Vec<(usize, usize)> = (0..grid.len())
-            .flat_map(|g| (0..folds).map(move |f| (g, f)))
-            .collect();
-        let scores: Vec<f64> = jobs
-            .par_iter()
-            .map(|&(g, f)| {
+        let mut order: Vec<usize> = (0..grid.len()).collect();
+        order.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
+        let costs: Vec<f64> = order.iter().map(|&g| grid[g]).collect();
+        // scores[f][i]: fold f at the i-th smallest C
+        let scores: Vec<Vec<f64>> = (0..folds)
+            .into_par_iter()
+            .map(|f| {
                 let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
                 let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
-                let p = self.with_cost(grid[g]);
-                let fit = fit_ovr(sh, &train, y, n_classes, &p);
-                let pred: Vec<usize> = test
-                    .iter()
-                    .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
+                let mut paths: Vec<std::vec::IntoIter<ClassFit>> = (0..n_classes)
+                    .into_par_iter()
+                    .map(|k| {
+                        let (ys, path) =
+                            solve_binary_path(sh, &train, |r| y[r] == k, self, k as u64, &costs);
+                        path.into_iter()
+                            .map(|pt| ClassFit::new(&train, &ys, pt))
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                    })
                     .collect();
                 let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
-                mean_per_class_accuracy(&truth, &pred, n_classes)
-                    .expect("labels validated, test folds non-empty")
+                costs
+                    .iter()
+                    .map(|&c| {
+                        let sols = paths
+                            .iter_mut()
+                            .map(|p| p.next().expect("one point per cost"))
+                            .collect();
+                        let fit = collect_ovr(sh, sols, &self.with_cost(c));
+                        let pred: Vec<usize> = test
+                            .iter()
+                            .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
+                            .collect();
+                        mean_per_class_accuracy(&truth, &pred, n_classes)
+                            .expect("labels validated, test folds non-empty")
+                    })
+                    .collect()
             })
             .collect();
-        let table: Vec<(f64, f64)> = (0..grid.len())
-            .map(|g| {
-                let s: f64 = scores[g * folds..(g + 1) * folds].iter().sum();
-                (grid[g], s / folds as f64)
-            })
-            .collect();
+        let mut table = vec![(0.0, 0.0); grid.len()];
+        for (i, &g) in order.iter().enumerate() {
+            let s: f64 = scores.iter().map(|fold| fold[i]).sum();
+            table[g] = (grid[g], s / folds as f64);
+        }
         let mut best = table[0];
         for &(c, s) in &table[1..] {
             if s > best.1 || (s == best.1 && c < best.0) {

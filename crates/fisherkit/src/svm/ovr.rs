@@ -5,7 +5,7 @@
 use super::error::SvmError;
 use super::model::LinearSvc;
 use super::params::{LinearSvcParams, ValidLinearSvcParams};
-use super::solver::{shared, solve_binary, Shared, COL_BLOCK};
+use super::solver::{shared, solve_binary_path, PathPoint, Shared, COL_BLOCK};
 use crate::float::Float;
 use crate::linalg::{dot, gemm, Par};
 use ndarray::{Array1, Array2, ArrayView2, Axis};
@@ -30,19 +30,58 @@ pub(super) fn fit_ovr<F: Float>(
     n_classes: usize,
     p: &LinearSvcParams,
 ) -> OvrFit {
-    let sols: Vec<_> = (0..n_classes)
+    let sols: Vec<ClassFit> = (0..n_classes)
         .into_par_iter()
-        .map(|k| solve_binary(sh, rows, |r| y[r] == k, p, k as u64))
+        .map(|k| {
+            let (ys, mut path) = solve_binary_path(sh, rows, |r| y[r] == k, p, k as u64, &[p.c]);
+            ClassFit::new(rows, &ys, path.pop().expect("one cost, one point"))
+        })
         .collect();
-    collect_ovr(sh, rows, sols, p)
+    collect_ovr(sh, sols, p)
 }
 
-/// Assembles the per-class solutions of [`solve_binary`] into an [`OvrFit`].
-#[allow(clippy::type_complexity)]
+/// One class's solution as [`collect_ovr`] assembles it.
+pub(super) struct ClassFit {
+    coef: ClassCoef,
+    iter: usize,
+    converged: bool,
+}
+
+/// The coefficients of one class.
+enum ClassCoef {
+    /// Gram mode: (row of the shared data, $a = \alpha y$) where $\alpha \ne 0$.
+    Dual(Vec<(usize, f64)>),
+    /// Direct mode: $w$ (D) and $b$.
+    Primal(Vec<f64>, f64),
+}
+
+impl ClassFit {
+    /// From a point of [`solve_binary_path`] over `rows` with signs `ys`.
+    pub(super) fn new(rows: &[usize], ys: &[f64], pt: PathPoint) -> Self {
+        let coef = match pt.primal {
+            Some((w, b)) => ClassCoef::Primal(w, b),
+            None => ClassCoef::Dual(
+                rows.iter()
+                    .zip(&pt.alpha)
+                    .zip(ys)
+                    .filter(|((_, a), _)| **a != 0.0)
+                    .map(|((&r, a), yv)| (r, a * yv))
+                    .collect(),
+            ),
+        };
+        Self {
+            coef,
+            iter: pt.iter,
+            converged: pt.converged,
+        }
+    }
+}
+
+/// Assembles the per-class solutions into an [`OvrFit`] (in Gram mode the
+/// dual coefficients are N wide, zero outside the solutions' rows).
 pub(super) fn collect_ovr<F: Float>(
     sh: &Shared<'_, F>,
-    rows: &[usize],
-    sols: Vec<(Vec<f64>, Vec<f64>, Option<(Vec<f64>, f64)>, usize, bool)>,
+    sols: Vec<ClassFit>,
     p: &LinearSvcParams,
 ) -> OvrFit {
     let n_classes = sols.len();
@@ -52,25 +91,25 @@ pub(super) fn collect_ovr<F: Float>(
     let mut b = Array1::<f64>::zeros(n_classes);
     let mut n_iter = Vec::with_capacity(n_classes);
     let mut converged = Vec::with_capacity(n_classes);
-    for (k, (alpha, ys, primal, it, conv)) in sols.into_iter().enumerate() {
-        match primal {
-            Some((w, wb)) => {
+    for (k, sol) in sols.into_iter().enumerate() {
+        match sol.coef {
+            ClassCoef::Primal(w, wb) => {
                 coef.row_mut(k).assign(&Array1::from(w));
                 b[k] = wb;
             }
-            None => {
+            ClassCoef::Dual(a) => {
                 let mut sum = 0.0;
-                for ((&r, a), yv) in rows.iter().zip(&alpha).zip(&ys) {
-                    coef[[k, r]] = a * yv;
-                    sum += a * yv;
+                for (r, v) in a {
+                    coef[[k, r]] = v;
+                    sum += v;
                 }
                 if p.bias {
                     b[k] = sum;
                 }
             }
         }
-        n_iter.push(it);
-        converged.push(conv);
+        n_iter.push(sol.iter);
+        converged.push(sol.converged);
     }
     OvrFit {
         coef,

@@ -135,6 +135,10 @@ fn gram_matrix<F: Float>(x: ArrayView2<'_, F>) -> Array2<f64> {
 pub(super) trait DualState {
     fn value(&self, s: usize) -> f64;
     fn update(&mut self, s: usize, delta: f64);
+    /// $(w, b)$ when the state keeps them (direct mode).
+    fn primal(&self) -> Option<(Vec<f64>, f64)> {
+        None
+    }
 }
 
 /// Keeps $w$ (D) and $b$: each value and update is one pass over a row of X.
@@ -157,6 +161,9 @@ impl<F: Float> DualState for DirectState<'_, '_, F> {
         if self.bias {
             self.b += delta;
         }
+    }
+    fn primal(&self) -> Option<(Vec<f64>, f64)> {
+        Some((self.w.clone(), self.b))
     }
 }
 
@@ -186,8 +193,9 @@ impl<G: Float> DualState for GramState<'_, G> {
     }
 }
 
-/// [`dual_cd`] in Gram mode on `gram` (+ `bias`) over `rows`.
-fn dual_cd_gram<G: Float>(
+/// [`dual_cd_path`] in Gram mode on `gram` (+ `bias`) over `rows`.
+#[allow(clippy::too_many_arguments)]
+fn gram_path<G: Float>(
     gram: ArrayView2<'_, G>,
     bias: f64,
     rows: &[usize],
@@ -195,14 +203,15 @@ fn dual_cd_gram<G: Float>(
     sqnorm: &[f64],
     p: &LinearSvcParams,
     stream: u64,
-) -> (Vec<f64>, usize, bool) {
+    costs: &[f64],
+) -> Vec<PathPoint> {
     let mut st = GramState {
         gram,
         bias,
         rows,
         u: vec![0.0; rows.len()],
     };
-    dual_cd(&mut st, ys, sqnorm, p, stream)
+    dual_cd_path(&mut st, ys, sqnorm, p, stream, costs)
 }
 
 /// The box and diagonal of the dual for `loss` at cost `c`: $(D_{ii}, U)$.
@@ -222,26 +231,53 @@ pub(super) struct CdSettings {
     pub(super) shrinking: bool,
 }
 
+/// One point of a regularisation path of a binary problem: the dual
+/// variables α over the problem's rows, $w$ and $b$ in direct mode, the
+/// coordinate-descent passes and whether the tolerance was met.
+pub(super) struct PathPoint {
+    pub(super) alpha: Vec<f64>,
+    pub(super) primal: Option<(Vec<f64>, f64)>,
+    pub(super) iter: usize,
+    pub(super) converged: bool,
+}
+
 /// Dual coordinate descent (LIBLINEAR's `solve_l2r_l1l2_svc`) over `l` rows
-/// with signs `ys` and $\|\bar x_s\|^2$ = `sqnorm[s]`. Returns (α, iterations, converged).
-fn dual_cd(
-    state: &mut impl DualState,
+/// with signs `ys` and $\|\bar x_s\|^2$ = `sqnorm[s]`, at each cost of
+/// `costs` in turn (ascending), each starting from the previous one's α
+/// (a warm start: with the hinge loss $0 \le \alpha \le C_{\text{old}} \le C$ is
+/// feasible for the next C, and the state keeps $w(\alpha)$; the coordinate
+/// order continues the one ChaCha8 stream). One point per cost; with one
+/// cost, LIBLINEAR's cold start from α = 0.
+fn dual_cd_path<S: DualState>(
+    state: &mut S,
     ys: &[f64],
     sqnorm: &[f64],
     p: &LinearSvcParams,
     stream: u64,
-) -> (Vec<f64>, usize, bool) {
+    costs: &[f64],
+) -> Vec<PathPoint> {
     let mut alpha = vec![0.0f64; ys.len()];
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     rng.set_stream(stream);
-    let settings = CdSettings {
-        loss: loss_terms(p.loss, p.c),
-        max_passes: p.max_iter,
-        tol: p.tol,
-        shrinking: p.shrinking,
-    };
-    let (iter, converged, _) = dual_cd_from(state, ys, sqnorm, &mut alpha, &mut rng, &settings);
-    (alpha, iter, converged)
+    costs
+        .iter()
+        .map(|&c| {
+            let settings = CdSettings {
+                loss: loss_terms(p.loss, c),
+                max_passes: p.max_iter,
+                tol: p.tol,
+                shrinking: p.shrinking,
+            };
+            let (iter, converged, _) =
+                dual_cd_from(state, ys, sqnorm, &mut alpha, &mut rng, &settings);
+            PathPoint {
+                alpha: alpha.clone(),
+                primal: state.primal(),
+                iter,
+                converged,
+            }
+        })
+        .collect()
 }
 
 /// [`dual_cd`]'s passes from the dual variables `alpha` (updated in place,
@@ -342,30 +378,27 @@ pub(super) fn dual_cd_from(
 }
 
 /// One binary problem on the rows `rows` of `sh`, $y = +1$ where
-/// `positive(row)`. Returns (α, signs, w and b in direct mode, iterations, converged).
-#[allow(clippy::type_complexity)]
-pub(super) fn solve_binary<F: Float>(
+/// `positive(row)`, solved at each cost of `costs` (ascending), each from
+/// the previous one's solution ([`dual_cd_path`]; one cost: a cold start).
+/// Returns the signs and one point per cost.
+pub(super) fn solve_binary_path<F: Float>(
     sh: &Shared<'_, F>,
     rows: &[usize],
     positive: impl Fn(usize) -> bool,
     p: &LinearSvcParams,
     stream: u64,
-) -> (Vec<f64>, Vec<f64>, Option<(Vec<f64>, f64)>, usize, bool) {
+    costs: &[f64],
+) -> (Vec<f64>, Vec<PathPoint>) {
     let b2 = if p.bias { 1.0 } else { 0.0 };
     let ys: Vec<f64> = rows
         .iter()
         .map(|&r| if positive(r) { 1.0 } else { -1.0 })
         .collect();
     let sq: Vec<f64> = rows.iter().map(|&r| sh.norms[r] + b2).collect();
-    match &sh.gram {
-        Some(gram) => {
-            let (a, it, conv) = match gram {
-                GramMatrix::F64(g) => dual_cd_gram(g.view(), 0.0, rows, &ys, &sq, p, stream),
-                GramMatrix::F32 { g, bias } => {
-                    dual_cd_gram(g.view(), *bias, rows, &ys, &sq, p, stream)
-                }
-            };
-            (a, ys, None, it, conv)
+    let path = match &sh.gram {
+        Some(GramMatrix::F64(g)) => gram_path(g.view(), 0.0, rows, &ys, &sq, p, stream, costs),
+        Some(GramMatrix::F32 { g, bias }) => {
+            gram_path(g.view(), *bias, rows, &ys, &sq, p, stream, costs)
         }
         None => {
             let mut st = DirectState {
@@ -375,8 +408,71 @@ pub(super) fn solve_binary<F: Float>(
                 w: vec![0.0; sh.d],
                 b: 0.0,
             };
-            let (a, it, conv) = dual_cd(&mut st, &ys, &sq, p, stream);
-            (a, ys, Some((st.w, st.b)), it, conv)
+            dual_cd_path(&mut st, &ys, &sq, p, stream, costs)
+        }
+    };
+    (ys, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    /// Two overlapping classes in 6 dimensions (planted, deterministic).
+    fn data() -> (Array2<f64>, Vec<bool>) {
+        let x = Array2::from_shape_fn((80, 6), |(i, j)| {
+            let class = (i % 2) as f64;
+            ((i * 37 + j * 11) % 29) as f64 / 29.0 - 0.5 + 0.6 * class * ((j % 2) as f64)
+        });
+        let y = (0..80).map(|i| i % 2 == 1).collect();
+        (x, y)
+    }
+
+    #[test]
+    fn a_warm_started_path_reaches_each_costs_cold_solution() {
+        let (x, y) = data();
+        let rows: Vec<usize> = (0..80).collect();
+        let costs = [0.01, 0.1, 1.0, 10.0];
+        for solver in [DualSolver::Direct, DualSolver::Gram] {
+            for loss in [SvmLoss::Hinge, SvmLoss::SquaredHinge] {
+                let p = LinearSvcParams {
+                    tol: 1e-8,
+                    max_iter: 100_000,
+                    solver,
+                    loss,
+                    ..LinearSvcParams::with_c(1.0)
+                };
+                let xs = x.as_standard_layout();
+                let sh = shared(&xs, &p);
+                let (ys, warm) = solve_binary_path(&sh, &rows, |r| y[r], &p, 3, &costs);
+                for (pt, &c) in warm.iter().zip(&costs) {
+                    let cold_p = LinearSvcParams { c, ..p };
+                    let (_, mut cold) = solve_binary_path(&sh, &rows, |r| y[r], &cold_p, 3, &[c]);
+                    let cold = cold.pop().unwrap();
+                    assert!(pt.converged && cold.converged);
+                    // the same optimum: decision values of every row agree
+                    let f = |a: &[f64]| -> Vec<f64> {
+                        (0..80)
+                            .map(|i| {
+                                (0..80)
+                                    .map(|j| {
+                                        let k: f64 = x.row(i).dot(&x.row(j)) + 1.0;
+                                        a[j] * ys[j] * k
+                                    })
+                                    .sum()
+                            })
+                            .collect()
+                    };
+                    let (fw, fc) = (f(&pt.alpha), f(&cold.alpha));
+                    let err = fw
+                        .iter()
+                        .zip(&fc)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f64::max);
+                    assert!(err < 1e-5, "{solver:?} {loss:?} C = {c}: {err}");
+                }
+            }
         }
     }
 }
