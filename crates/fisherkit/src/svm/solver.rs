@@ -174,6 +174,8 @@ struct GramState<'b, G: Float> {
     gram: ArrayView2<'b, G>,
     bias: f64,
     rows: &'b [usize],
+    /// `rows` is `0..rows.len()` (a fit on all rows, not a CV fold).
+    contiguous: bool,
     u: Vec<f64>,
 }
 
@@ -187,8 +189,15 @@ impl<G: Float> DualState for GramState<'_, G> {
         let g = self.gram.row(self.rows[s]);
         let g = g.as_slice().expect("row-major Gram");
         let bias = self.bias;
-        for (u, &r) in self.u.iter_mut().zip(self.rows) {
-            *u += delta * (g[r].as_f64() + bias);
+        if self.contiguous {
+            // rows = 0..l: a straight pass over the Gram row (vectorised)
+            for (u, &v) in self.u.iter_mut().zip(&g[..self.rows.len()]) {
+                *u += delta * (v.as_f64() + bias);
+            }
+        } else {
+            for (u, &r) in self.u.iter_mut().zip(self.rows) {
+                *u += delta * (g[r].as_f64() + bias);
+            }
         }
     }
 }
@@ -209,6 +218,7 @@ fn gram_path<G: Float>(
         gram,
         bias,
         rows,
+        contiguous: rows.iter().enumerate().all(|(i, &r)| i == r),
         u: vec![0.0; rows.len()],
     };
     dual_cd_path(&mut st, ys, sqnorm, p, stream, costs)
