@@ -152,17 +152,24 @@ impl ValidLinearSvcParams {
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
         let costs: Vec<f64> = order.iter().map(|&g| grid[g]).collect();
-        // scores[f][i]: fold f at the i-th smallest C
+        // scores[f][i]: fold f at the i-th smallest C. Folds one after the
+        // other (in Gram mode each holds its Gram block), classes in parallel.
         let scores: Vec<Vec<f64>> = (0..folds)
-            .into_par_iter()
             .map(|f| {
                 let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
                 let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
+                let block = sh.gram_block(&train);
+                let local: Vec<usize> = (0..train.len()).collect();
+                let (sub, rows) = match &block {
+                    Some(b) => (b, &local),
+                    None => (sh, &train),
+                };
                 let mut paths: Vec<std::vec::IntoIter<ClassFit>> = (0..n_classes)
                     .into_par_iter()
                     .map(|k| {
+                        let positive = |r: usize| y[rows_of(&block, &train, r)] == k;
                         let (ys, path) =
-                            solve_binary_path(sh, &train, |r| y[r] == k, self, k as u64, &costs);
+                            solve_binary_path(sub, rows, positive, self, k as u64, &costs);
                         path.into_iter()
                             .map(|pt| ClassFit::new(&train, &ys, pt))
                             .collect::<Vec<_>>()
@@ -200,6 +207,16 @@ impl ValidLinearSvcParams {
             }
         }
         (best.0, table)
+    }
+}
+
+/// The row of the whole problem that row `r` of a fold's sub-problem
+/// stands for: `train[r]` when the fold has its own Gram block, `r` itself otherwise.
+fn rows_of<F: Float>(block: &Option<Shared<'_, F>>, train: &[usize], r: usize) -> usize {
+    if block.is_some() {
+        train[r]
+    } else {
+        r
     }
 }
 
