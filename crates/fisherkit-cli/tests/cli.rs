@@ -858,128 +858,187 @@ fn broken_model_files_are_named() {
     let dir = tmp();
     let bp = write64(dir.path(), "bag.npy", &Array2::from_elem((3, 2), 0.5));
     let out = dir.path().join("o.npy");
-    let case =
-        |name: &str, kind: Option<&str>, tensors: &[(&str, &[usize], &[f64])], needles: &[&str]| {
-            let m = dir.path().join(name);
-            raw_model(&m, kind, tensors);
-            let mut all = vec![name];
-            all.extend_from_slice(needles);
-            encode_fails(&m, &bp, &out, &all);
-        };
-    let w: &[f64] = &[0.4, 0.6];
-    let mu: &[f64] = &[0.0, 0.0, 3.0, 3.0];
-    let var: &[f64] = &[1.0, 1.0, 0.5, 2.0];
-    case(
-        "missing.safetensors",
-        Some("gmm"),
-        &[("weights", &[2], w), ("means", &[2, 2], mu)],
-        &["missing tensor `variances`"],
-    );
-    case(
-        "nokind.safetensors",
-        None,
-        &[
-            ("weights", &[2], w),
-            ("means", &[2, 2], mu),
-            ("variances", &[2, 2], var),
-        ],
-        &["missing metadata key `kind`"],
-    );
-    case(
-        "shape.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], w),
-            ("means", &[2, 2], mu),
-            ("variances", &[4], var),
-        ],
-        &["tensor `variances` must have shape (K, D), got (4,)"],
-    );
-    case(
-        "rows.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], w),
-            ("means", &[1, 4], mu),
-            ("variances", &[2, 2], var),
-        ],
-        &["tensor `means` has shape (1, 4) but `weights` has K = 2 entries"],
-    );
-    case(
-        "negvar.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], w),
-            ("means", &[2, 2], mu),
-            ("variances", &[2, 2], &[1.0, 1.0, -0.5, 2.0]),
-        ],
-        &["variance [1, 0] is -0.5", "> 0"],
-    );
-    case(
-        "zerovar.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], w),
-            ("means", &[2, 2], mu),
-            ("variances", &[2, 2], &[1.0, 0.0, 0.5, 2.0]),
-        ],
-        &["variance [0, 1] is 0"],
-    );
-    case(
-        "wsum.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], &[0.4, 0.4]),
-            ("means", &[2, 2], mu),
-            ("variances", &[2, 2], var),
-        ],
-        &["weights sum to 0.8", "not 1"],
-    );
-    case(
-        "nanmean.safetensors",
-        Some("gmm"),
-        &[
-            ("weights", &[2], w),
-            ("means", &[2, 2], &[0.0, f64::NAN, 3.0, 3.0]),
-            ("variances", &[2, 2], var),
-        ],
-        &["tensor `means` has a non-finite value (NaN) at [0, 1]"],
-    );
-    case(
-        "kind.safetensors",
-        Some("hmm"),
-        &[("weights", &[2], w)],
-        &["unknown model kind \"hmm\""],
-    );
-    // Foreign and truncated files.
-    let junk = dir.path().join("junk.safetensors");
-    std::fs::write(&junk, "definitely not a model").unwrap();
-    encode_fails(
-        &junk,
-        &bp,
-        &out,
-        &["junk.safetensors", "not a safetensors model file"],
-    );
-    let good = dir.path().join("good.safetensors");
-    good_model(&good);
-    let bytes = std::fs::read(&good).unwrap();
-    let cut = dir.path().join("cut.safetensors");
-    std::fs::write(&cut, &bytes[..bytes.len() - 8]).unwrap();
-    encode_fails(
-        &cut,
-        &bp,
-        &out,
-        &["cut.safetensors", "not a valid safetensors file"],
-    );
-    // A bag file that is neither .npy nor .npz.
-    let txt = dir.path().join("bag.txt");
-    std::fs::write(&txt, "0.5 0.5\n").unwrap();
-    encode_fails(
-        &good,
-        &txt,
-        &out,
-        &["bag.txt", "neither an .npy array nor an .npz archive"],
-    );
+    let b = BrokenModels {
+        dir: dir.path(),
+        bag: &bp,
+        out: &out,
+    };
+    b.missing_parts_are_named();
+    b.bad_shapes_are_named();
+    b.bad_values_are_named();
+    b.unknown_kind_is_named();
+    let good = b.foreign_and_truncated_files_are_named();
+    b.bag_of_unknown_format_is_named(&good);
+}
+
+/// `fisherkit encode` on broken model files in `dir`, with the bag `bag`
+/// and the output `out`: each fails with an error naming the file and the
+/// problem.
+struct BrokenModels<'a> {
+    dir: &'a Path,
+    bag: &'a Path,
+    out: &'a Path,
+}
+
+impl BrokenModels<'_> {
+    /// The weights, means and variances of a valid two-component GMM in 2-D.
+    const W: &'static [f64] = &[0.4, 0.6];
+    const MU: &'static [f64] = &[0.0, 0.0, 3.0, 3.0];
+    const VAR: &'static [f64] = &[1.0, 1.0, 0.5, 2.0];
+
+    /// Writes the model `name` (metadata `kind`, `tensors`) and checks that
+    /// encoding with it fails with an error holding `name` and `needles`.
+    fn case(
+        &self,
+        name: &str,
+        kind: Option<&str>,
+        tensors: &[(&str, &[usize], &[f64])],
+        needles: &[&str],
+    ) {
+        let m = self.dir.join(name);
+        raw_model(&m, kind, tensors);
+        let mut all = vec![name];
+        all.extend_from_slice(needles);
+        encode_fails(&m, self.bag, self.out, &all);
+    }
+
+    /// A missing tensor; a missing `kind`.
+    fn missing_parts_are_named(&self) {
+        let (w, mu, var) = (Self::W, Self::MU, Self::VAR);
+        self.case(
+            "missing.safetensors",
+            Some("gmm"),
+            &[("weights", &[2], w), ("means", &[2, 2], mu)],
+            &["missing tensor `variances`"],
+        );
+        self.case(
+            "nokind.safetensors",
+            None,
+            &[
+                ("weights", &[2], w),
+                ("means", &[2, 2], mu),
+                ("variances", &[2, 2], var),
+            ],
+            &["missing metadata key `kind`"],
+        );
+    }
+
+    /// A tensor of the wrong rank; tensors that disagree on K.
+    fn bad_shapes_are_named(&self) {
+        let (w, mu, var) = (Self::W, Self::MU, Self::VAR);
+        self.case(
+            "shape.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], w),
+                ("means", &[2, 2], mu),
+                ("variances", &[4], var),
+            ],
+            &["tensor `variances` must have shape (K, D), got (4,)"],
+        );
+        self.case(
+            "rows.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], w),
+                ("means", &[1, 4], mu),
+                ("variances", &[2, 2], var),
+            ],
+            &["tensor `means` has shape (1, 4) but `weights` has K = 2 entries"],
+        );
+    }
+
+    /// A negative or zero variance, weights that do not sum to 1, a NaN mean.
+    fn bad_values_are_named(&self) {
+        let (w, mu, var) = (Self::W, Self::MU, Self::VAR);
+        self.case(
+            "negvar.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], w),
+                ("means", &[2, 2], mu),
+                ("variances", &[2, 2], &[1.0, 1.0, -0.5, 2.0]),
+            ],
+            &["variance [1, 0] is -0.5", "> 0"],
+        );
+        self.case(
+            "zerovar.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], w),
+                ("means", &[2, 2], mu),
+                ("variances", &[2, 2], &[1.0, 0.0, 0.5, 2.0]),
+            ],
+            &["variance [0, 1] is 0"],
+        );
+        self.case(
+            "wsum.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], &[0.4, 0.4]),
+                ("means", &[2, 2], mu),
+                ("variances", &[2, 2], var),
+            ],
+            &["weights sum to 0.8", "not 1"],
+        );
+        self.case(
+            "nanmean.safetensors",
+            Some("gmm"),
+            &[
+                ("weights", &[2], w),
+                ("means", &[2, 2], &[0.0, f64::NAN, 3.0, 3.0]),
+                ("variances", &[2, 2], var),
+            ],
+            &["tensor `means` has a non-finite value (NaN) at [0, 1]"],
+        );
+    }
+
+    /// A `kind` no model has.
+    fn unknown_kind_is_named(&self) {
+        self.case(
+            "kind.safetensors",
+            Some("hmm"),
+            &[("weights", &[2], Self::W)],
+            &["unknown model kind \"hmm\""],
+        );
+    }
+
+    /// Foreign and truncated files. Returns the good model the truncated
+    /// one was cut from.
+    fn foreign_and_truncated_files_are_named(&self) -> PathBuf {
+        let junk = self.dir.join("junk.safetensors");
+        std::fs::write(&junk, "definitely not a model").unwrap();
+        encode_fails(
+            &junk,
+            self.bag,
+            self.out,
+            &["junk.safetensors", "not a safetensors model file"],
+        );
+        let good = self.dir.join("good.safetensors");
+        good_model(&good);
+        let bytes = std::fs::read(&good).unwrap();
+        let cut = self.dir.join("cut.safetensors");
+        std::fs::write(&cut, &bytes[..bytes.len() - 8]).unwrap();
+        encode_fails(
+            &cut,
+            self.bag,
+            self.out,
+            &["cut.safetensors", "not a valid safetensors file"],
+        );
+        good
+    }
+
+    /// A bag file that is neither .npy nor .npz, with the good model `good`.
+    fn bag_of_unknown_format_is_named(&self, good: &Path) {
+        let txt = self.dir.join("bag.txt");
+        std::fs::write(&txt, "0.5 0.5\n").unwrap();
+        encode_fails(
+            good,
+            &txt,
+            self.out,
+            &["bag.txt", "neither an .npy array nor an .npz archive"],
+        );
+    }
 }
 
 #[test]

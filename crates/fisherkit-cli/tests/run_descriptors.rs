@@ -128,6 +128,26 @@ fn bad_descriptor_files_name_the_problem() {
     let t = tempfile::tempdir().unwrap();
     let (tr, te) = pair(t.path());
     let bad = t.path().join("bad.npz");
+    edited_sets_name_the_problem(&bad, &te);
+    bad_label_arrays_name_the_problem(&bad, &te);
+    bad_stacked_layouts_name_the_problem(&bad, &te);
+    unreadable_files_are_named(t.path(), &bad, &te);
+    train_and_test_that_disagree_are_named(t.path(), &tr, &te);
+}
+
+/// Runs on `bad` (with the test file `te`) fail with one error line naming
+/// `bad` and holding each of `want`.
+fn bad_file_fails(bad: &Path, te: &Path, want: &[&str]) {
+    let err = one_error_line(run_files(bad, te, &[]), 1);
+    assert!(err.contains("bad.npz"), "{err}");
+    for w in want {
+        assert!(err.contains(w), "want `{w}` in: {err}");
+    }
+}
+
+/// A training set of 12 images with one thing wrong: a label missing, an
+/// image without descriptors, one of another width, a NaN, an empty label.
+fn edited_sets_name_the_problem(bad: &Path, te: &Path) {
     type Edit = Box<dyn Fn(&mut Vec<Array2<f32>>, &mut Vec<String>)>;
     let cases: Vec<(Edit, &[&str])> = vec![
         (
@@ -154,47 +174,48 @@ fn bad_descriptor_files_name_the_problem() {
         ),
     ];
     for (edit, want) in cases {
-        write_set(&bad, 12, 5, edit);
-        let err = one_error_line(run_files(&bad, &te, &[]), 1);
-        assert!(err.contains("bad.npz"), "{err}");
-        for w in want {
-            assert!(err.contains(w), "want `{w}` in: {err}");
-        }
+        write_set(bad, 12, 5, edit);
+        bad_file_fails(bad, te, want);
     }
+}
 
-    // No labels at all; labels of the wrong type.
+/// No labels at all; labels of the wrong type; a label array where a bag
+/// should be.
+fn bad_label_arrays_name_the_problem(bad: &Path, te: &Path) {
     let x = bag(0, 3, 5);
-    write_npz_arrays(&bad, &[("arr_0", NpyRef::Float(x.view()))]).unwrap();
-    let err = one_error_line(run_files(&bad, &te, &[]), 1);
+    write_npz_arrays(bad, &[("arr_0", NpyRef::Float(x.view()))]).unwrap();
+    let err = one_error_line(run_files(bad, te, &[]), 1);
     assert!(err.contains("no `labels` array"), "{err}");
     let labels_f = Array2::<f32>::zeros((1, 1));
     write_npz_arrays(
-        &bad,
+        bad,
         &[
             ("arr_0", NpyRef::Float(x.view())),
             ("labels", NpyRef::Float(labels_f.view())),
         ],
     )
     .unwrap();
-    let err = one_error_line(run_files(&bad, &te, &[]), 1);
+    let err = one_error_line(run_files(bad, te, &[]), 1);
     assert!(err.contains("integers or strings"), "{err}");
-    // A label array where a bag should be.
     let ints = [0i64, 1];
     let strs = vec!["a".to_string()];
     write_npz_arrays(
-        &bad,
+        bad,
         &[
             ("arr_0", NpyRef::Int(&ints)),
             ("labels", NpyRef::Str(&strs)),
         ],
     )
     .unwrap();
-    let err = one_error_line(run_files(&bad, &te, &[]), 1);
+    let err = one_error_line(run_files(bad, te, &[]), 1);
     assert!(
         err.contains("array `arr_0` is not float32/float64"),
         "{err}"
     );
-    // Stacked layout: an image number out of range, an image without rows.
+}
+
+/// Stacked layout: an image number out of range, an image without rows.
+fn bad_stacked_layouts_name_the_problem(bad: &Path, te: &Path) {
     let xs = bag(0, 4, 5);
     let two = vec!["a".to_string(), "b".to_string()];
     for (index, want) in [
@@ -205,7 +226,7 @@ fn bad_descriptor_files_name_the_problem() {
         ([0i64, 0, 0, 0], "image `image 1` has no descriptor"),
     ] {
         write_npz_arrays(
-            &bad,
+            bad,
             &[
                 ("descriptors", NpyRef::Float(xs.view())),
                 ("image_index", NpyRef::Int(&index)),
@@ -213,33 +234,38 @@ fn bad_descriptor_files_name_the_problem() {
             ],
         )
         .unwrap();
-        let err = one_error_line(run_files(&bad, &te, &[]), 1);
+        let err = one_error_line(run_files(bad, te, &[]), 1);
         assert!(err.contains(want), "want `{want}` in: {err}");
     }
-    // Not an archive; a missing file.
-    std::fs::write(&bad, b"hello").unwrap();
-    let err = one_error_line(run_files(&bad, &te, &[]), 1);
-    assert!(err.contains("not a valid .npz"), "{err}");
-    let err = one_error_line(run_files(&t.path().join("nope.npz"), &te, &[]), 1);
-    assert!(err.contains("nope.npz"), "{err}");
+}
 
-    // Train and test disagree: dimension, classes.
-    let te6 = t.path().join("te6.npz");
+/// Not an archive; a missing file (in the folder `dir`).
+fn unreadable_files_are_named(dir: &Path, bad: &Path, te: &Path) {
+    std::fs::write(bad, b"hello").unwrap();
+    let err = one_error_line(run_files(bad, te, &[]), 1);
+    assert!(err.contains("not a valid .npz"), "{err}");
+    let err = one_error_line(run_files(&dir.join("nope.npz"), te, &[]), 1);
+    assert!(err.contains("nope.npz"), "{err}");
+}
+
+/// Train and test disagree: dimension, classes; a training set of one class.
+fn train_and_test_that_disagree_are_named(dir: &Path, tr: &Path, te: &Path) {
+    let te6 = dir.join("te6.npz");
     write_set(&te6, 4, 6, |_, _| {});
-    let err = one_error_line(run_files(&tr, &te6, &[]), 1);
+    let err = one_error_line(run_files(tr, &te6, &[]), 1);
     assert!(
         err.contains("te6.npz has descriptors of dimension 6"),
         "{err}"
     );
-    let tez = t.path().join("tez.npz");
+    let tez = dir.join("tez.npz");
     write_set(&tez, 4, 5, |_, l| l[1] = "zebra".into());
-    let err = one_error_line(run_files(&tr, &tez, &[]), 1);
+    let err = one_error_line(run_files(tr, &tez, &[]), 1);
     assert!(err.contains("test class `zebra` does not exist"), "{err}");
-    let one = t.path().join("one.npz");
+    let one = dir.join("one.npz");
     write_set(&one, 4, 5, |_, l| {
         l.iter_mut().for_each(|s| *s = "a".into())
     });
-    let err = one_error_line(run_files(&one, &te, &[]), 1);
+    let err = one_error_line(run_files(&one, te, &[]), 1);
     assert!(
         err.contains("1 class; classification needs at least 2"),
         "{err}"
@@ -414,11 +440,6 @@ fn exact_mode_stride_sets_the_patch_grid() {
 
 #[test]
 fn output_dir_holds_models_that_reproduce_the_run() {
-    use fisherkit::encode::{
-        FisherVector, FisherVectorParams, FvPart, MfaFisherScore, MfaFisherScoreParams,
-    };
-    use fisherkit::Encoder;
-    use fisherkit_io::{ClassLabels, GmmModel, LinearSvmModel, ModelFile, PcaModel};
     let t = tempfile::tempdir().unwrap();
     let (tr, te) = pair(t.path());
     let out = t.path().join("out");
@@ -434,7 +455,23 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         ],
     )
     .success();
-    let mut files: Vec<String> = std::fs::read_dir(&out)
+    assert_output_dir_files(&out);
+    let test = read_descriptor_file(&te).unwrap();
+    let pca = saved_pca(&out);
+    let saved = saved_gmm_reencodes_the_test_bags(&out, &pca, &test.bags);
+    saved_whitened_mfa_reencodes_the_test_bags(&out, &pca, &test.bags);
+    saved_svm_gives_the_listed_labels(&out, &saved);
+
+    // --save-encodings needs --output-dir.
+    let err = one_error_line(run_files(&tr, &te, &["--save-encodings"]), 2);
+    assert!(err.contains("--output-dir"), "{err}");
+}
+
+/// The output folder of a run with `--save-encodings --whitening both`
+/// holds the models, the image lists, and per encoder an SVM and the
+/// train and test encodings.
+fn assert_output_dir_files(out: &Path) {
+    let mut files: Vec<String> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -460,12 +497,35 @@ fn output_dir_holds_models_that_reproduce_the_run() {
     }
     want.sort();
     assert_eq!(files, want);
+}
 
-    // The saved PCA and GMM re-encode the test bags into the saved encodings.
+/// The PCA saved in `out`.
+fn saved_pca(out: &Path) -> fisherkit::pca::Pca<f32> {
+    use fisherkit_io::{ModelFile, PcaModel};
     let Ok(PcaModel::F32(pca)) = fisherkit_io::PcaModel::read(out.join("pca-file.safetensors"))
     else {
         panic!("an f32 PCA")
     };
+    pca
+}
+
+/// The encoding `v` of image `i` equals its saved row `saved`, to 1e-6.
+fn assert_rows_match(v: &ndarray::Array1<f32>, saved: ndarray::ArrayView1<'_, f32>, i: usize) {
+    for (a, b) in v.iter().zip(saved) {
+        assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
+    }
+}
+
+/// The saved PCA and GMM re-encode the test bags into the saved encodings,
+/// which are returned.
+fn saved_gmm_reencodes_the_test_bags(
+    out: &Path,
+    pca: &fisherkit::pca::Pca<f32>,
+    bags: &[Array2<f32>],
+) -> Array2<f32> {
+    use fisherkit::encode::{FisherVector, FisherVectorParams, FvPart};
+    use fisherkit::Encoder;
+    use fisherkit_io::{GmmModel, ModelFile};
     let Ok(GmmModel::F32(gmm)) = fisherkit_io::GmmModel::read(out.join("gmm-K2-file.safetensors"))
     else {
         panic!("an f32 GMM")
@@ -478,18 +538,26 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         },
     )
     .unwrap();
-    let test = read_descriptor_file(&te).unwrap();
     let saved = fisherkit_io::read_npy_as::<f32>(out.join("gmm-fv_mean_var.test.npy")).unwrap();
-    assert_eq!(saved.nrows(), test.bags.len());
-    for (i, bag) in test.bags.iter().enumerate() {
+    assert_eq!(saved.nrows(), bags.len());
+    for (i, bag) in bags.iter().enumerate() {
         let v = fv
             .encode(pca.transform(bag.view()).unwrap().view())
             .unwrap();
-        for (a, b) in v.iter().zip(saved.row(i)) {
-            assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
-        }
+        assert_rows_match(&v, saved.row(i), i);
     }
-    // The whitened MFA file carries the whitening its encodings were made with.
+    saved
+}
+
+/// The whitened MFA file carries the whitening its encodings were made with.
+fn saved_whitened_mfa_reencodes_the_test_bags(
+    out: &Path,
+    pca: &fisherkit::pca::Pca<f32>,
+    bags: &[Array2<f32>],
+) {
+    use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams};
+    use fisherkit::Encoder;
+    use fisherkit_io::ModelFile;
     let fisherkit_io::Whitened {
         model: fisherkit_io::MfaModel::F32(arrays),
         whitening: Some(w),
@@ -511,16 +579,19 @@ fn output_dir_holds_models_that_reproduce_the_run() {
     .unwrap();
     let saved_w =
         fisherkit_io::read_npy_as::<f32>(out.join("mfa-fs_loading-whitened.test.npy")).unwrap();
-    for (i, bag) in test.bags.iter().enumerate() {
+    for (i, bag) in bags.iter().enumerate() {
         let v = fs
             .encode(pca.transform(bag.view()).unwrap().view())
             .unwrap();
-        for (a, b) in v.iter().zip(saved_w.row(i)) {
-            assert!((a - b).abs() <= 1e-6, "image {i}: {a} vs {b}");
-        }
+        assert_rows_match(&v, saved_w.row(i), i);
     }
-    // The saved SVM, applied to the saved encodings, gives the test labels
-    // listed in images.test.txt (this run classifies every test image right).
+}
+
+/// The saved SVM, applied to the saved encodings `saved`, gives the test
+/// labels listed in images.test.txt (this run classifies every test image
+/// right).
+fn saved_svm_gives_the_listed_labels(out: &Path, saved: &Array2<f32>) {
+    use fisherkit_io::{ClassLabels, LinearSvmModel, ModelFile};
     let Ok(LinearSvmModel::F32(svm)) =
         fisherkit_io::LinearSvmModel::read(out.join("svm-gmm-fv_mean_var.safetensors"))
     else {
@@ -541,8 +612,4 @@ fn output_dir_holds_models_that_reproduce_the_run() {
         "{:?}",
         svm.c
     );
-
-    // --save-encodings needs --output-dir.
-    let err = one_error_line(run_files(&tr, &te, &["--save-encodings"]), 2);
-    assert!(err.contains("--output-dir"), "{err}");
 }

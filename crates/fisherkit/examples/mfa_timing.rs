@@ -15,7 +15,7 @@ use fisherkit::encode::{MfaFisherScore, MfaFisherScoreParams, MfaPart};
 use fisherkit::linalg::{gemm, Par};
 use fisherkit::mfa::Mfa;
 use fisherkit::Encoder;
-use ndarray::{Array1, Array2, Array3, Axis};
+use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -131,13 +131,94 @@ fn time_ms<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
     (wall, cpu)
 }
 
+/// The problem every timing runs on: the model, its N descriptors drawn
+/// around its means, and the two encoders (every part, mean only).
+struct Problem {
+    m: Mfa<f32>,
+    x: Array2<f32>,
+    enc: MfaFisherScore<f32>,
+    enc_mean: MfaFisherScore<f32>,
+}
+
 #[allow(non_snake_case)]
-fn main() {
-    let sz = if std::env::args().any(|a| a == "--pipeline") {
-        PIPELINE
-    } else {
-        DEFAULT
-    };
+impl Problem {
+    /// The seeded model and descriptors of `sz` (seed 0).
+    fn new(sz: Sizes) -> Self {
+        let Sizes {
+            n: N, d: D, k: K, ..
+        } = sz;
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let m = model(&mut rng, sz);
+        let nrm = Normal::new(0.0f32, 1.0).unwrap();
+        let mut x = Array2::<f32>::zeros((N, D));
+        for (i, mut row) in x.axis_iter_mut(Axis(0)).enumerate() {
+            let c = (i * 7919) % K;
+            for (v, mu) in row.iter_mut().zip(m.means().row(c).iter()) {
+                *v = mu + nrm.sample(&mut rng);
+            }
+        }
+        let enc = MfaFisherScore::new(m.clone(), MfaFisherScoreParams::default()).unwrap();
+        let enc_mean = MfaFisherScore::new(
+            m.clone(),
+            MfaFisherScoreParams {
+                parts: vec![MfaPart::Mean],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        Problem {
+            m,
+            x,
+            enc,
+            enc_mean,
+        }
+    }
+
+    /// The first `n_bags` bags of `bag` consecutive descriptors.
+    fn bags(&self, sz: Sizes) -> Vec<ArrayView2<'_, f32>> {
+        let Sizes {
+            bag: BAG,
+            n_bags: N_BAGS,
+            ..
+        } = sz;
+        (0..N_BAGS)
+            .map(|b| self.x.slice(ndarray::s![b * BAG..(b + 1) * BAG, ..]))
+            .collect()
+    }
+}
+
+/// Runs `f` on a pool of `threads` threads.
+fn on_threads(threads: usize, f: impl FnOnce() + Send) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(f);
+}
+
+/// `profile-encode`: only the two encoders, on one thread, for a profiler.
+fn profile_encode(p: &Problem, bags: &[ArrayView2<'_, f32>]) {
+    on_threads(1, || {
+        for _ in 0..20 {
+            std::hint::black_box(p.enc.encode_batch(bags).unwrap());
+            std::hint::black_box(p.enc_mean.encode_batch(bags).unwrap());
+        }
+    });
+}
+
+/// `profile-em`: only the E-step, on one thread, for a profiler.
+fn profile_em(p: &Problem) {
+    on_threads(1, || {
+        for _ in 0..3 {
+            std::hint::black_box(p.m.sufficient_statistics(p.x.view()).unwrap());
+        }
+    });
+}
+
+/// Times the GEMM reference, one EM iteration and the encoders on a pool
+/// of `threads` threads, and prints them.
+#[allow(non_snake_case)]
+fn time_on_threads(threads: usize, sz: Sizes, p: &Problem, bags: &[ArrayView2<'_, f32>]) {
     let Sizes {
         n: N,
         d: D,
@@ -146,110 +227,111 @@ fn main() {
         bag: BAG,
         n_bags: N_BAGS,
     } = sz;
-    let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let m = model(&mut rng, sz);
-    let nrm = Normal::new(0.0f32, 1.0).unwrap();
-    let mut x = Array2::<f32>::zeros((N, D));
-    for (i, mut row) in x.axis_iter_mut(Axis(0)).enumerate() {
-        let c = (i * 7919) % K;
-        for (v, mu) in row.iter_mut().zip(m.means().row(c).iter()) {
-            *v = mu + nrm.sample(&mut rng);
-        }
-    }
-    let enc = MfaFisherScore::new(m.clone(), MfaFisherScoreParams::default()).unwrap();
-    let enc_mean = MfaFisherScore::new(
-        m.clone(),
-        MfaFisherScoreParams {
-            parts: vec![MfaPart::Mean],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let bags: Vec<_> = (0..N_BAGS)
-        .map(|b| x.slice(ndarray::s![b * BAG..(b + 1) * BAG, ..]))
-        .collect();
-    if std::env::args().any(|a| a == "profile-encode") {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            for _ in 0..20 {
-                std::hint::black_box(enc.encode_batch(&bags).unwrap());
-                std::hint::black_box(enc_mean.encode_batch(&bags).unwrap());
-            }
+    let Problem {
+        m,
+        x,
+        enc,
+        enc_mean,
+    } = p;
+    let flops_em = 4.0 * (N * D * K * R) as f64;
+    let flops_bag = 4.0 * (BAG * D * K * R) as f64;
+    on_threads(threads, || {
+        // reference: the kernel's GEMM shape at the machine's rate
+        let a = Array2::<f32>::from_elem((BAG, D), 0.5);
+        let b = Array2::<f32>::from_elem((D, K * R + K), 0.25);
+        let mut c = Array2::<f32>::zeros((BAG, K * R + K));
+        let par = if threads == 1 {
+            Par::Seq
+        } else {
+            Par::rayon(threads)
+        };
+        let (t_gemm, _) = time_ms(20, || {
+            gemm(c.view_mut(), false, a.view(), b.view(), 1.0, par);
         });
+        let gemm_rate = 2.0 * (BAG * D * (K * R + K)) as f64 / t_gemm / 1e6;
+        let (t_e, c_e) = time_ms(2, || m.sufficient_statistics(x.view()).unwrap());
+        let st = m.sufficient_statistics(x.view()).unwrap();
+        let (t_m, _) = time_ms(2, || m.update_from_statistics(&st, 1e-3).unwrap());
+        let (t_bags, c_bags) = time_ms(4, || enc.encode_batch(bags).unwrap());
+        let (t_bags_mean, _) = time_ms(4, || enc_mean.encode_batch(bags).unwrap());
+        let t_bag_mean = t_bags_mean / N_BAGS as f64;
+        let t_bag = t_bags / N_BAGS as f64;
+        let c_bag = c_bags / N_BAGS as f64;
+        println!("threads={threads}: faer GEMM (1000x500)·(500x550) {gemm_rate:.1} GFLOP/s");
+        println!(
+            "threads={threads}: EM iteration {:.1} ms (E-step {t_e:.1} ms = {:.1} GFLOP/s effective, M-step {t_m:.1} ms); E-step CPU {c_e:.0} ms = {:.1} GFLOP/s per CPU-second",
+            t_e + t_m,
+            flops_em / t_e / 1e6,
+            flops_em / c_e / 1e6
+        );
+        println!("threads={threads}: MFA-FS encoding, part mean only: {t_bag_mean:.3} ms per bag");
+        println!(
+            "threads={threads}: MFA-FS encoding (loading) {t_bag:.3} ms per bag ({:.1} GFLOP/s effective, {} bags per batch); CPU {c_bag:.2} ms per bag = {:.1} GFLOP/s per CPU-second",
+            flops_bag / t_bag / 1e6,
+            N_BAGS,
+            flops_bag / c_bag / 1e6
+        );
+    });
+}
+
+/// `numpy`: the same E-step and encoder in numpy float64, one thread.
+#[allow(non_snake_case)]
+fn numpy_baseline(sz: Sizes) {
+    let Sizes {
+        n: N,
+        d: D,
+        k: K,
+        r: R,
+        bag: BAG,
+        ..
+    } = sz;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(NUMPY.replace("SIZES", &format!("{N}, {D}, {K}, {R}, {BAG}")))
+        .env("OMP_NUM_THREADS", "1")
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .env("MKL_NUM_THREADS", "1")
+        .output();
+    match out {
+        Ok(o) => print!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => println!("numpy baseline unavailable: {e}"),
+    }
+}
+
+#[allow(non_snake_case)]
+fn main() {
+    let sz = if std::env::args().any(|a| a == "--pipeline") {
+        PIPELINE
+    } else {
+        DEFAULT
+    };
+    let p = Problem::new(sz);
+    let bags = p.bags(sz);
+    if std::env::args().any(|a| a == "profile-encode") {
+        profile_encode(&p, &bags);
         return;
     }
     if std::env::args().any(|a| a == "profile-em") {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            for _ in 0..3 {
-                std::hint::black_box(m.sufficient_statistics(x.view()).unwrap());
-            }
-        });
+        profile_em(&p);
         return;
     }
-    let flops_em = 4.0 * (N * D * K * R) as f64;
-    let flops_bag = 4.0 * (BAG * D * K * R) as f64;
+    let Sizes {
+        n: N,
+        d: D,
+        k: K,
+        r: R,
+        bag: BAG,
+        ..
+    } = sz;
     println!("MFA timing, f32: N={N} D={D} K={K} R={R}, bags of {BAG}");
     for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            // reference: the kernel's GEMM shape at the machine's rate
-            let a = Array2::<f32>::from_elem((BAG, D), 0.5);
-            let b = Array2::<f32>::from_elem((D, K * R + K), 0.25);
-            let mut c = Array2::<f32>::zeros((BAG, K * R + K));
-            let par = if threads == 1 { Par::Seq } else { Par::rayon(threads) };
-            let (t_gemm, _) = time_ms(20, || {
-                gemm(c.view_mut(), false, a.view(), b.view(), 1.0, par);
-            });
-            let gemm_rate = 2.0 * (BAG * D * (K * R + K)) as f64 / t_gemm / 1e6;
-            let (t_e, c_e) = time_ms(2, || m.sufficient_statistics(x.view()).unwrap());
-            let st = m.sufficient_statistics(x.view()).unwrap();
-            let (t_m, _) = time_ms(2, || m.update_from_statistics(&st, 1e-3).unwrap());
-            let (t_bags, c_bags) = time_ms(4, || enc.encode_batch(&bags).unwrap());
-            let (t_bags_mean, _) = time_ms(4, || enc_mean.encode_batch(&bags).unwrap());
-            let t_bag_mean = t_bags_mean / N_BAGS as f64;
-            let t_bag = t_bags / N_BAGS as f64;
-            let c_bag = c_bags / N_BAGS as f64;
-            println!("threads={threads}: faer GEMM (1000x500)·(500x550) {gemm_rate:.1} GFLOP/s");
-            println!(
-                "threads={threads}: EM iteration {:.1} ms (E-step {t_e:.1} ms = {:.1} GFLOP/s effective, M-step {t_m:.1} ms); E-step CPU {c_e:.0} ms = {:.1} GFLOP/s per CPU-second",
-                t_e + t_m,
-                flops_em / t_e / 1e6,
-                flops_em / c_e / 1e6
-            );
-            println!("threads={threads}: MFA-FS encoding, part mean only: {t_bag_mean:.3} ms per bag");
-            println!(
-                "threads={threads}: MFA-FS encoding (loading) {t_bag:.3} ms per bag ({:.1} GFLOP/s effective, {} bags per batch); CPU {c_bag:.2} ms per bag = {:.1} GFLOP/s per CPU-second",
-                flops_bag / t_bag / 1e6,
-                N_BAGS,
-                flops_bag / c_bag / 1e6
-            );
-        });
+        time_on_threads(threads, sz, &p, &bags);
     }
     if std::env::args().any(|a| a == "numpy") {
-        let out = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(NUMPY.replace("SIZES", &format!("{N}, {D}, {K}, {R}, {BAG}")))
-            .env("OMP_NUM_THREADS", "1")
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .env("MKL_NUM_THREADS", "1")
-            .output();
-        match out {
-            Ok(o) => print!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => println!("numpy baseline unavailable: {e}"),
-        }
+        numpy_baseline(sz);
     }
 }
