@@ -2,7 +2,7 @@
 //! shared by every (C, fold) fit.
 
 use super::error::SvmError;
-use super::model::{argmax, LinearSvc};
+use super::model::LinearSvc;
 use super::ovr::{collect_ovr, fit_ovr, ClassFit};
 use super::params::{LinearSvcParams, ValidLinearSvcParams};
 use super::solver::{shared, solve_binary_path, Shared};
@@ -185,10 +185,7 @@ impl ValidLinearSvcParams {
                             .map(|p| p.next().expect("one point per cost"))
                             .collect();
                         let fit = collect_ovr(sh, sols, &self.with_cost(c));
-                        let pred: Vec<usize> = test
-                            .iter()
-                            .map(|&i| argmax(fit.decision_row(sh, i).into_iter()))
-                            .collect();
+                        let pred = fit.predict_rows(sh, &test, &train);
                         mean_per_class_accuracy(&truth, &pred, n_classes)
                             .expect("labels validated, test folds non-empty")
                     })

@@ -3,6 +3,7 @@
 //! [`LinearSvc`] on data in memory.
 
 use super::error::SvmError;
+use super::model::argmax;
 use super::model::LinearSvc;
 use super::params::{LinearSvcParams, ValidLinearSvcParams};
 use super::solver::{shared, solve_binary_path, PathPoint, Shared, COL_BLOCK};
@@ -152,6 +153,32 @@ impl OvrFit {
             .collect();
         let views: Vec<_> = blocks.iter().map(|b| b.view()).collect();
         ndarray::concatenate(Axis(1), &views).expect("blocks have K rows")
+    }
+
+    /// The predicted class of each of `rows` of the shared data, for a fit
+    /// on the rows `train`: in Gram mode from one product of the
+    /// (|rows|, |train|) kernel block with the dual coefficients
+    /// ([`GramMatrix::decisions`]); otherwise row by row, in parallel.
+    pub(super) fn predict_rows<F: Float>(
+        &self,
+        sh: &Shared<'_, F>,
+        rows: &[usize],
+        train: &[usize],
+    ) -> Vec<usize> {
+        match (&sh.gram, self.dual) {
+            (Some(g), true) => {
+                let coef = self.coef.select(Axis(1), train);
+                g.decisions(rows, train, coef.view())
+                    .rows()
+                    .into_iter()
+                    .map(|r| argmax(r.iter().copied()))
+                    .collect()
+            }
+            _ => rows
+                .par_iter()
+                .map(|&i| argmax(self.decision_row(sh, i).into_iter()))
+                .collect(),
+        }
     }
 
     /// $f_k(x_i)$ (K) for a row i of the shared data: $\sum_j a_{kj} K'_{ij}$

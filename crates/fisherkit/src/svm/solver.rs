@@ -4,7 +4,7 @@
 
 use super::params::{DualSolver, LinearSvcParams, SvmLoss, GRAM_MAX_ROWS};
 use crate::float::Float;
-use crate::linalg::{axpy, dot, dot_ff, gram_add_lower, mirror_lower};
+use crate::linalg::{axpy, dot, dot_ff, gemm, gram_add_lower, mirror_lower, par_all};
 use ndarray::{Array2, ArrayView2, CowArray, Ix2};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -40,6 +40,35 @@ impl GramMatrix<'_> {
         match self {
             GramMatrix::F64(g) => g[[i, i]],
             GramMatrix::F32 { g, bias } => g[[i, i]] as f64 + bias,
+        }
+    }
+
+    /// Decision values (|rows|, K), $f_{ik} = \sum_j a_{kj} K'_{r_i c_j}$, of
+    /// the dual coefficients `coef` (K, |cols|) over the columns `cols`: the
+    /// (|rows|, |cols|) block gathered once, then one GEMM in the Gram's own
+    /// type (the bias feature added as $\beta \sum_j a_{kj}$).
+    pub(super) fn decisions(
+        &self,
+        rows: &[usize],
+        cols: &[usize],
+        coef: ArrayView2<'_, f64>,
+    ) -> Array2<f64> {
+        let (m, t, k) = (rows.len(), cols.len(), coef.nrows());
+        match self {
+            GramMatrix::F64(g) => {
+                let block = Array2::from_shape_fn((m, t), |(i, j)| g[[rows[i], cols[j]]]);
+                let mut f = Array2::<f64>::zeros((m, k));
+                gemm(f.view_mut(), false, block.view(), coef.t(), 1.0, par_all());
+                f
+            }
+            GramMatrix::F32 { g, bias } => {
+                let block = Array2::from_shape_fn((m, t), |(i, j)| g[[rows[i], cols[j]]]);
+                let c32 = coef.mapv(|v| v as f32);
+                let mut f = Array2::<f32>::zeros((m, k));
+                gemm(f.view_mut(), false, block.view(), c32.t(), 1.0, par_all());
+                let shift: Vec<f64> = coef.rows().into_iter().map(|r| bias * r.sum()).collect();
+                Array2::from_shape_fn((m, k), |(i, c)| f[[i, c]] as f64 + shift[c])
+            }
         }
     }
 
