@@ -245,8 +245,11 @@ impl<G: Float> DualState for GramState<'_, G> {
         let g = g.as_slice().expect("row-major Gram");
         let bias = self.bias;
         if self.contiguous {
-            // rows = 0..l: a straight pass over the Gram row (vectorised)
-            for (u, &v) in self.u.iter_mut().zip(&g[..self.rows.len()]) {
+            // rows = 0..l: a straight pass over the Gram row (vectorised;
+            // equal lengths, so no bounds checks)
+            let u = &mut self.u[..];
+            let g = &g[..u.len()];
+            for (u, &v) in u.iter_mut().zip(g) {
                 *u += delta * (v.as_f64() + bias);
             }
         } else {
