@@ -278,7 +278,7 @@ impl<'a> Job<'a> {
     }
 
     /// Refuses, before any pass, the compact variant on the primal path (it
-    /// is computed from the N × N kernels).
+    /// is computed from the training kernels).
     fn check_classifier(&self) -> Result<(), PipelineError> {
         let n = self.inputs.n_train;
         let scales = self.inputs.scale_names.len();

@@ -2,7 +2,7 @@
 //! features read row block by row block from the stores
 //! ([`FeatureRows`], a [`RowSource`]) and the one-vs-rest SVM trained out of
 //! core on them ([`fisherkit::svm::OutOfCoreSvmParams`]), for runs whose
-//! (N, N) kernels would not fit in memory.
+//! (n, n) training kernels would not fit in memory.
 //!
 //! A feature set is the concatenation of term parts (a term's columns of one
 //! store at one scale), each transformed as in [`crate::kernel`]: whitening

@@ -11,7 +11,7 @@ use fisherkit_cnn::Backbone;
 
 /// Runs the whole pipeline (see the crate docs) on the image folders
 /// `cfg.train` and `cfg.test` and returns the report. Streamed: memory is
-/// bounded by the batch, the samples, the models and the N × N kernels, not
+/// bounded by the batch, the samples, the models and the n × n training kernels, not
 /// by the number of images × dimension (docs/pipeline.md).
 /// `net` is the ImageNet CNN (normally [`Backbone::builtin`]).
 ///

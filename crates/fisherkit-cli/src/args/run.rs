@@ -363,9 +363,9 @@ impl EncodingArgs {
 /// `--classifier`: fisherkit_pipeline::Classifier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClassifierArg {
-    /// Kernel path while its N x N kernels fit in 4 GiB, primal above.
+    /// Kernel path while its training kernels fit in 4 GiB, primal above.
     Auto,
-    /// N x N linear kernels, dual solver.
+    /// Linear kernels over the training images (n x n, f32), dual solver.
     Kernel,
     /// Out-of-core primal solver.
     Primal,
@@ -375,10 +375,11 @@ pub enum ClassifierArg {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "SVM")]
 pub struct SvmArgs {
-    /// How the SVMs are trained: `kernel` (N x N linear kernels from the stores,
-    /// memory N^2), `primal` (out of core on row blocks: memory K x D weights plus
-    /// one block, any N), `auto` (kernel while its (S + 3) N x N f64 kernels fit in 4 GiB, S
-    /// scales: up to 11 585 images at one scale, 9 457 at three; primal above).
+    /// How the SVMs are trained: `kernel` (linear kernels over the n training
+    /// images from the stores, f32, memory n^2), `primal` (out of core on row
+    /// blocks: memory K x D weights plus one block, any n), `auto` (kernel while
+    /// its kernels fit in 4 GiB: 2 of them at one scale, up to 23 170 training
+    /// images; S + 3 at S scales, 13 377 at three; primal above).
     #[arg(long, value_enum)]
     pub classifier: Option<ClassifierArg>,
     /// SVM costs tried by cross-validation, comma-separated.

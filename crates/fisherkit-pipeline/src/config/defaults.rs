@@ -52,15 +52,15 @@ pub const CNN: &str = "efficientnet-lite0";
 pub const DEMO_CNN: &str = "squeezenet";
 /// The run-folder root of `fisherkit run`.
 pub const CACHE_DIR: &str = ".fisherkit-cache";
-/// Most bytes of (N, N) `f64` kernels [`super::Classifier::Auto`] lets
-/// the kernel path hold: it holds one per scale plus three (the total, the
-/// global term's, the training block the solver copies), (S + 3)·8N²
-/// bytes: 2.2 GB at MIT Indoor's 6 700 images and three scales, 3.4 GB at
-/// 10 322 images and one scale. Within it the kernel path is the faster
-/// and the measured one (a 397-class, 10 322-image, 25 000-dim run: 112 s
-/// against 1 568 s on the primal path,
-/// docs/evidence/sun397-classifier-2026-12-06.md); above it (SUN397's
-/// 39 700 images: 50 GB) the primal path, whose memory does not grow with N².
+/// Most bytes of (n, n) `f32` training kernels [`super::Classifier::Auto`]
+/// lets the kernel path hold ([`super::Classifier::kernel_bytes`]: 2 at one
+/// scale, S + 3 at S scales): 0.7 GB at MIT Indoor's 5 360 training images
+/// and three scales, 3.2 GB at SUN397's 19 850 and one scale (its
+/// descriptor files). Within it the kernel path is the faster and the
+/// measured one (a 397-class, 10 322-image, 25 000-dim run: 112 s against
+/// 1 568 s on the primal path, docs/evidence/sun397-classifier-2026-12-06.md);
+/// above it (SUN397's images at three scales: 9.5 GB) the primal path,
+/// whose memory does not grow with n².
 pub const KERNEL_MAX_BYTES: u64 = 4 << 30;
 
 #[cfg(test)]

@@ -107,7 +107,9 @@ impl<'a, F: Float> Shared<'a, F> {
                 g[[rows[i], rows[j]]]
             })),
             GramMatrix::F32 { g, bias } => GramMatrix::F32 {
-                g: CowArray::from(Array2::from_shape_fn((m, m), |(i, j)| g[[rows[i], rows[j]]])),
+                g: CowArray::from(Array2::from_shape_fn((m, m), |(i, j)| {
+                    g[[rows[i], rows[j]]]
+                })),
                 bias: *bias,
             },
         };
