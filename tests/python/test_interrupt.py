@@ -56,6 +56,11 @@ def test_ctrl_c_raises_keyboard_interrupt_promptly(case):
         [sys.executable, "-c", PRELUDE + CASES[case] + RUN],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "RUST_BACKTRACE": "1"},
+        # A shell without job control starts background commands with SIGINT
+        # ignored, and Python keeps an inherited SIG_IGN: restore the default
+        # so that the child gets its KeyboardInterrupt handler wherever the
+        # suite runs from.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert child.stdout.readline().strip() == "ready"

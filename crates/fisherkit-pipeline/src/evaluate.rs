@@ -4,6 +4,7 @@
 
 use crate::classifier::{part_list as parts_of, term_columns as term_columns_of};
 use crate::config::{RunConfig, Whitening};
+use crate::error::zeros_checked;
 use crate::inputs::Inputs;
 use crate::kernel::{kernel_pca, load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
@@ -881,25 +882,6 @@ fn sweep(
     Ok(out)
 }
 
-/// A (rows, cols) f64 matrix of zeros, allocated fallibly: at SUN397's
-/// size the kernel path's weights (classes × dim) are gigabytes, and a
-/// failed allocation must be one error line naming the size, not an abort.
-fn zeros_checked(rows: usize, cols: usize) -> Result<Array2<f64>, PipelineError> {
-    let n = rows.saturating_mul(cols);
-    let mut v: Vec<f64> = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        PipelineError::at(
-            "SVM",
-            format!(
-                "cannot allocate the {rows} × {cols} SVM weights ({:.1} GB); fewer encoders or a smaller encoder (--encoders) lower it",
-                n as f64 * 8.0 / 1e9
-            ),
-        )
-    })?;
-    v.resize(n, 0.0);
-    Ok(Array2::from_shape_vec((rows, cols), v).expect("rows × cols values"))
-}
-
 /// The trained SVM of one encoder as f32 weights over its parts (formed
 /// block by block from the training rows on the kernel path) and the
 /// whitening of each part; with an output folder, also writes the SVM, the
@@ -928,7 +910,14 @@ fn outputs(
     let stem = format!("{}{}", spec.name(), if whiten { "-whitened" } else { "" });
     // The Gram path forms its weights block by block below; the primal path has them.
     let mut weights = match &trained {
-        Trained::Gram(_) => zeros_checked(n_classes, dim)?,
+        // classes × dimension: gigabytes at SUN397's size
+        Trained::Gram(_) => zeros_checked::<f64>(
+            n_classes,
+            dim,
+            "SVM",
+            "SVM weights",
+            "fewer encoders or a smaller encoder (--encoders) lower it",
+        )?,
         Trained::Primal(_) => Array2::<f64>::zeros((0, 0)),
     };
     let mut writers = match out {

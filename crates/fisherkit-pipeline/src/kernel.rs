@@ -132,7 +132,14 @@ impl TermColumns<'_> {
             None
         };
         let scale = fim.as_ref().map(Self::white_scale);
-        let mut gram = zeros_f32(n_train, n_train)?;
+        // the run's largest buffer: 1.6 GB at SUN397's 19 850 training images
+        let mut gram = crate::error::zeros_checked::<f32>(
+            n_train,
+            n_train,
+            "kernel",
+            "training kernel",
+            "--classifier primal trains without it",
+        )?;
         let mut sq = vec![0.0f64; n];
         for (cols, off) in self.blocks(block_cols(n)) {
             let mut x = self.read(rows, cols.clone())?;
@@ -236,25 +243,6 @@ fn add_squared_norms(x: ArrayView2<'_, f32>, sq: &mut [f64]) {
     sq.par_iter_mut()
         .zip(x.axis_iter(ndarray::Axis(0)).into_par_iter())
         .for_each(|(s, row)| *s += row.iter().map(|&v| v as f64 * v as f64).sum::<f64>());
-}
-
-/// An (n, m) `f32` matrix of zeros, allocated fallibly: the kernel path's
-/// largest buffer (1.6 GB at SUN397's 19 850 training images), so a machine
-/// without that memory gets one error line naming it, not an abort.
-fn zeros_f32(n: usize, m: usize) -> Result<Array2<f32>, PipelineError> {
-    let len = n.saturating_mul(m);
-    let mut v: Vec<f32> = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| {
-        PipelineError::at(
-            "kernel",
-            format!(
-                "cannot allocate the {n} × {m} training kernel ({:.1} GB); --classifier primal trains without it",
-                len as f64 * 4.0 / 1e9
-            ),
-        )
-    })?;
-    v.resize(len, 0.0);
-    Ok(Array2::from_shape_vec((n, m), v).expect("n × m values"))
 }
 
 /// The kernel files of `name` in `dir`: the training kernel (`f32`), the
