@@ -24,7 +24,9 @@ impl Classifier {
     /// path holds at once for `n_train` training images at `n_scales`
     /// scales: at one scale the encoder's kernel and the part being added to
     /// it (2); at several, the per-scale kernels, the all-scale one, the
-    /// global one and the part being added (S + 3).
+    /// global one and the part being added (S + 3). The cross-validation's
+    /// buffers (one fold's training block, 4/9 of a kernel, and its held-out
+    /// block, 2/9) come after the parts are added, within the same count.
     pub fn kernel_bytes(n_train: usize, n_scales: usize) -> u64 {
         let n = n_train as u64;
         let held = if n_scales <= 1 {

@@ -181,25 +181,15 @@ impl OvrFit {
         }
     }
 
-    /// $f_k(x_i)$ (K) for a row i of the shared data: $\sum_j a_{kj} K'_{ij}$
-    /// in Gram mode ($K'$ holds the bias feature, so this includes $b_k$),
-    /// $w_k^\top x_i + b_k$ otherwise.
-    pub(super) fn decision_row<F: Float>(&self, sh: &Shared<'_, F>, i: usize) -> Vec<f64> {
-        match (&sh.gram, self.dual) {
-            (Some(g), true) => self
-                .coef
-                .outer_iter()
-                .map(|c| g.row_dot(i, c.as_slice().expect("row-major")))
-                .collect(),
-            _ => {
-                let xi = sh.row(i);
-                self.coef
-                    .outer_iter()
-                    .zip(&self.b)
-                    .map(|(c, b)| dot(c.as_slice().expect("row-major"), xi) + b)
-                    .collect()
-            }
-        }
+    /// $f_k(x_i) = w_k^\top x_i + b_k$ (K) for a row i of the shared data
+    /// (primal weights; Gram-mode fits are scored by [`OvrFit::predict_rows`]).
+    fn decision_row<F: Float>(&self, sh: &Shared<'_, F>, i: usize) -> Vec<f64> {
+        let xi = sh.row(i);
+        self.coef
+            .outer_iter()
+            .zip(&self.b)
+            .map(|(c, b)| dot(c.as_slice().expect("row-major"), xi) + b)
+            .collect()
     }
 }
 

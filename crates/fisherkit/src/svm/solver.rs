@@ -53,16 +53,16 @@ impl GramMatrix<'_> {
         cols: &[usize],
         coef: ArrayView2<'_, f64>,
     ) -> Array2<f64> {
-        let (m, t, k) = (rows.len(), cols.len(), coef.nrows());
+        let (m, k) = (rows.len(), coef.nrows());
         match self {
             GramMatrix::F64(g) => {
-                let block = Array2::from_shape_fn((m, t), |(i, j)| g[[rows[i], cols[j]]]);
+                let block = gather(g.view(), rows, cols);
                 let mut f = Array2::<f64>::zeros((m, k));
                 gemm(f.view_mut(), false, block.view(), coef.t(), 1.0, par_all());
                 f
             }
             GramMatrix::F32 { g, bias } => {
-                let block = Array2::from_shape_fn((m, t), |(i, j)| g[[rows[i], cols[j]]]);
+                let block = gather(g.view(), rows, cols);
                 let c32 = coef.mapv(|v| v as f32);
                 let mut f = Array2::<f32>::zeros((m, k));
                 gemm(f.view_mut(), false, block.view(), c32.t(), 1.0, par_all());
@@ -71,21 +71,11 @@ impl GramMatrix<'_> {
             }
         }
     }
+}
 
-    /// $\sum_j a_j K'_{ij}$ for the coefficients `a` (N).
-    pub(super) fn row_dot(&self, i: usize, a: &[f64]) -> f64 {
-        match self {
-            GramMatrix::F64(g) => dot(a, g.row(i).as_slice().expect("row-major Gram")),
-            GramMatrix::F32 { g, bias } => {
-                dot(a, g.row(i).as_slice().expect("row-major Gram"))
-                    + if *bias != 0.0 {
-                        bias * a.iter().sum::<f64>()
-                    } else {
-                        0.0
-                    }
-            }
-        }
-    }
+/// The block $G_{r_i c_j}$ (|rows|, |cols|) of `g`, copied contiguous.
+fn gather<T: Copy>(g: ArrayView2<'_, T>, rows: &[usize], cols: &[usize]) -> Array2<T> {
+    Array2::from_shape_fn((rows.len(), cols.len()), |(i, j)| g[[rows[i], cols[j]]])
 }
 
 impl<'a, F: Float> Shared<'a, F> {
@@ -101,18 +91,14 @@ impl<'a, F: Float> Shared<'a, F> {
     /// size). Its rows are `0..rows.len()`, row t standing for `rows[t]`;
     /// it holds no feature rows. `None` in direct mode.
     pub(super) fn gram_block(&self, rows: &[usize]) -> Option<Shared<'a, F>> {
-        let m = rows.len();
         let gram = match self.gram.as_ref()? {
-            GramMatrix::F64(g) => GramMatrix::F64(Array2::from_shape_fn((m, m), |(i, j)| {
-                g[[rows[i], rows[j]]]
-            })),
+            GramMatrix::F64(g) => GramMatrix::F64(gather(g.view(), rows, rows)),
             GramMatrix::F32 { g, bias } => GramMatrix::F32 {
-                g: CowArray::from(Array2::from_shape_fn((m, m), |(i, j)| {
-                    g[[rows[i], rows[j]]]
-                })),
+                g: CowArray::from(gather(g.view(), rows, rows)),
                 bias: *bias,
             },
         };
+        let m = rows.len();
         Some(Shared {
             data: &[],
             n: m,
