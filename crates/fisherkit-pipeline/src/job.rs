@@ -1051,7 +1051,7 @@ impl<'a> Job<'a> {
         )?;
         self.write_image_lists(&rows, n_train)?;
         let mut timings = std::mem::take(&mut self.timings);
-        let c = self.classes(&learned, &rows, n_train)?;
+        let c = self.classes(&learned, &rows, n_train, progress)?;
         let (results, sweep, model) = evaluate(&c, &mut timings, progress)?;
         let dataset = self.dataset_info(&learned, &rows, n_train);
         let report = Report {

@@ -16,6 +16,7 @@
 //! $2 K (N + M) D$ multiply-adds for K classes and M test rows instead of the
 //! $N M D$ of a test × train kernel, and no memory of size N·M.
 
+use crate::progress::{stop_if_cancelled, Progress};
 use crate::store::Store;
 use crate::PipelineError;
 use fisherkit::linalg::{gemm, gram_accumulate_lower, mirror_lower, par_all, symmetric_eigen};
@@ -35,6 +36,9 @@ pub(crate) struct TermColumns<'a> {
     pub cols: Vec<Range<usize>>,
     pub whiten: bool,
     pub norm: Normalization,
+    /// Asked before every block read: a cancelled run stops within one
+    /// block (~256 MB of columns), not at the end of a kernel or an SVM pass.
+    pub progress: &'a dyn Progress,
 }
 
 /// The kernel of a term over the training rows of `rows` (train rows first,
@@ -76,6 +80,7 @@ impl TermColumns<'_> {
         rows: &[usize],
         cols: Range<usize>,
     ) -> Result<Array2<f32>, PipelineError> {
+        stop_if_cancelled(self.progress)?;
         let w = cols.len();
         let mut out = Array2::<f32>::zeros((rows.len(), w));
         out.as_slice_mut()
@@ -439,6 +444,7 @@ mod tests {
             cols: vec![0..12, 20..40],
             whiten: false,
             norm: Normalization::default(),
+            progress: &crate::NoProgress,
         };
         // the term's own columns, renormalised over them
         let sub = |i: usize| -> Vec<f64> {

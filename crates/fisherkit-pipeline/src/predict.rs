@@ -5,6 +5,7 @@
 
 use crate::classifier::{SceneClassifier, Scored};
 use crate::dataset::ImageSet;
+use crate::descriptor_file::DescriptorReader;
 use crate::descriptors::{compute_batch, describe_batch, ImageDescriptors};
 use crate::{PipelineError, Progress};
 use fisherkit::metrics::{confusion_matrix, mean_per_class_accuracy};
@@ -107,6 +108,40 @@ impl<'a> Predictor<'a> {
             })
             .collect();
         self.finish(descs, features)
+    }
+
+    /// Labels every bag of the descriptor file `file` in batches of
+    /// [`Self::batch_len`] bags read from it (one batch held: a file of any
+    /// size in bounded memory), calling `each(first, outcomes)` with the
+    /// index of a batch's first bag and one outcome per bag, in order. A bag
+    /// that cannot be read (a corrupt entry, a NaN) is an `Err` outcome
+    /// naming the file and the image, as an unreadable image is.
+    ///
+    /// # Errors
+    /// The first error of `each`.
+    pub fn predict_file<E>(
+        &self,
+        file: &DescriptorReader,
+        features: bool,
+        mut each: impl FnMut(usize, Vec<Outcome>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = file.len();
+        let mut first = 0;
+        while first < n {
+            let end = (first + self.batch_len()).min(n);
+            let descs = (first..end)
+                .map(|i| {
+                    let bag = file.bag(i).map_err(|e| e.to_string())?;
+                    Ok(ImageDescriptors {
+                        scales: vec![bag],
+                        global: None,
+                    })
+                })
+                .collect();
+            each(first, self.finish(descs, features))?;
+            first = end;
+        }
+        Ok(())
     }
 
     fn finish(&self, descs: Vec<Result<ImageDescriptors, String>>, features: bool) -> Vec<Outcome> {
@@ -253,32 +288,33 @@ pub fn evaluate_folder(
 }
 
 /// Evaluates a classifier of descriptor files on the labelled descriptor
-/// file `path` (see [`crate::descriptor_file`]).
+/// file `path` (see [`crate::descriptor_file`]), read batch by batch (a bag
+/// that cannot be read is skipped, as an unreadable image is).
 ///
 /// # Errors
-/// An unreadable file, a class the classifier does not know.
+/// An unreadable or malformed file, a class the classifier does not know,
+/// no bag that could be classified.
 pub fn evaluate_bags(
     clf: &SceneClassifier,
     path: &Path,
     progress: &dyn Progress,
 ) -> Result<Evaluation, PipelineError> {
     let p = Predictor::new(clf, None)?;
-    let set = crate::descriptor_file::read_descriptor_file(path)?;
-    let labels = set
-        .labels
+    let file = DescriptorReader::open(path)?;
+    let labels = file
+        .labels()
         .iter()
         .map(|l| crate::dataset::train_label(l, clf.classes()))
         .collect::<Result<Vec<_>, _>>()?;
-    progress.start("evaluate", set.bags.len() as u64);
-    let outcomes = p.predict_bags(&set.bags, false);
-    progress.inc(set.bags.len() as u64);
-    let done = set
-        .names
-        .into_iter()
-        .zip(labels)
-        .zip(outcomes)
-        .map(|((n, y), o)| (n, y, o))
-        .collect();
+    progress.start("evaluate", file.len() as u64);
+    let mut done = Vec::with_capacity(file.len());
+    p.predict_file(&file, false, |first, outcomes| {
+        progress.inc(outcomes.len() as u64);
+        for (i, o) in (first..).zip(outcomes) {
+            done.push((file.names()[i].clone(), labels[i], o));
+        }
+        Ok::<(), PipelineError>(())
+    })?;
     let e = evaluation(clf, done)?;
     progress.finish(&format!("{:.2} %", 100.0 * e.accuracy));
     Ok(e)

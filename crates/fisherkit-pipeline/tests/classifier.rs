@@ -151,7 +151,8 @@ fn a_classifier_of_descriptor_files_labels_bags() {
             }
         })
     };
-    for (split, n) in [("train", 12), ("test", 6)] {
+    // more test bags than a predictor's batch: evaluation reads the file in batches
+    for (split, n) in [("train", 12), ("test", 21)] {
         let bags: Vec<Array2<f32>> = (0..n).map(|i| bag(i % 3, i + n)).collect();
         let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
         let names: Vec<String> = (0..n).map(|i| format!("img{i}")).collect();
@@ -177,6 +178,31 @@ fn a_classifier_of_descriptor_files_labels_bags() {
     assert_eq!(e.accuracy, m.test_accuracy);
     let pred: Vec<usize> = e.predictions.iter().map(|p| p.2).collect();
     assert_eq!(pred, m.test_predictions);
+    // batch by batch from the file = all bags at once
+    let p = Predictor::new(&clf, None).unwrap();
+    assert!(p.batch_len() < 21);
+    let file =
+        fisherkit_pipeline::descriptor_file::DescriptorReader::open(&t.path().join("test.npz"))
+            .unwrap();
+    let mut streamed = Vec::new();
+    p.predict_file(&file, true, |first, outcomes| {
+        assert_eq!(first, streamed.len());
+        streamed.extend(outcomes.into_iter().map(Result::unwrap));
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    let set = fisherkit_pipeline::descriptor_file::read_descriptor_file(&t.path().join("test.npz"))
+        .unwrap();
+    let whole: Vec<_> = p
+        .predict_bags(&set.bags, true)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(streamed.len(), 21);
+    for ((a, fa), (b, fb)) in streamed.iter().zip(&whole) {
+        assert_eq!(a.class, b.class);
+        assert_eq!(fa, fb);
+    }
     // Images are refused with the reason.
     let e = Predictor::new(&clf, Some(&net()))
         .err()

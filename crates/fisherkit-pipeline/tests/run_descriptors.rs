@@ -519,6 +519,82 @@ fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
     panic!("the run never finished");
 }
 
+/// A progress that asks the run to stop from inside the first report row:
+/// on its `at`-th question after the stage `stage` started.
+struct CancelInside {
+    stage: &'static str,
+    at: usize,
+    started: std::sync::atomic::AtomicBool,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl fisherkit_pipeline::Progress for CancelInside {
+    fn start(&self, stage: &str, _: u64) {
+        if stage.starts_with(self.stage) {
+            self.started
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn inc(&self, _: u64) {}
+    fn finish(&self, _: &str) {}
+    fn warn(&self, _: &str) {}
+    fn cancelled(&self) -> bool {
+        self.started.load(std::sync::atomic::Ordering::Relaxed)
+            && self
+                .asked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+                >= self.at
+    }
+}
+
+/// Ctrl-C inside the classifier stage (issue 29): a run of one encoder is
+/// asked to stop while its only row computes its kernel (first question) or
+/// cross-validates its SVM (a later one), on the kernel and the primal
+/// path; it stops with its own error, and started again finishes from its
+/// run folder with the uninterrupted run's rows.
+#[test]
+fn a_run_cancelled_inside_a_report_row_stops_there_and_resumes() {
+    let t = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    for (split, n) in [("train", 24), ("test", 12)] {
+        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
+        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
+        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
+        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
+        let mut arrays = bag_arrays(&names, &views);
+        arrays.push(("labels", NpyRef::Int(&labels)));
+        write_npz_arrays(&t.path().join(format!("{split}.npz")), &arrays).unwrap();
+    }
+    for (path, stage) in [
+        (
+            fisherkit_pipeline::config::Classifier::Kernel,
+            "kernel + SVM",
+        ),
+        (fisherkit_pipeline::config::Classifier::Primal, "primal SVM"),
+    ] {
+        let mut cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
+        cfg.encoders = parse_encoders("gmm-fv:var").unwrap();
+        cfg.classifier = path;
+        let whole = run_descriptors(&cfg, &NoProgress).unwrap();
+        cfg.cache_dir = Some(t.path().join(format!("cache-{stage}")));
+        for at in [1, 4] {
+            let p = CancelInside {
+                stage,
+                at,
+                started: Default::default(),
+                asked: Default::default(),
+            };
+            match run_descriptors(&cfg, &p) {
+                Err(fisherkit_pipeline::PipelineError::Cancelled) => {}
+                other => panic!("{stage}, question {at}: not cancelled: {:?}", other.err()),
+            }
+        }
+        let r = run_descriptors(&cfg, &NoProgress).unwrap();
+        assert_eq!(without_times(&r.results), without_times(&whole.results));
+    }
+}
+
 /// A report's rows without their timings: what two runs of the same settings share.
 #[allow(clippy::type_complexity)]
 fn without_times(

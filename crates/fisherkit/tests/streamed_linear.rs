@@ -144,6 +144,45 @@ fn kernel_svm_equals_the_gram_solver_on_features() {
         .is_err());
 }
 
+/// The stop hook of a kernel SVM's cross-validation: never asked to stop,
+/// the same fit as without it; asked to stop after a few checks (mid-way
+/// through the first fold's classes), [`SvmError::Stopped`] — and the hook
+/// is asked more than once per fold (so Ctrl-C is not left to the fold's end).
+#[test]
+fn a_kernel_svm_cross_validation_stops_when_its_hook_says_so() {
+    use fisherkit::svm::SvmError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let (n, d, k) = (60, 30, 4);
+    let y: Vec<usize> = (0..n).map(|i| i % k).collect();
+    let x = Array2::from_shape_fn((n, d), |(i, j)| {
+        (if j % k == y[i] { 0.8 } else { 0.0 }) + rng.random::<f64>() - 0.5
+    });
+    let gram = x.dot(&x.t());
+    let p = LinearSvcParams::default().check().unwrap();
+    let grid = [0.1, 1.0];
+    let (a, ca, ta) = p.fit_gram_with_cv(gram.view(), &y, &grid, 3, 1).unwrap();
+    let asked = AtomicUsize::new(0);
+    let (b, cb, tb) = p
+        .fit_gram_with_cv_until(gram.view(), &y, &grid, 3, 1, &|| {
+            asked.fetch_add(1, Ordering::Relaxed);
+            false
+        })
+        .unwrap();
+    assert_eq!((ca, ta), (cb, tb));
+    assert_eq!(a.dual_coef(), b.dual_coef());
+    let checks = asked.load(Ordering::Relaxed);
+    assert!(checks >= 3 * (k + 1), "asked {checks} times");
+    let asked = AtomicUsize::new(0);
+    let e = p
+        .fit_gram_with_cv_until(gram.view(), &y, &grid, 3, 1, &|| {
+            asked.fetch_add(1, Ordering::Relaxed) >= 2
+        })
+        .unwrap_err();
+    assert_eq!(e, SvmError::Stopped);
+    assert!(e.to_string().contains("stopped"), "{e}");
+}
+
 #[test]
 fn moments_sent_as_parts_come_back_equal_and_bad_parts_are_refused() {
     let x = data(50, 4, 2);

@@ -252,16 +252,18 @@ pub fn predict_cmd(a: &PredictArgs, ui: &Ui) -> Result<(), CliError> {
     let features = a.save_encodings.is_some();
     match &a.descriptors {
         Some(file) => {
-            let set = fisherkit_pipeline::descriptor_file::read_descriptor_file(file)?;
+            let file = fisherkit_pipeline::descriptor_file::DescriptorReader::open(file)?;
             if let Some(p) = &a.save_encodings {
                 encodings = Some(fisherkit_io::NpyBlockWriter::create(
                     p,
-                    set.bags.len(),
+                    file.len(),
                     clf.dim(),
                 )?);
             }
-            let outcomes = predictor.predict_bags(&set.bags, features);
-            emit(&set.names, outcomes, 0, &mut rows, &mut encodings)?;
+            predictor.predict_file(&file, features, |first, outcomes| {
+                let names = &file.names()[first..first + outcomes.len()];
+                emit(names, outcomes, first, &mut rows, &mut encodings)
+            })?;
         }
         None => {
             let files =

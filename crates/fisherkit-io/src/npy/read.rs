@@ -22,11 +22,21 @@ pub(crate) fn read_values<F: Element, R: Read>(
 ) -> Result<Array2<F>, String> {
     let count = layout.n * layout.d;
     let size = F::DTYPE.size();
-    let mut out: Vec<F> = Vec::with_capacity(if trusted_len {
+    // Reserved fallibly: an array larger than memory (a deflated entry
+    // cannot be read in parts) is this error, not an allocation abort.
+    let too_large = || {
+        format!(
+            "its {}×{} {} values ({} bytes) cannot be held in memory",
+            layout.n, layout.d, layout.dtype, layout.nbytes
+        )
+    };
+    let mut out: Vec<F> = Vec::new();
+    out.try_reserve_exact(if trusted_len {
         count
     } else {
         count.min(1 << 20)
-    });
+    })
+    .map_err(|_| too_large())?;
     let mut buf = vec![0u8; layout.nbytes.min((1 << 16) * size)];
     let mut remaining = layout.nbytes;
     while remaining > 0 {
@@ -39,6 +49,7 @@ pub(crate) fn read_values<F: Element, R: Read>(
                 layout.n, layout.d, layout.dtype, layout.nbytes, have
             ));
         }
+        out.try_reserve(chunk / size).map_err(|_| too_large())?;
         out.extend(buf[..chunk].chunks_exact(size).map(F::from_le));
         remaining -= chunk;
     }

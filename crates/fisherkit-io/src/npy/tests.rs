@@ -93,3 +93,18 @@ fn names_dtypes_like_numpy() {
     assert_eq!(py_shape(&[5]), "(5,)");
     assert_eq!(py_shape(&[2, 3, 4]), "(2, 3, 4)");
 }
+
+/// An array the header sizes beyond memory (a deflated entry is read whole)
+/// is one error naming its shape and bytes, not an allocation abort.
+#[test]
+fn an_array_too_large_for_memory_is_an_error_not_an_abort() {
+    let layout = super::layout::MatrixLayout {
+        dtype: Dtype::F32,
+        n: 1 << 31,
+        d: 1 << 31,
+        nbytes: usize::MAX,
+    };
+    let e = super::read::read_values::<f32, _>(&mut std::io::repeat(0), &layout, true).unwrap_err();
+    assert!(e.contains("cannot be held in memory"), "{e}");
+    assert!(e.contains("2147483648×2147483648"), "{e}");
+}

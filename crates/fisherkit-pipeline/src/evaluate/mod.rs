@@ -18,6 +18,7 @@ use crate::trained::{self, Candidate, RunParts};
 use crate::{PipelineError, Progress};
 use fisherkit::svm::{
     argmax, predict_rows, GramSvc, KernelView, LinearSvc, LinearSvcParams, OutOfCoreSvmParams,
+    SvmError,
 };
 use ndarray::{Array1, Array2};
 use std::cell::RefCell;
@@ -89,6 +90,8 @@ type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
 /// What the classification stage needs from the earlier ones.
 pub(crate) struct Classes<'a> {
     pub(crate) cfg: &'a RunConfig,
+    /// Asked between blocks of columns, CV folds and report rows (Ctrl-C).
+    pub(crate) progress: &'a dyn Progress,
     pub(crate) inputs: &'a Inputs<'a>,
     pub(crate) learned: &'a Learned,
     pub(crate) stores: &'a BTreeMap<ModelSpec, Store>,
@@ -137,6 +140,7 @@ impl Classes<'_> {
             cols,
             whiten: whiten && matches!(term, Term::MfaFs(_)),
             norm: self.cfg.normalization,
+            progress: self.progress,
         }
     }
 
@@ -275,18 +279,34 @@ impl Classes<'_> {
             .iter()
             .map(|&i| self.inputs.labels[i])
             .collect();
+        let progress = self.progress;
         LinearSvcParams {
             seed: self.cfg.seed,
             ..Default::default()
         }
-        .fit_gram_with_cv(
-            gram,
-            &ytr,
-            &self.cfg.c_grid,
-            self.cfg.cv_folds,
-            self.cfg.seed,
-        )
-        .map_err(PipelineError::stage("SVM"))
+        .check()
+        .and_then(|p| {
+            p.fit_gram_with_cv_until(
+                gram,
+                &ytr,
+                &self.cfg.c_grid,
+                self.cfg.cv_folds,
+                self.cfg.seed,
+                &move || progress.cancelled(),
+            )
+        })
+        .map_err(|e| self.svm_error(e))
+    }
+
+    /// An SVM's error as the run's: [`PipelineError::Cancelled`] when the
+    /// run was cancelled meanwhile (the fit stopped, or its row source
+    /// refused to read on), the SVM stage's error otherwise.
+    fn svm_error(&self, e: SvmError) -> PipelineError {
+        if matches!(e, SvmError::Stopped) || self.progress.cancelled() {
+            PipelineError::Cancelled
+        } else {
+            PipelineError::stage("SVM")(e)
+        }
     }
 
     /// The test × train kernel of the row of `spec` at `scale` (the compact variant's kernel PCA).
@@ -374,7 +394,7 @@ impl Classes<'_> {
             },
             ..Default::default()
         };
-        let p = params.check().map_err(PipelineError::stage("SVM"))?;
+        let p = params.check().map_err(|e| self.svm_error(e))?;
         let train: Vec<usize> = (0..nt).collect();
         let (svm, c, cv) = p
             .fit_with_cv(
@@ -386,10 +406,10 @@ impl Classes<'_> {
                 self.cfg.cv_folds,
                 self.cfg.seed,
             )
-            .map_err(PipelineError::stage("SVM"))?;
+            .map_err(|e| self.svm_error(e))?;
         let test: Vec<usize> = (nt..self.rows.len()).collect();
-        let pred = predict_rows(&svm, src, &test, params.block_bytes)
-            .map_err(PipelineError::stage("SVM"))?;
+        let pred =
+            predict_rows(&svm, src, &test, params.block_bytes).map_err(|e| self.svm_error(e))?;
         Ok((svm, c, cv, pred))
     }
 

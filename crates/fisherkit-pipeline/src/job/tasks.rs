@@ -37,9 +37,11 @@ impl<'a> Job<'a> {
         learned: &'b Learned,
         rows: &'b [usize],
         n_train: usize,
+        progress: &'b dyn Progress,
     ) -> Result<Classes<'b>, PipelineError> {
         let c = Classes {
             cfg: &self.cfg,
+            progress,
             inputs: &self.inputs,
             learned,
             stores: &self.stores,
@@ -80,11 +82,12 @@ impl<'a> Job<'a> {
     /// folder holds its result.
     fn with_tasks<T>(
         &mut self,
+        progress: &dyn Progress,
         f: impl FnOnce(&Classes<'_>, Vec<(ClassifierTask, crate::classifier_tasks::Work)>) -> T,
     ) -> Result<T, PipelineError> {
         let (rows, n_train) = self.classifier_rows()?;
         let learned = self.learned.as_ref().expect("loaded above");
-        let c = self.classes(learned, &rows, n_train)?;
+        let c = self.classes(learned, &rows, n_train, progress)?;
         let tasks = c.tasks();
         Ok(f(&c, tasks))
     }
@@ -97,7 +100,7 @@ impl<'a> Job<'a> {
     /// No fitted models in the run folder, a store that cannot be opened, a
     /// class without a readable image.
     pub fn classifier_tasks(&mut self) -> Result<Vec<ClassifierTask>, PipelineError> {
-        self.with_tasks(|c, tasks| {
+        self.with_tasks(&crate::NoProgress, |c, tasks| {
             tasks
                 .into_iter()
                 .filter(|(t, w)| !c.task_done(t, w))
@@ -121,7 +124,7 @@ impl<'a> Job<'a> {
     ) -> Result<f64, PipelineError> {
         let t = Instant::now();
         let mut timings = Vec::new();
-        self.with_tasks(|c, tasks| {
+        self.with_tasks(progress, |c, tasks| {
             let (task, work) = tasks.iter().find(|(t, _)| t.name == name).ok_or_else(|| {
                 PipelineError::Config(format!(
                     "this run has no classifier task `{name}` (a task of another run's settings?)"
@@ -144,7 +147,7 @@ impl<'a> Job<'a> {
         done: &[String],
         progress: &dyn Progress,
     ) -> Result<Report, PipelineError> {
-        let missing: Vec<String> = self.with_tasks(|c, tasks| {
+        let missing: Vec<String> = self.with_tasks(progress, |c, tasks| {
             done.iter()
                 .filter(|name| {
                     !tasks

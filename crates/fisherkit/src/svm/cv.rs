@@ -70,7 +70,7 @@ impl ValidLinearSvcParams {
         let n_classes = self.check_cv(x, y, grid, folds)?;
         let xs = x.as_standard_layout();
         let sh = shared(&xs, self);
-        Ok(self.cv_table(&sh, y, n_classes, grid, folds, seed))
+        self.cv_table(&sh, y, n_classes, grid, folds, seed, &|| false)
     }
 
     /// [`LinearSvcParams::select_c`] then a fit on all of `x` with the best
@@ -91,7 +91,7 @@ impl ValidLinearSvcParams {
         let n_classes = self.check_cv(x, y, grid, folds)?;
         let xs = x.as_standard_layout();
         let sh = shared(&xs, self);
-        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
+        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed, &|| false)?;
         let p = self.with_cost(best);
         let rows: Vec<usize> = (0..x.nrows()).collect();
         let fit = fit_ovr(&sh, &rows, y, n_classes, &p);
@@ -137,7 +137,10 @@ impl ValidLinearSvcParams {
     /// Each fold walks the grid in ascending C, each class starting from its
     /// solution at the previous C (a warm start, as LIBLINEAR's parameter
     /// search does: Chu, Lin et al., *Warm start for parameter selection of
-    /// linear classifiers*, KDD 2015); folds and classes run in parallel.
+    /// linear classifiers*, KDD 2015); folds one after the other, classes in
+    /// parallel. `stop` is asked before each class's path and after each
+    /// fold: once it says yes, the table is abandoned with [`SvmError::Stopped`].
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn cv_table<F: Float>(
         &self,
         sh: &Shared<'_, F>,
@@ -146,52 +149,21 @@ impl ValidLinearSvcParams {
         grid: &[f64],
         folds: usize,
         seed: u64,
-    ) -> (f64, Vec<(f64, f64)>) {
-        let n = y.len();
+        stop: &Stop<'_>,
+    ) -> Result<(f64, Vec<(f64, f64)>), SvmError> {
         let fold_of = stratified_folds(y, n_classes, folds, seed);
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
         let costs: Vec<f64> = order.iter().map(|&g| grid[g]).collect();
         // scores[f][i]: fold f at the i-th smallest C. Folds one after the
         // other (in Gram mode each holds its Gram block), classes in parallel.
-        let scores: Vec<Vec<f64>> = (0..folds)
-            .map(|f| {
-                let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
-                let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
-                let block = sh.gram_block(&train);
-                let local: Vec<usize> = (0..train.len()).collect();
-                let (sub, rows) = match &block {
-                    Some(b) => (b, &local),
-                    None => (sh, &train),
-                };
-                let mut paths: Vec<std::vec::IntoIter<ClassFit>> = (0..n_classes)
-                    .into_par_iter()
-                    .map(|k| {
-                        let positive = |r: usize| y[rows_of(&block, &train, r)] == k;
-                        let (ys, path) =
-                            solve_binary_path(sub, rows, positive, self, k as u64, &costs);
-                        path.into_iter()
-                            .map(|pt| ClassFit::new(&train, &ys, pt))
-                            .collect::<Vec<_>>()
-                            .into_iter()
-                    })
-                    .collect();
-                let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
-                costs
-                    .iter()
-                    .map(|&c| {
-                        let sols = paths
-                            .iter_mut()
-                            .map(|p| p.next().expect("one point per cost"))
-                            .collect();
-                        let fit = collect_ovr(sh, sols, &self.with_cost(c));
-                        let pred = fit.predict_rows(sh, &test, &train);
-                        mean_per_class_accuracy(&truth, &pred, n_classes)
-                            .expect("labels validated, test folds non-empty")
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut scores: Vec<Vec<f64>> = Vec::with_capacity(folds);
+        for f in 0..folds {
+            scores.push(self.fold_scores(sh, y, n_classes, &costs, &fold_of, f, stop)?);
+            if stop() {
+                return Err(SvmError::Stopped);
+            }
+        }
         let mut table = vec![(0.0, 0.0); grid.len()];
         for (i, &g) in order.iter().enumerate() {
             let s: f64 = scores.iter().map(|fold| fold[i]).sum();
@@ -203,9 +175,72 @@ impl ValidLinearSvcParams {
                 best = (c, s);
             }
         }
-        (best.0, table)
+        Ok((best.0, table))
+    }
+
+    /// The held-out scores of fold `f` (the rows with `fold_of[i] == f`) at
+    /// each of `costs` (ascending), every class walking the costs from its
+    /// previous solution.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_scores<F: Float>(
+        &self,
+        sh: &Shared<'_, F>,
+        y: &[usize],
+        n_classes: usize,
+        costs: &[f64],
+        fold_of: &[usize],
+        f: usize,
+        stop: &Stop<'_>,
+    ) -> Result<Vec<f64>, SvmError> {
+        let n = y.len();
+        let train: Vec<usize> = (0..n).filter(|&i| fold_of[i] != f).collect();
+        let test: Vec<usize> = (0..n).filter(|&i| fold_of[i] == f).collect();
+        let block = sh.gram_block(&train)?;
+        let local: Vec<usize> = (0..train.len()).collect();
+        let (sub, rows) = match &block {
+            Some(b) => (b, &local),
+            None => (sh, &train),
+        };
+        let paths: Option<Vec<Vec<ClassFit>>> = (0..n_classes)
+            .into_par_iter()
+            .map(|k| {
+                if stop() {
+                    return None;
+                }
+                let positive = |r: usize| y[rows_of(&block, &train, r)] == k;
+                let (ys, path) = solve_binary_path(sub, rows, positive, self, k as u64, costs);
+                Some(
+                    path.into_iter()
+                        .map(|pt| ClassFit::new(&train, &ys, pt))
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut paths: Vec<_> = paths
+            .ok_or(SvmError::Stopped)?
+            .into_iter()
+            .map(Vec::into_iter)
+            .collect();
+        let truth: Vec<usize> = test.iter().map(|&i| y[i]).collect();
+        costs
+            .iter()
+            .map(|&c| {
+                let sols = paths
+                    .iter_mut()
+                    .map(|p| p.next().expect("one point per cost"))
+                    .collect();
+                let fit = collect_ovr(sh, sols, &self.with_cost(c));
+                let pred = fit.predict_rows(sh, &test, &train)?;
+                Ok(mean_per_class_accuracy(&truth, &pred, n_classes)
+                    .expect("labels validated, test folds non-empty"))
+            })
+            .collect()
     }
 }
+
+/// Asked by a long fit whether to give up ([`SvmError::Stopped`]): Ctrl-C
+/// in the pipeline and the Python module. `&|| false` never stops.
+pub type Stop<'a> = dyn Fn() -> bool + Sync + 'a;
 
 /// The row of the whole problem that row `r` of a fold's sub-problem
 /// stands for: `train[r]` when the fold has its own Gram block, `r` itself otherwise.

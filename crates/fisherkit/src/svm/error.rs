@@ -39,6 +39,9 @@ pub enum SvmError {
         "the SVM's {what} need {bytes} bytes, more than can be allocated: fewer classes or a shorter encoding"
     )]
     TooLarge { what: &'static str, bytes: usize },
+    /// The caller's stop hook asked the fit to give up ([`super::Stop`]).
+    #[error("the SVM fit was stopped by its caller")]
+    Stopped,
     /// The rows of an out-of-core fit could not be read (the source's message).
     #[error("reading the SVM's rows: {0}")]
     Source(String),

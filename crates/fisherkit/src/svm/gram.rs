@@ -1,5 +1,6 @@
 //! The SVM on a precomputed linear kernel, kept in dual form: [`GramSvc`].
 
+use super::cv::Stop;
 use super::error::SvmError;
 use super::model::argmax;
 use super::ovr::fit_ovr;
@@ -167,6 +168,26 @@ impl ValidLinearSvcParams {
         folds: usize,
         seed: u64,
     ) -> Result<(GramSvc, f64, Vec<(f64, f64)>), SvmError> {
+        self.fit_gram_with_cv_until(gram, y, grid, folds, seed, &|| false)
+    }
+
+    /// [`ValidLinearSvcParams::fit_gram_with_cv`], asking `stop` before each
+    /// class's fit of every fold and before the final fit (a few seconds
+    /// apart at SUN397's size): once it returns `true` the fit gives up.
+    ///
+    /// # Errors
+    /// As [`ValidLinearSvcParams::fit_gram_with_cv`]; [`SvmError::Stopped`]
+    /// once `stop` said so.
+    #[allow(clippy::type_complexity)]
+    pub fn fit_gram_with_cv_until<'a>(
+        &self,
+        gram: impl Into<KernelView<'a>>,
+        y: &[usize],
+        grid: &[f64],
+        folds: usize,
+        seed: u64,
+        stop: &Stop<'_>,
+    ) -> Result<(GramSvc, f64, Vec<(f64, f64)>), SvmError> {
         let gram = gram.into();
         if gram.nrows() != gram.ncols() {
             return Err(SvmError::Data(DataError::DimensionMismatch {
@@ -210,7 +231,7 @@ impl ValidLinearSvcParams {
             norms,
             gram: Some(matrix),
         };
-        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed);
+        let (best, table) = self.cv_table(&sh, y, n_classes, grid, folds, seed, stop)?;
         let p = self.with_cost(best);
         let rows: Vec<usize> = (0..n).collect();
         let fit = fit_ovr(&sh, &rows, y, n_classes, &p);

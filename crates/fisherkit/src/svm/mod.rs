@@ -45,6 +45,7 @@ mod params;
 mod solver;
 
 pub use binary::BinarySvm;
+pub use cv::Stop;
 pub use error::SvmError;
 pub use gram::{GramSvc, KernelView};
 pub use model::{argmax, LinearSvc};

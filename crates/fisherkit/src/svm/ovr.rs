@@ -164,11 +164,11 @@ impl OvrFit {
         sh: &Shared<'_, F>,
         rows: &[usize],
         train: &[usize],
-    ) -> Vec<usize> {
-        match (&sh.gram, self.dual) {
+    ) -> Result<Vec<usize>, SvmError> {
+        Ok(match (&sh.gram, self.dual) {
             (Some(g), true) => {
                 let coef = self.coef.select(Axis(1), train);
-                g.decisions(rows, train, coef.view())
+                g.decisions(rows, train, coef.view())?
                     .rows()
                     .into_iter()
                     .map(|r| argmax(r.iter().copied()))
@@ -178,7 +178,7 @@ impl OvrFit {
                 .par_iter()
                 .map(|&i| argmax(self.decision_row(sh, i).into_iter()))
                 .collect(),
-        }
+        })
     }
 
     /// $f_k(x_i) = w_k^\top x_i + b_k$ (K) for a row i of the shared data

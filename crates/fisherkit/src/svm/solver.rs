@@ -2,6 +2,7 @@
 //! `solve_l2r_l1l2_svc`) and the data every solver of a fit shares: the
 //! rows, their squared norms and, in Gram mode, $X X^\top$.
 
+use super::error::SvmError;
 use super::params::{DualSolver, LinearSvcParams, SvmLoss, GRAM_MAX_ROWS};
 use crate::float::Float;
 use crate::linalg::{axpy, dot, dot_ff, gemm, gram_add_lower, mirror_lower, par_all};
@@ -52,30 +53,52 @@ impl GramMatrix<'_> {
         rows: &[usize],
         cols: &[usize],
         coef: ArrayView2<'_, f64>,
-    ) -> Array2<f64> {
+    ) -> Result<Array2<f64>, SvmError> {
         let (m, k) = (rows.len(), coef.nrows());
         match self {
             GramMatrix::F64(g) => {
-                let block = gather(g.view(), rows, cols);
+                let block = gather(g.view(), rows, cols)?;
                 let mut f = Array2::<f64>::zeros((m, k));
                 gemm(f.view_mut(), false, block.view(), coef.t(), 1.0, par_all());
-                f
+                Ok(f)
             }
             GramMatrix::F32 { g, bias } => {
-                let block = gather(g.view(), rows, cols);
+                let block = gather(g.view(), rows, cols)?;
                 let c32 = coef.mapv(|v| v as f32);
                 let mut f = Array2::<f32>::zeros((m, k));
                 gemm(f.view_mut(), false, block.view(), c32.t(), 1.0, par_all());
                 let shift: Vec<f64> = coef.rows().into_iter().map(|r| bias * r.sum()).collect();
-                Array2::from_shape_fn((m, k), |(i, c)| f[[i, c]] as f64 + shift[c])
+                Ok(Array2::from_shape_fn((m, k), |(i, c)| {
+                    f[[i, c]] as f64 + shift[c]
+                }))
             }
         }
     }
 }
 
-/// The block $G_{r_i c_j}$ (|rows|, |cols|) of `g`, copied contiguous.
-fn gather<T: Copy>(g: ArrayView2<'_, T>, rows: &[usize], cols: &[usize]) -> Array2<T> {
-    Array2::from_shape_fn((rows.len(), cols.len()), |(i, j)| g[[rows[i], cols[j]]])
+/// The block $G_{r_i c_j}$ (|rows|, |cols|) of `g`, copied contiguous; a
+/// block that cannot be allocated is [`SvmError::TooLarge`] (at SUN397's
+/// size a fold's block is 0.7 GB in `f32`), not an abort.
+fn gather<T: Copy>(
+    g: ArrayView2<'_, T>,
+    rows: &[usize],
+    cols: &[usize],
+) -> Result<Array2<T>, SvmError> {
+    let too_large = || SvmError::TooLarge {
+        what: "cross-validation kernel blocks",
+        bytes: rows
+            .len()
+            .saturating_mul(cols.len())
+            .saturating_mul(std::mem::size_of::<T>()),
+    };
+    let len = rows.len().checked_mul(cols.len()).ok_or_else(too_large)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| too_large())?;
+    for &r in rows {
+        let row = g.row(r);
+        v.extend(cols.iter().map(|&c| row[c]));
+    }
+    Ok(Array2::from_shape_vec((rows.len(), cols.len()), v).expect("len = rows × cols"))
 }
 
 impl<'a, F: Float> Shared<'a, F> {
@@ -90,22 +113,23 @@ impl<'a, F: Float> Shared<'a, F> {
     /// (the update loop is the solver's whole cost: 99 % of a CV at SUN397's
     /// size). Its rows are `0..rows.len()`, row t standing for `rows[t]`;
     /// it holds no feature rows. `None` in direct mode.
-    pub(super) fn gram_block(&self, rows: &[usize]) -> Option<Shared<'a, F>> {
-        let gram = match self.gram.as_ref()? {
-            GramMatrix::F64(g) => GramMatrix::F64(gather(g.view(), rows, rows)),
-            GramMatrix::F32 { g, bias } => GramMatrix::F32 {
-                g: CowArray::from(gather(g.view(), rows, rows)),
+    pub(super) fn gram_block(&self, rows: &[usize]) -> Result<Option<Shared<'a, F>>, SvmError> {
+        let gram = match self.gram.as_ref() {
+            None => return Ok(None),
+            Some(GramMatrix::F64(g)) => GramMatrix::F64(gather(g.view(), rows, rows)?),
+            Some(GramMatrix::F32 { g, bias }) => GramMatrix::F32 {
+                g: CowArray::from(gather(g.view(), rows, rows)?),
                 bias: *bias,
             },
         };
         let m = rows.len();
-        Some(Shared {
+        Ok(Some(Shared {
             data: &[],
             n: m,
             d: 0,
             norms: rows.iter().map(|&r| self.norms[r]).collect(),
             gram: Some(gram),
-        })
+        }))
     }
 }
 
