@@ -6,7 +6,8 @@
 //! with [`Job::finish_classifier_tasks`], which checks the results are there
 //! and runs [`Job::finish`]: the same report as without tasks.
 
-use super::{usable_rows, Job};
+use super::finish::usable_rows;
+use super::Job;
 use crate::classifier_tasks::ClassifierTask;
 use crate::config::RunConfig;
 use crate::evaluate::Classes;
