@@ -246,11 +246,7 @@ impl ClassifierFile {
 pub fn write_classifier(path: impl AsRef<Path>, file: &ClassifierFile) -> Result<()> {
     let path = path.as_ref();
     file.validate(path)?;
-    let mut t: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-    let f32s = |v: &mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>,
-                name: String,
-                shape: Vec<usize>,
-                data: Vec<u8>| v.push((name, Dtype::F32, shape, data));
+    let mut t = Tensors::default();
     for (s, p) in file.pcas.iter().enumerate() {
         if p.whiten() {
             return Err(bad(
@@ -258,100 +254,29 @@ pub fn write_classifier(path: impl AsRef<Path>, file: &ClassifierFile) -> Result
                 format!("the PCA of scale {s} whitens; a classifier's PCAs do not"),
             ));
         }
-        let comp = p.components().as_standard_layout().into_owned();
-        f32s(
-            &mut t,
-            format!("pca.{s}.mean"),
-            vec![p.input_dim()],
-            to_le_bytes(p.mean().iter()),
-        );
-        f32s(
-            &mut t,
-            format!("pca.{s}.components"),
-            comp.shape().to_vec(),
-            to_le_bytes(comp.iter()),
-        );
-        t.push((
-            format!("pca.{s}.explained_variance"),
-            Dtype::F64,
-            vec![p.n_components()],
-            to_le_bytes(p.explained_variance().iter()),
-        ));
+        t.pca(s, p);
     }
     for (s, g) in file.gmms.iter().enumerate() {
         if let Some(g) = g {
-            let (k, d) = (g.n_components(), g.dim());
-            f32s(
-                &mut t,
-                format!("gmm.{s}.weights"),
-                vec![k],
-                to_le_bytes(g.weights().iter()),
-            );
-            f32s(
-                &mut t,
-                format!("gmm.{s}.means"),
-                vec![k, d],
-                to_le_bytes(g.means().iter()),
-            );
-            f32s(
-                &mut t,
-                format!("gmm.{s}.variances"),
-                vec![k, d],
-                to_le_bytes(g.variances().iter()),
-            );
+            t.gmm(s, g);
         }
     }
     for (s, m) in file.mfas.iter().enumerate() {
         if let Some(m) = m {
-            let a = crate::MfaArrays::from_mfa(m);
-            f32s(
-                &mut t,
-                format!("mfa.{s}.weights"),
-                a.weights.shape().to_vec(),
-                to_le_bytes(a.weights.iter()),
-            );
-            f32s(
-                &mut t,
-                format!("mfa.{s}.means"),
-                a.means.shape().to_vec(),
-                to_le_bytes(a.means.iter()),
-            );
-            f32s(
-                &mut t,
-                format!("mfa.{s}.loadings"),
-                a.loadings.shape().to_vec(),
-                to_le_bytes(a.loadings.iter()),
-            );
-            f32s(
-                &mut t,
-                format!("mfa.{s}.psi"),
-                a.psi.shape().to_vec(),
-                to_le_bytes(a.psi.iter()),
-            );
+            t.mfa(s, m);
         }
     }
     for (i, w) in file.whitening.iter().enumerate() {
         if let Some(w) = w {
-            f32s(
-                &mut t,
-                format!("whitening.{i}"),
-                vec![w.len()],
-                to_le_bytes(w.iter()),
-            );
+            t.f32(format!("whitening.{i}"), vec![w.len()], w.iter());
         }
     }
     let w = file.svm.coef().as_standard_layout().into_owned();
-    f32s(
-        &mut t,
-        "svm.weights".into(),
-        w.shape().to_vec(),
-        to_le_bytes(w.iter()),
-    );
-    f32s(
-        &mut t,
+    t.f32("svm.weights".into(), w.shape().to_vec(), w.iter());
+    t.f32(
         "svm.bias".into(),
         vec![file.svm.n_classes()],
-        to_le_bytes(file.svm.intercept().iter()),
+        file.svm.intercept().iter(),
     );
     let json = serde_json::to_string(&file.info)
         .map_err(|e| bad(path, format!("cannot serialise the description: {e}")))?;
@@ -362,11 +287,68 @@ pub fn write_classifier(path: impl AsRef<Path>, file: &ClassifierFile) -> Result
             CLASSIFIER_VERSION.to_string(),
         ),
     ]);
-    let tensors = t
-        .iter_mut()
-        .map(|(n, d, s, b)| (n.as_str(), *d, std::mem::take(s), std::mem::take(b)))
-        .collect();
+    let tensors =
+        t.0.iter_mut()
+            .map(|(n, d, s, b)| (n.as_str(), *d, std::mem::take(s), std::mem::take(b)))
+            .collect();
     crate::model::write_safetensors_typed(path, CLASSIFIER_KIND, Dtype::F32, tensors, &meta)
+}
+
+/// The tensors of a classifier file as they are collected: (name, dtype,
+/// shape, little-endian bytes), in file order.
+#[derive(Default)]
+struct Tensors(Vec<(String, Dtype, Vec<usize>, Vec<u8>)>);
+
+impl Tensors {
+    fn f32<'v>(&mut self, name: String, shape: Vec<usize>, v: impl Iterator<Item = &'v f32>) {
+        self.0.push((name, Dtype::F32, shape, to_le_bytes(v)));
+    }
+
+    /// `pca.<s>.mean` (D), `.components` (d, D), `.explained_variance` (d, `f64`).
+    fn pca(&mut self, s: usize, p: &Pca<f32>) {
+        let comp = p.components().as_standard_layout().into_owned();
+        self.f32(
+            format!("pca.{s}.mean"),
+            vec![p.input_dim()],
+            p.mean().iter(),
+        );
+        self.f32(
+            format!("pca.{s}.components"),
+            comp.shape().to_vec(),
+            comp.iter(),
+        );
+        self.0.push((
+            format!("pca.{s}.explained_variance"),
+            Dtype::F64,
+            vec![p.n_components()],
+            to_le_bytes(p.explained_variance().iter()),
+        ));
+    }
+
+    /// `gmm.<s>.weights` (K), `.means` (K, d), `.variances` (K, d).
+    fn gmm(&mut self, s: usize, g: &DiagGmm<f32>) {
+        let (k, d) = (g.n_components(), g.dim());
+        self.f32(format!("gmm.{s}.weights"), vec![k], g.weights().iter());
+        self.f32(format!("gmm.{s}.means"), vec![k, d], g.means().iter());
+        self.f32(
+            format!("gmm.{s}.variances"),
+            vec![k, d],
+            g.variances().iter(),
+        );
+    }
+
+    /// `mfa.<s>.weights`, `.means`, `.loadings`, `.psi` as [`crate::MfaArrays`].
+    fn mfa(&mut self, s: usize, m: &Mfa<f32>) {
+        let a = crate::MfaArrays::from_mfa(m);
+        for (part, x) in [
+            ("weights", a.weights.view().into_dyn()),
+            ("means", a.means.view().into_dyn()),
+            ("loadings", a.loadings.view().into_dyn()),
+            ("psi", a.psi.view().into_dyn()),
+        ] {
+            self.f32(format!("mfa.{s}.{part}"), x.shape().to_vec(), x.iter());
+        }
+    }
 }
 
 /// Reads a `kind = scene-classifier` file (see the module documentation for
