@@ -55,6 +55,11 @@ pub struct ModelInfo {
     pub converged: Option<bool>,
     /// Mean log-likelihood per sample row of the parameters entering the last iteration.
     pub log_likelihood: Option<f64>,
+    /// Every iteration's mean log-likelihood (`iterations` of them), from
+    /// which any other stopping rule can be judged; empty for a model read
+    /// from a run folder written before histories were kept.
+    #[serde(default)]
+    pub log_likelihood_history: Vec<f64>,
 }
 
 /// The result of one encoder.

@@ -115,6 +115,9 @@ fn planted_local_structure_is_classified_from_both_file_layouts() {
         let it = m.iterations.expect("fitted in this run");
         assert!(it >= 1 && it <= m.max_iter, "{}: {it}", m.name);
         assert!(m.converged.is_some() && m.log_likelihood.unwrap().is_finite());
+        // every iteration's log-likelihood, the last one the reported one
+        assert_eq!(m.log_likelihood_history.len(), it, "{}", m.name);
+        assert_eq!(m.log_likelihood_history.last().copied(), m.log_likelihood);
         // stopping before the cap means the rule was met
         if it < m.max_iter {
             assert_eq!(m.converged, Some(true), "{}", m.name);

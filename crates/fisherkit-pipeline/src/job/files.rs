@@ -118,7 +118,8 @@ pub(super) fn read_pca_file(p: &Path) -> Option<Pca<f32>> {
 
 /// A model of the run folder, and how it was fitted if its file says so
 /// (the metadata keys of `fisherkit gmm fit`: `n_iter`, `max_iter`,
-/// `converged`, `mean_log_likelihood`).
+/// `converged`, `mean_log_likelihood`; and `log_likelihood_history`, every
+/// iteration's, comma-separated, absent from older run folders).
 pub(super) fn read_fitted(p: &Path, kind: ModelKind) -> Option<(Fitted, Option<EmRecord>)> {
     let (model, meta) =
         <fisherkit_io::Model as fisherkit_io::ModelFile>::read_with_metadata(p).ok()?;
@@ -137,11 +138,22 @@ pub(super) fn read_fitted(p: &Path, kind: ModelKind) -> Option<(Fitted, Option<E
             max_iter: meta.get("max_iter")?.parse().ok()?,
             converged: meta.get("converged")?.parse().ok()?,
             log_likelihood: meta.get("mean_log_likelihood")?.parse().ok()?,
+            history: meta
+                .get(HISTORY_KEY)
+                .map(|h| h.split(',').map(str::parse).collect::<Result<_, _>>())
+                .transpose()
+                .ok()?
+                .unwrap_or_default(),
         })
     })();
     Some((fitted, record))
 }
 
+/// The model-file metadata key of a fit's log-likelihood history.
+const HISTORY_KEY: &str = "log_likelihood_history";
+
+/// Writes a fitted model with its [`EmRecord`] and the run's stopping rule
+/// as metadata (the history with `{:e}`: it reads back to the same bits).
 pub(super) fn write_fitted(p: &Path, f: &Fitted, r: &EmRecord) -> Result<(), PipelineError> {
     let tol = crate::defaults::EM_TOL;
     let meta = BTreeMap::from([
@@ -154,6 +166,14 @@ pub(super) fn write_fitted(p: &Path, f: &Fitted, r: &EmRecord) -> Result<(), Pip
         ),
         ("tol".to_string(), tol.value().to_string()),
         ("tol_mode".to_string(), tol.mode().to_string()),
+        (
+            HISTORY_KEY.to_string(),
+            r.history
+                .iter()
+                .map(|v| format!("{v:e}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
     ]);
     match f {
         Fitted::Gmm(g) => fisherkit_io::ModelFile::write(&**g, p, &meta),

@@ -77,6 +77,7 @@ impl Job<'_> {
                     max_iter,
                     converged: record.map(|r| r.converged),
                     log_likelihood: record.map(|r| r.log_likelihood),
+                    log_likelihood_history: record.map(|r| r.history.clone()).unwrap_or_default(),
                 }
             })
             .collect()

@@ -10,13 +10,15 @@ use ndarray::Array2;
 use std::time::Instant;
 
 /// What one EM fit did: iterations run, whether the stopping rule was met
-/// before the cap, and the last mean log-likelihood per row.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// before the cap, the last mean log-likelihood per row and every
+/// iteration's (empty for a model file written before histories were kept).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EmRecord {
     pub iterations: usize,
     pub max_iter: usize,
     pub converged: bool,
     pub log_likelihood: f64,
+    pub history: Vec<f64>,
 }
 
 impl EmRecord {
@@ -26,6 +28,7 @@ impl EmRecord {
             max_iter,
             converged,
             log_likelihood: history.last().copied().unwrap_or(f64::NAN),
+            history: history.to_vec(),
         }
     }
 
