@@ -88,7 +88,7 @@ impl<'a> Job<'a> {
             })?;
         }
         let folder = run_folder(&cfg, &inputs)?;
-        let log = ImageLog::load(&folder.path("images.tsv"));
+        let log = ImageLog::load(&folder.image_log());
         let plan = model_plan(&cfg, inputs.scale_names.len());
         let mut job = Job {
             cfg,
@@ -194,13 +194,12 @@ impl<'a> Job<'a> {
     }
 
     fn pca_path(&self, s: usize) -> std::path::PathBuf {
-        self.folder
-            .path(&format!("pca-{}.safetensors", self.inputs.scale_names[s]))
+        self.folder.pca(&self.inputs.scale_names[s])
     }
 
     fn model_path(&self, m: &ModelSpec) -> std::path::PathBuf {
         let stem = m.stem(&self.inputs.scale_names[m.scale], &self.fit_settings());
-        self.folder.path(&format!("{stem}.safetensors"))
+        self.folder.model(&stem)
     }
 
     /// Images this job has handed to the CNN so far (in this process: a
@@ -211,7 +210,7 @@ impl<'a> Job<'a> {
 
     /// Where the sample pass keeps its CNN output for the encode pass.
     fn kept_dir(&self) -> std::path::PathBuf {
-        self.folder.path("cnn-sample")
+        self.folder.kept_cnn()
     }
 
     fn check_images(&self, idx: &[usize]) -> Result<(), PipelineError> {

@@ -110,8 +110,7 @@ impl Job<'_> {
         for s in self.stores.values_mut().chain(self.global.as_mut()) {
             s.commit(&ok)?;
         }
-        self.log
-            .append(&self.folder.path("images.tsv"), &part.entries)?;
+        self.log.append(&self.folder.image_log(), &part.entries)?;
         // Every store holds these images now: their kept CNN output has
         // served (removing it as the stores grow keeps the disk's peak at
         // the larger of the two, not their sum).

@@ -150,13 +150,9 @@ impl Job<'_> {
         n: usize,
         dim: usize,
     ) -> Result<Store, PipelineError> {
-        let name = |f: StoreFormat| match f {
-            StoreFormat::F32 => format!("{stem}.store"),
-            StoreFormat::Q8 => format!("{stem}.q8.store"),
-        };
         let format = self.cfg.store_format;
-        let mut store = Store::open(&self.folder.path(&name(format)), n, dim, format)?;
-        let exact = self.folder.path(&name(StoreFormat::F32));
+        let mut store = Store::open(&self.folder.store(stem, format), n, dim, format)?;
+        let exact = self.folder.store(stem, StoreFormat::F32);
         if format == StoreFormat::Q8 && exact.join("meta.json").exists() {
             let old = Store::open(&exact, n, dim, StoreFormat::F32)?;
             store.import(&old)?;

@@ -44,17 +44,13 @@ impl Job<'_> {
         stages::sample_chunks(&self.sample_image_list())
     }
 
-    /// Where the sample pass keeps its finished chunks: keyed by the model
-    /// sample's size, the one sample setting not already in the run
-    /// folder's key (docs/pipeline.md §2).
+    /// Where the sample pass keeps its finished chunks ([`crate::stages::RunFolder::sample_parts`]).
     pub(super) fn sample_part_dir(&self) -> std::path::PathBuf {
-        self.folder
-            .path(&format!("sample-ms{}", self.cfg.model_sample))
+        self.folder.sample_parts(self.cfg.model_sample)
     }
 
     pub(super) fn sample_part_path(&self, chunk: usize) -> std::path::PathBuf {
-        self.sample_part_dir()
-            .join(format!("part-{chunk:05}.safetensors"))
+        self.folder.sample_part(self.cfg.model_sample, chunk)
     }
 
     /// How many chunks an earlier run of this job finished: the leading run
@@ -204,8 +200,7 @@ impl Job<'_> {
             }
             k.check(n_scales, dim).map_err(PipelineError::Config)?;
         }
-        self.log
-            .append(&self.folder.path("images.tsv"), &part.entries)?;
+        self.log.append(&self.folder.image_log(), &part.entries)?;
         self.keep(kept, progress);
         if !self.folder.temporary {
             let dir = self.sample_part_dir();

@@ -50,10 +50,10 @@ impl<'a> Job<'a> {
             rows,
             n_train,
             out: self.out.as_ref(),
-            kernel_dir: self.folder.path("kernels"),
+            kernel_dir: self.folder.kernels(),
             rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
             norms: Default::default(),
-            finished: crate::primal::Finished::new(self.folder.path("primal")),
+            finished: crate::primal::Finished::new(self.folder.primal()),
         };
         std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
             path: c.kernel_dir.display().to_string(),
