@@ -55,6 +55,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -619,9 +620,39 @@ def ratio(peer, ours):
     return peer / ours
 
 
+class Bench(SimpleNamespace):
+    """What main's steps share: the options (a), the sizes, the folders, the start time and load (from plan),
+    then the binaries (fk, vl, fk_cli), the Runner (r), the worker command (me) and the results (from prepare)."""
+
+    def py(self, name, thr, **kw):
+        """Runs the Python peer worker `name` at thr threads, in the peers' environment."""
+        kw.setdefault("reps", self.reps)
+        return self.r.run(name, self.me + [name, thr, json.dumps({k: str(v) for k, v in kw.items()})], thr,
+                          peer=True)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
         return worker(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]))
+    a = parse_args()
+    if a.selftest:
+        return selftest_mfa_ref()
+
+    bench = plan(a)
+    prepare(bench)
+    measure_gemm(bench)
+    data_sets = gmm_data_sets(bench)
+    if data_sets:
+        measure_gmm(bench, data_sets)
+    if not a.no_mfa:
+        print()
+        selftest_mfa_ref()
+        measure_mfa(bench, mfa_data_sets(bench))
+    write_results(bench)
+
+
+def parse_args():
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
@@ -644,10 +675,11 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="do not run cargo build")
     ap.add_argument("--selftest", action="store_true",
                     help="only check the numpy MFA reference against dense formulas and finite differences")
-    a = ap.parse_args()
-    if a.selftest:
-        return selftest_mfa_ref()
+    return ap.parse_args()
 
+
+def plan(a):
+    """The sizes from the options, the output folders, the start time and load."""
     quick = a.quick
     n = a.n or (20_000 if quick else 100_000)
     n_bags = a.bags or (8 if quick else 20)
@@ -663,7 +695,15 @@ def main():
     work.mkdir(exist_ok=True)
     t_start = time.perf_counter()
     load0 = os.getloadavg()
+    return Bench(a=a, quick=quick, n=n, n_bags=n_bags, reps=reps, sizes=sizes, threads=threads, mfa_dims=mfa_dims,
+                 mfa_bags=mfa_bags, out=out, work=work, t_start=t_start, load0=load0)
 
+
+def prepare(bench):
+    """The header, the builds, the runner, the peers' versions and the results skeleton."""
+    a, quick, n, n_bags, reps, out = bench.a, bench.quick, bench.n, bench.n_bags, bench.reps, bench.out
+    sizes, threads, mfa_dims, mfa_bags = bench.sizes, bench.threads, bench.mfa_dims, bench.mfa_bags
+    load0 = bench.load0
     print(f"fisherkit bench — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.processor() or platform.machine()},"
           f" {os.cpu_count()} CPUs, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     if load0[0] > 0.5:
@@ -674,10 +714,8 @@ def main():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "fisherkit-cli"], cwd=ROOT, check=True)
     r = Runner(out)
     me = [sys.executable, str(Path(__file__).resolve()), "_worker"]
-
-    def py(name, thr, **kw):
-        kw.setdefault("reps", reps)
-        return r.run(name, me + [name, thr, json.dumps({k: str(v) for k, v in kw.items()})], thr, peer=True)
+    bench.fk, bench.vl, bench.fk_cli, bench.r, bench.me = fk, vl, fk_cli, r, me
+    py = bench.py
 
     info = py("blas-info", 1, data=".")
     if info:
@@ -690,7 +728,13 @@ def main():
                "machine": dict(cpus=os.cpu_count(), load_before=load0, platform=platform.platform(),
                                peers=info),
                "gemm": {}, "gemm_shape": {}, "gmm": [], "mfa": [], "checks": {}}
+    bench.results = results
 
+
+def measure_gemm(bench):
+    """fisherkit's f32 GEMM rate, best and on each E-step's own shape."""
+    a, r, fk, reps = bench.a, bench.r, bench.fk, bench.reps
+    sizes, threads, results = bench.sizes, bench.threads, bench.results
     print("\nf32 GEMM rate (fisherkit::linalg::gemm, faer):", flush=True)
     for t in threads:
         results["gemm"][t] = r.run("gemm", [fk, "gemm", "--reps", reps], t, peer=False)
@@ -703,6 +747,10 @@ def main():
                             peer=False)
                 results["gemm_shape"][f"{d}x{k}_t{t}"] = rec
 
+
+def gmm_data_sets(bench):
+    """The GMM data sets to measure: (kind, D, K, folder, (maker, *its arguments))."""
+    a, n, n_bags, sizes, out, fk_cli = bench.a, bench.n, bench.n_bags, bench.sizes, bench.out, bench.fk_cli
     data_sets = []
     if not a.mfa_only and a.data in ("synthetic", "both"):
         for (d, k) in sizes:
@@ -713,95 +761,115 @@ def main():
             path = out / "data" / f"real_d500_k{k}_n{n}_b{n_bags}x{a.bag_size}_s{a.seed}_v{REAL_VERSION}"
             data_sets.append(("real", 500, k, path,
                               (make_real_data, k, n, n_bags, a.bag_size, a.seed, fk_cli, out / "data")))
-    if data_sets:
-        for (kind, d, k, path, maker) in data_sets:
-            tag = f"{kind}_d{d}_k{k}"
-            t = time.perf_counter()
-            if ensure(path, *maker):
-                print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
-            ps = gmm_posterior_stats(path)
-            print(f"\nGMM ({kind} descriptors) D={d} K={k}: N={n}, {n_bags} bags of {a.bag_size}; posteriors of bag 0: mean max "
-                  f"{ps['mean_max_posterior']:.2f}, {ps['mean_components_above_1e-6']:.1f} components > 1e-6",
-                  flush=True)
-            model0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--variances", path / "var0.npy"]
-            model = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--variances", path / "var.npy"]
-            for thr in threads:
-                f = lambda name: work / f"{name}_{tag}_t{thr}.npy"  # noqa: E731
-                row = dict(data=kind, d=d, k=k, threads=thr, posteriors=ps)
-                row["fk_em"] = r.run("fisherkit EM iteration", [fk, "gmm-em", "--reps", reps, "--x", path / "x.npy",
-                                     *model0, "--out-means", f("fk_means")], thr, peer=False)
-                if vl:
-                    row["vl_em"] = r.run("VLFeat EM iteration", [vl, "em", path / "x.npy", path / "w0.npy",
-                                         path / "mu0.npy", path / "var0.npy", thr, reps, f("vl_means")], thr,
-                                         peer=True)
-                row["sk_em"] = py("sklearn-em", thr, data=path, out_means=f("sk_means"))
-                row["fk_fv"] = r.run("fisherkit FV", [fk, "fv", "--reps", reps, "--bags", path / "bags.npy", *model,
-                                     "--out-fv0", f("fk_fv0")], thr, peer=False)
-                if vl:
-                    row["vl_fv"] = r.run("VLFeat FV", [vl, "fv", path / "bags.npy", path / "w.npy", path / "mu.npy",
-                                         path / "var.npy", thr, reps, f("vl_fv0")], thr, peer=True)
-                row["sk_fv"] = py("skimage-fv", thr, data=path, out_fv0=f("sk_fv0"))
-                row["checks"] = gmm_checks(f, path, k, d)
-                row["checks"]["FV raw, fisherkit f32 vs f64 (worst of 4 bags)"] = _get(row.get("fk_fv"),
-                                                                                        "f32_vs_f64_raw_rel")
-                for name, v in row["checks"].items():
-                    if v is not None:
-                        print(f"  check {name}: relative difference {v:.2e}")
-                results["gmm"].append(row)
+    return data_sets
 
-    if not a.no_mfa:
-        print()
-        selftest_mfa_ref()
-        d, k, rr = mfa_dims
-        tag = f"d{d}_k{k}_r{rr}"
-        mfa_sets = []
-        if a.data in ("synthetic", "both"):
-            path = out / "data" / f"mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_g{a.gap:g}_v{DATA_VERSION}"
-            mfa_sets.append(("synthetic", path, (make_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, a.gap)))
-        if a.data in ("real", "both"):
-            path = out / "data" / f"real_mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_v{REAL_VERSION}"
-            mfa_sets.append(("real", path, (make_real_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, fk_cli,
-                                            out / "data")))
-        for (kind, path, maker) in mfa_sets:
-            t = time.perf_counter()
-            if ensure(path, *maker):
-                print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
-            print(f"\nMFA ({kind} descriptors) D={d} K={k} R={rr}: N={n}, {mfa_bags} bags of {a.bag_size}",
-                  flush=True)
-            m0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--loadings", path / "lam0.npy",
-                  "--psi", path / "psi0.npy"]
-            m1 = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--loadings", path / "lam.npy",
-                  "--psi", path / "psi.npy"]
-            for thr in threads:
-                f = lambda name: work / f"{name}_{kind}_{tag}_t{thr}.npy"  # noqa: E731
-                row = dict(data=kind, d=d, k=k, r=rr, threads=thr)
-                row["fk_em"] = r.run("fisherkit MFA EM iteration", [fk, "mfa-em", "--reps", reps, "--x",
-                                     path / "x.npy", *m0, "--out-means", f("fk_mfa_means"), "--out-psi",
-                                     f("fk_mfa_psi")], thr, peer=False)
-                row["np_em"] = py("numpy-mfa-em", thr, data=path, out_means=f("np_mfa_means"),
-                                  out_psi=f("np_mfa_psi"))
-                row["fk_fs"] = r.run("fisherkit MFA-FS", [fk, "mfa-fs", "--reps", reps, "--bags", path / "bags.npy",
-                                     *m1, "--out-fs0", f("fk_fs0")], thr, peer=False)
-                row["np_fs"] = py("numpy-mfa-fs", thr, data=path, out_fs0=f("np_fs0"))
-                # the kernel's large products alone (same shapes, random data): the floor of the
-                # dense path, which the synthetic data take (real descriptors take the sparse one)
-                row["fk_products"] = None if kind != "synthetic" else r.run("fisherkit MFA products alone", [
-                    fk, "mfa-products", "--reps", reps, "--n", n, "--bag", a.bag_size, "--d", d, "--k", k,
-                    "--r", rr], thr, peer=False)
-                row["checks"] = {
-                    "MFA means after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_means"),
-                                                                                        f("np_mfa_means")),
-                    "MFA psi after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_psi"),
-                                                                                      f("np_mfa_psi")),
-                    "MFA-FS bag 0, fisherkit vs numpy": rel_diff_files(f("fk_fs0"), f("np_fs0")),
-                    "MFA-FS raw scores, fisherkit f32 vs f64 (worst of 4 bags)":
-                        _get(row.get("fk_fs"), "f32_vs_f64_raw_rel"),
-                }
-                for name, v in row["checks"].items():
-                    if v is not None:
-                        print(f"  check {name}: relative difference {v:.2e}")
-                results["mfa"].append(row)
 
+def measure_gmm(bench, data_sets):
+    """GMM EM iteration and FV per bag, fisherkit vs VLFeat vs scikit-learn/scikit-image, with the checks."""
+    a, n, n_bags, reps, threads, work = bench.a, bench.n, bench.n_bags, bench.reps, bench.threads, bench.work
+    r, fk, vl, py, results = bench.r, bench.fk, bench.vl, bench.py, bench.results
+    for (kind, d, k, path, maker) in data_sets:
+        tag = f"{kind}_d{d}_k{k}"
+        t = time.perf_counter()
+        if ensure(path, *maker):
+            print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
+        ps = gmm_posterior_stats(path)
+        print(f"\nGMM ({kind} descriptors) D={d} K={k}: N={n}, {n_bags} bags of {a.bag_size}; posteriors of bag 0: mean max "
+              f"{ps['mean_max_posterior']:.2f}, {ps['mean_components_above_1e-6']:.1f} components > 1e-6",
+              flush=True)
+        model0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--variances", path / "var0.npy"]
+        model = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--variances", path / "var.npy"]
+        for thr in threads:
+            f = lambda name: work / f"{name}_{tag}_t{thr}.npy"  # noqa: E731
+            row = dict(data=kind, d=d, k=k, threads=thr, posteriors=ps)
+            row["fk_em"] = r.run("fisherkit EM iteration", [fk, "gmm-em", "--reps", reps, "--x", path / "x.npy",
+                                 *model0, "--out-means", f("fk_means")], thr, peer=False)
+            if vl:
+                row["vl_em"] = r.run("VLFeat EM iteration", [vl, "em", path / "x.npy", path / "w0.npy",
+                                     path / "mu0.npy", path / "var0.npy", thr, reps, f("vl_means")], thr,
+                                     peer=True)
+            row["sk_em"] = py("sklearn-em", thr, data=path, out_means=f("sk_means"))
+            row["fk_fv"] = r.run("fisherkit FV", [fk, "fv", "--reps", reps, "--bags", path / "bags.npy", *model,
+                                 "--out-fv0", f("fk_fv0")], thr, peer=False)
+            if vl:
+                row["vl_fv"] = r.run("VLFeat FV", [vl, "fv", path / "bags.npy", path / "w.npy", path / "mu.npy",
+                                     path / "var.npy", thr, reps, f("vl_fv0")], thr, peer=True)
+            row["sk_fv"] = py("skimage-fv", thr, data=path, out_fv0=f("sk_fv0"))
+            row["checks"] = gmm_checks(f, path, k, d)
+            row["checks"]["FV raw, fisherkit f32 vs f64 (worst of 4 bags)"] = _get(row.get("fk_fv"),
+                                                                                    "f32_vs_f64_raw_rel")
+            for name, v in row["checks"].items():
+                if v is not None:
+                    print(f"  check {name}: relative difference {v:.2e}")
+            results["gmm"].append(row)
+
+
+def mfa_data_sets(bench):
+    """The MFA data sets to measure: (kind, folder, (maker, *its arguments))."""
+    a, n, mfa_bags, out, fk_cli = bench.a, bench.n, bench.mfa_bags, bench.out, bench.fk_cli
+    d, k, rr = bench.mfa_dims
+    tag = f"d{d}_k{k}_r{rr}"
+    mfa_sets = []
+    if a.data in ("synthetic", "both"):
+        path = out / "data" / f"mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_g{a.gap:g}_v{DATA_VERSION}"
+        mfa_sets.append(("synthetic", path, (make_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, a.gap)))
+    if a.data in ("real", "both"):
+        path = out / "data" / f"real_mfa_{tag}_n{n}_b{mfa_bags}x{a.bag_size}_s{a.seed}_v{REAL_VERSION}"
+        mfa_sets.append(("real", path, (make_real_mfa_data, d, k, rr, n, mfa_bags, a.bag_size, a.seed, fk_cli,
+                                        out / "data")))
+    return mfa_sets
+
+
+def measure_mfa(bench, mfa_sets):
+    """MFA EM iteration and MFA-FS per bag, fisherkit vs the numpy reference, with the checks."""
+    a, n, mfa_bags, reps, threads, work = bench.a, bench.n, bench.mfa_bags, bench.reps, bench.threads, bench.work
+    r, fk, py, results = bench.r, bench.fk, bench.py, bench.results
+    d, k, rr = bench.mfa_dims
+    tag = f"d{d}_k{k}_r{rr}"
+    for (kind, path, maker) in mfa_sets:
+        t = time.perf_counter()
+        if ensure(path, *maker):
+            print(f"\ngenerated {path.name} in {time.perf_counter() - t:.1f} s")
+        print(f"\nMFA ({kind} descriptors) D={d} K={k} R={rr}: N={n}, {mfa_bags} bags of {a.bag_size}",
+              flush=True)
+        m0 = ["--weights", path / "w0.npy", "--means", path / "mu0.npy", "--loadings", path / "lam0.npy",
+              "--psi", path / "psi0.npy"]
+        m1 = ["--weights", path / "w.npy", "--means", path / "mu.npy", "--loadings", path / "lam.npy",
+              "--psi", path / "psi.npy"]
+        for thr in threads:
+            f = lambda name: work / f"{name}_{kind}_{tag}_t{thr}.npy"  # noqa: E731
+            row = dict(data=kind, d=d, k=k, r=rr, threads=thr)
+            row["fk_em"] = r.run("fisherkit MFA EM iteration", [fk, "mfa-em", "--reps", reps, "--x",
+                                 path / "x.npy", *m0, "--out-means", f("fk_mfa_means"), "--out-psi",
+                                 f("fk_mfa_psi")], thr, peer=False)
+            row["np_em"] = py("numpy-mfa-em", thr, data=path, out_means=f("np_mfa_means"),
+                              out_psi=f("np_mfa_psi"))
+            row["fk_fs"] = r.run("fisherkit MFA-FS", [fk, "mfa-fs", "--reps", reps, "--bags", path / "bags.npy",
+                                 *m1, "--out-fs0", f("fk_fs0")], thr, peer=False)
+            row["np_fs"] = py("numpy-mfa-fs", thr, data=path, out_fs0=f("np_fs0"))
+            # the kernel's large products alone (same shapes, random data): the floor of the
+            # dense path, which the synthetic data take (real descriptors take the sparse one)
+            row["fk_products"] = None if kind != "synthetic" else r.run("fisherkit MFA products alone", [
+                fk, "mfa-products", "--reps", reps, "--n", n, "--bag", a.bag_size, "--d", d, "--k", k,
+                "--r", rr], thr, peer=False)
+            row["checks"] = {
+                "MFA means after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_means"),
+                                                                                    f("np_mfa_means")),
+                "MFA psi after 1 EM iteration, fisherkit vs numpy": rel_diff_files(f("fk_mfa_psi"),
+                                                                                  f("np_mfa_psi")),
+                "MFA-FS bag 0, fisherkit vs numpy": rel_diff_files(f("fk_fs0"), f("np_fs0")),
+                "MFA-FS raw scores, fisherkit f32 vs f64 (worst of 4 bags)":
+                    _get(row.get("fk_fs"), "f32_vs_f64_raw_rel"),
+            }
+            for name, v in row["checks"].items():
+                if v is not None:
+                    print(f"  check {name}: relative difference {v:.2e}")
+            results["mfa"].append(row)
+
+
+def write_results(bench):
+    """results.json and results.md in --out, the table and the wall time on stdout."""
+    r, out, results, t_start, load0 = bench.r, bench.out, bench.results, bench.t_start, bench.load0
     load1 = os.getloadavg()
     results["machine"]["load_after"] = load1
     results["wall_s"] = time.perf_counter() - t_start
@@ -891,7 +959,17 @@ def report(res):
     lines = []
     gemm = {t: _get(v, "gflops") for t, v in res["gemm"].items()}
     shape = {key: _get(v, "tall_gflops") for key, v in res.get("gemm_shape", {}).items()}
+    tgt = _report_table(res, lines, gemm, shape)
+    _report_products(res, lines, gemm)
+    _report_scaling(res, lines, tgt)
+    _report_targets(res, lines, tgt)
+    _report_checks(res, lines)
+    _report_machine(res, lines)
+    return "\n".join(lines) + "\n"
 
+
+def _report_table(res, lines, gemm, shape):
+    """The main table; returns the times by row key: (data, D, K, threads) or ("mfa", data, threads)."""
     def gemm_col(d, k, t):
         """The best GEMM rate, and faer's rate on the E-step's own (16384 × 2D)·(2D × K) shape."""
         own = shape.get(f"{d}x{k}_t{t}")
@@ -938,6 +1016,11 @@ def report(res):
                      f"| – | {fmt_ratio(ratio(np_fs, fk_fs))} | {fmt_num(gff)} | {fmt_num(gemm.get(t))} |")
         tgt[("mfa", data, t)] = dict(em=(fk_it, np_it), fs=(fk_fs, np_fs))
     lines.append("")
+    return tgt
+
+
+def _report_products(res, lines, gemm):
+    """The MFA products-alone paragraphs, the GFLOP/s legend and the dirty-AVX-state warnings."""
     for row in res["mfa"]:
         prod = row.get("fk_products")
         em_p, fs_p = _get(prod, "em_products_s"), _get(prod, "fs_products_s")
@@ -967,6 +1050,9 @@ def report(res):
                              "ns per exp): the GEMM kernel leaves the AVX upper register state dirty (no "
                              "`vzeroupper`), so every SSE instruction after it pays a transition penalty.\n")
 
+
+def _report_scaling(res, lines, tgt):
+    """fisherkit's 2-thread speed-ups, when both 1 and 2 threads were measured."""
     # thread scaling
     ths = res["config"]["threads"]
     if 1 in ths and 2 in ths:
@@ -982,6 +1068,9 @@ def report(res):
             lines.append(f"- {name}: " + ", ".join(parts))
         lines.append("")
 
+
+def _report_targets(res, lines, tgt):
+    """The speed targets at D = 500, K = 256 (and real K = 50, 256), recorded in res["targets"]."""
     # targets at D = 500, K = 256
     lines.append("**Targets (D = 500, 1 thread)**:\n")
     one, two = tgt.get(("synthetic", 500, 256, 1)), tgt.get(("synthetic", 500, 256, 2))
@@ -1010,6 +1099,10 @@ def report(res):
         else:
             lines.append(f"- (real descriptors, K = {k} not measured)")
     lines.append("")
+
+
+def _report_checks(res, lines):
+    """The correctness checks of every row (recorded in res["checks"]) and the failed measurements."""
     checks = {}
     for row in res["gmm"]:
         for name, v in row.get("checks", {}).items():
@@ -1027,6 +1120,10 @@ def report(res):
         lines.append("**Failed measurements**:\n")
         lines += [f"- {e}" for e in res["errors"]]
         lines.append("")
+
+
+def _report_machine(res, lines):
+    """The machine, its load, the wall time and the peers' versions."""
     m = res["machine"]
     lines.append(f"Machine: {m['platform']}, {m['cpus']} CPUs, load average before {m['load_before'][0]:.2f}, "
                  f"after {m['load_after'][0]:.2f}; wall time {res['wall_s']:.0f} s.")
@@ -1035,7 +1132,6 @@ def report(res):
         lines.append(f"Peers: numpy {p['numpy']}, scikit-learn {p['sklearn']}, scikit-image {p['skimage']}, "
                      + ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']} kernel)" for b in p["blas"])
                      + ", VLFeat (Debian libvl).")
-    return "\n".join(lines) + "\n"
 
 
 def fmt_ratio(v):

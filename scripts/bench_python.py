@@ -33,6 +33,39 @@ PEER_UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def main() -> int:
+    args = parse_args()
+    removed = set_thread_env(args.threads)
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import fisherkit
+    from skimage.feature import fisher_vector as sk_fisher_vector
+    from sklearn.mixture import GaussianMixture as SkGMM
+
+    limits = threadpool_limits(limits=args.threads)
+    blas = [
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} ({i.get('num_threads')} thr)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    print(f"peers' BLAS: {'; '.join(blas) or 'unknown'}"
+          + (f" (removed from the environment: {removed})" if removed else ""), flush=True)
+    results: dict[str, object] = {"blas": blas, "removed_env": removed}
+    rng = np.random.default_rng(0)
+
+    live, err = bench_fv(args, rng, results, fisherkit, sk_fisher_vector, SkGMM)
+    st_time, sk_best = bench_em(args, rng, results, fisherkit, SkGMM)
+
+    limits.unregister() if hasattr(limits, "unregister") else None
+    print_table(args, results, fisherkit, live, err, st_time, sk_best)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), **results}, f, indent=2)
+    return 0
+
+
+def parse_args():
+    """The command line; --quick shrinks every size."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bags", type=int, default=20, help="bags encoded by fisherkit (skimage: --skimage-bags)")
@@ -54,39 +87,34 @@ def main() -> int:
     if args.quick:
         args.bags, args.skimage_bags, args.bag_size = 4, 2, 200
         args.fv_dim, args.fv_k, args.em_n, args.em_dim, args.em_k, args.em_iters = 64, 16, 5000, 32, 8, 3
+    return args
 
+
+def set_thread_env(threads):
+    """Sets the thread counts and drops PEER_UNSET in the environment; returns what was dropped."""
     # must precede fisherkit's first parallel call
-    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
     # numpy's OpenBLAS reads these when it is loaded: an inherited core type
     # (e.g. forced to an older CPU) would slow the peers down
     removed = {v: os.environ.pop(v) for v in PEER_UNSET if v in os.environ}
     for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[v] = str(args.threads)
+        os.environ[v] = str(threads)
+    return removed
+
+
+def best_of(fn, repeat=3):
+    """The shortest wall time of `repeat` calls of fn."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def bench_fv(args, rng, results, fisherkit, sk_fisher_vector, SkGMM):
+    """FV encoding, fisherkit vs scikit-image; fills results, returns (live components, max |diff|)."""
     import numpy as np
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    import fisherkit
-    from skimage.feature import fisher_vector as sk_fisher_vector
-    from sklearn.mixture import GaussianMixture as SkGMM
-
-    limits = threadpool_limits(limits=args.threads)
-    blas = [
-        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} ({i.get('num_threads')} thr)"
-        for i in threadpool_info()
-        if i.get("user_api") == "blas"
-    ]
-    print(f"peers' BLAS: {'; '.join(blas) or 'unknown'}"
-          + (f" (removed from the environment: {removed})" if removed else ""), flush=True)
-    results: dict[str, object] = {"blas": blas, "removed_env": removed}
-    rng = np.random.default_rng(0)
-
-    def best_of(fn, repeat=3):
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return min(times)
 
     # ------------------------------------------------------------ FV encoding
     d, k, n = args.fv_dim, args.fv_k, args.bag_size
@@ -130,6 +158,12 @@ def main() -> int:
     results.update(fv_ms_fisherkit=1e3 * t_fk, fv_ms_skimage=1e3 * t_sk, fv_speedup=t_sk / t_fk, fv_max_abs_diff=err)
     print(f"FV: fisherkit {1e3 * t_fk:.2f} ms/bag, skimage {1e3 * t_sk32:.2f} ms/bag (float32 input), "
           f"{1e3 * t_sk64:.2f} ms/bag (float64 input)", flush=True)
+    return live, err
+
+
+def bench_em(args, rng, results, fisherkit, SkGMM):
+    """One EM iteration, fisherkit vs scikit-learn; fills results, returns (statistics + M-step s, sklearn's dtype)."""
+    import numpy as np
 
     # ------------------------------------------------------------- EM iteration
     d, k, n, m = args.em_dim, args.em_k, args.em_n, args.em_iters
@@ -180,8 +214,11 @@ def main() -> int:
     results["em_sklearn_dtype"] = sk_best
     results.update({f"em_s_sklearn_{dt}": t for dt, t in sk_times.items()})
     results.update(em_s_fisherkit=em_fk, em_s_fisherkit_stats_plus_mstep=st_time, em_s_sklearn=em_sk, em_speedup=em_sk / em_fk)
+    return st_time, sk_best
 
-    limits.unregister() if hasattr(limits, "unregister") else None
+
+def print_table(args, results, fisherkit, live, err, st_time, sk_best):
+    """The summary table on stdout."""
     print(f"threads={args.threads}  fisherkit {fisherkit.__version__}")
     print(f"FV   D={args.fv_dim} K={args.fv_k} N={args.bag_size} float32 (prior+mean+var, improved), "
           f"{live:.1f} components with posterior > 1e-6 per descriptor:")
@@ -190,10 +227,6 @@ def main() -> int:
     print(f"EM   N={args.em_n} D={args.em_dim} K={args.em_k} float32, one iteration:")
     print(f"     fisherkit {results['em_s_fisherkit']:.3f} s  (statistics + M-step {st_time:.3f} s)   "
           f"sklearn (best data dtype) {results['em_s_sklearn']:.3f} s ({sk_best} data)   speed-up {results['em_speedup']:.1f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), **results}, f, indent=2)
-    return 0
 
 
 def soft_gmm(rng, d, k, gap):

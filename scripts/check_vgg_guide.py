@@ -179,14 +179,7 @@ def time_v(cmd, log):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", required=True, help="scratch folder (models, images, runs)")
-    ap.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo",
-                    help="dynamo: the guide as written (torch's default exporter); legacy: dynamo=False")
-    ap.add_argument("--fisherkit", default=os.path.join(ROOT, "target/release/fisherkit"))
-    ap.add_argument("--descriptors", default=os.path.join(ROOT, "target/release/examples/onnx_descriptors"))
-    ap.add_argument("--skip-run", action="store_true", help="skip step 4 (fisherkit run)")
-    args = ap.parse_args()
+    args = parse_args()
 
     import torch
     import torchvision
@@ -202,6 +195,32 @@ def main():
         pass
     failures = []
 
+    VggConv, vgg, a_path, b_path = guide_exports(args, work, summary)
+    torch_map, torch_fc = torch_references(VggConv, vgg)
+    imgs = photo_checks(args, work, a_path, b_path, torch_map, torch_fc, summary, failures)
+    onnxruntime_check(imgs, a_path, b_path, torch_map, torch_fc, summary)
+    if not args.skip_run:
+        scene_runs(args, work, a_path, b_path, summary, failures)
+    finish(work, summary, failures)
+
+
+def parse_args():
+    """The command line."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", required=True, help="scratch folder (models, images, runs)")
+    ap.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo",
+                    help="dynamo: the guide as written (torch's default exporter); legacy: dynamo=False")
+    ap.add_argument("--fisherkit", default=os.path.join(ROOT, "target/release/fisherkit"))
+    ap.add_argument("--descriptors", default=os.path.join(ROOT, "target/release/examples/onnx_descriptors"))
+    ap.add_argument("--skip-run", action="store_true", help="skip step 4 (fisherkit run)")
+    return ap.parse_args()
+
+
+def guide_exports(args, work, summary):
+    """Step 1: the guide's exports, described in summary; (VggConv, vgg, path of (a), path of (b))."""
+    import torch
+    import torchvision
+
     # 1. The guide's exports.
     VggConv, vgg, secs = export(work, args.exporter)
     summary["export_seconds"] = round(secs, 1)
@@ -211,6 +230,12 @@ def main():
           f"{args.exporter}: exported in {secs:.1f} s")
     for k, v in summary["models"].items():
         print(f"  ({k}) {v}")
+    return VggConv, vgg, a_path, b_path
+
+
+def torch_references(VggConv, vgg):
+    """The torch references: (torch_map, torch_fc), functions of a (1, 3, H, W) input."""
+    import torch
 
     # The torch references: (a) the module itself, (b) VggConv's fc8 score map (before its mean).
     conv = VggConv(vgg).eval()
@@ -224,6 +249,11 @@ def main():
         with torch.no_grad():
             return vgg(torch.from_numpy(x)).numpy()  # (1, 1000)
 
+    return torch_map, torch_fc
+
+
+def photo_checks(args, work, a_path, b_path, torch_map, torch_fc, summary, failures):
+    """Steps 2-3: fisherkit against torch on the photo; returns the photos."""
     # 2.-3. One real photo, fisherkit against torch.
     imgs = photos(work)
     cases = [
@@ -258,6 +288,11 @@ def main():
               f"{'' if ok else '  FAIL'}")
         for line in c["fisherkit"]:
             print(f"      {line}")
+    return imgs
+
+
+def onnxruntime_check(imgs, a_path, b_path, torch_map, torch_fc, summary):
+    """onnxruntime against torch at 224, when it is installed."""
     try:
         import onnxruntime as ort
         x = to_input(imgs[224][1])
@@ -272,38 +307,43 @@ def main():
     except ImportError:
         pass
 
-    # 4. fisherkit run on a tiny scene set.
-    if not args.skip_run:
-        scenes = os.path.join(os.path.dirname(work), "scenes")
-        if not os.path.isdir(os.path.join(scenes, "test")):
-            subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_object_scenes.py"),
-                            "--out", scenes, "--classes", "3", "--train-per-class", "4",
-                            "--test-per-class", "2", "--min-side", "256", "--max-side", "320"],
-                           check=True, stdout=subprocess.DEVNULL)
-        summary["run"] = {}
-        for name, model in (("b dense", b_path), ("a exact", a_path)):
-            tag = name.replace(" ", "_")
-            report = os.path.join(work, f"run_{tag}.json")
-            cmd = [args.fisherkit, "run", "--train", os.path.join(scenes, "train"),
-                   "--test", os.path.join(scenes, "test"), "--cnn", model, "--scales", "128",
-                   "--pca-dim", "32", "--gmm-components", "4", "--mfa-components", "2",
-                   "--mfa-factors", "2", "--c-grid", "1", "--cv-folds", "2", "--no-cache",
-                   "--encoders", "cnn-global,gmm-fv:mean,mfa-fs:loading", "--report", report]
-            code, wall, rss, text = time_v(cmd, os.path.join(work, f"run_{tag}.log"))
-            info = [ln.strip() for ln in text.splitlines() if "ONNX model" in ln or "exact patches" in ln]
-            summary["run"][name] = {"command": " ".join(cmd), "exit": code, "wall_s": round(wall, 1),
-                                    "peak_rss_mb": rss and round(rss), "fisherkit_says": info,
-                                    "images": 18, "s_per_image": round(wall / 18, 2)}
-            if code != 0:
-                failures.append(f"run {name}")
-                print(text[-3000:])
-            print(f"  fisherkit run ({name}): exit {code}, {wall:.1f} s, peak RSS "
-                  f"{rss and round(rss)} MB; {' | '.join(info)}")
-            if code == 0:
-                rep = json.load(open(report))
-                summary["run"][name]["report_excerpt"] = {
-                    k: rep[k] for k in ("cnn", "timings", "results") if k in rep}
 
+def scene_runs(args, work, a_path, b_path, summary, failures):
+    """Step 4: `fisherkit run` with each model on a tiny scene set, under /usr/bin/time -v."""
+    # 4. fisherkit run on a tiny scene set.
+    scenes = os.path.join(os.path.dirname(work), "scenes")
+    if not os.path.isdir(os.path.join(scenes, "test")):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_object_scenes.py"),
+                        "--out", scenes, "--classes", "3", "--train-per-class", "4",
+                        "--test-per-class", "2", "--min-side", "256", "--max-side", "320"],
+                       check=True, stdout=subprocess.DEVNULL)
+    summary["run"] = {}
+    for name, model in (("b dense", b_path), ("a exact", a_path)):
+        tag = name.replace(" ", "_")
+        report = os.path.join(work, f"run_{tag}.json")
+        cmd = [args.fisherkit, "run", "--train", os.path.join(scenes, "train"),
+               "--test", os.path.join(scenes, "test"), "--cnn", model, "--scales", "128",
+               "--pca-dim", "32", "--gmm-components", "4", "--mfa-components", "2",
+               "--mfa-factors", "2", "--c-grid", "1", "--cv-folds", "2", "--no-cache",
+               "--encoders", "cnn-global,gmm-fv:mean,mfa-fs:loading", "--report", report]
+        code, wall, rss, text = time_v(cmd, os.path.join(work, f"run_{tag}.log"))
+        info = [ln.strip() for ln in text.splitlines() if "ONNX model" in ln or "exact patches" in ln]
+        summary["run"][name] = {"command": " ".join(cmd), "exit": code, "wall_s": round(wall, 1),
+                                "peak_rss_mb": rss and round(rss), "fisherkit_says": info,
+                                "images": 18, "s_per_image": round(wall / 18, 2)}
+        if code != 0:
+            failures.append(f"run {name}")
+            print(text[-3000:])
+        print(f"  fisherkit run ({name}): exit {code}, {wall:.1f} s, peak RSS "
+              f"{rss and round(rss)} MB; {' | '.join(info)}")
+        if code == 0:
+            rep = json.load(open(report))
+            summary["run"][name]["report_excerpt"] = {
+                k: rep[k] for k in ("cnn", "timings", "results") if k in rep}
+
+
+def finish(work, summary, failures):
+    """Writes summary.json, prints the verdict and exits 1 on any failure."""
     summary["failures"] = failures
     with open(os.path.join(work, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
