@@ -176,9 +176,12 @@ impl TermColumns<'_> {
 
     /// Adds the term's part of the test rows' decision values: with the
     /// dual coefficients `dual` (K, n_train) of an SVM trained on a kernel
-    /// that includes this term, `f` (M, K) += $X_{te} (A X_{tr})^\top$ for the
-    /// term's final encodings, block by block over the columns. `rows` as
-    /// for [`TermColumns::kernel`], M = `rows.len()` − `n_train`.
+    /// that includes this term, `f` (M, K) += $X_{te} W^\top$ with the term's
+    /// weights $W = A X_{tr}$ (K, width), block by block over the columns.
+    /// `rows` as for [`TermColumns::kernel`], M = `rows.len()` − `n_train`.
+    /// With `weights` (K, width), $W$ is also kept there (the weights of a
+    /// saved classifier: the same ones that scored the run's test images, and
+    /// no second pass over the training rows).
     pub(crate) fn add_decisions(
         &self,
         rows: &[usize],
@@ -186,13 +189,20 @@ impl TermColumns<'_> {
         k: &TermKernel,
         dual: ArrayView2<'_, f32>,
         f: &mut Array2<f32>,
+        mut weights: Option<ndarray::ArrayViewMut2<'_, f32>>,
     ) -> Result<(), PipelineError> {
         let n_classes = dual.nrows();
+        let mut off = 0;
         self.for_each_block(rows, k, k.inv_norm.as_slice().expect("contiguous"), |x| {
             let (xtr, xte) = x.split_at(ndarray::Axis(0), n_train);
             let mut w = Array2::<f32>::zeros((n_classes, x.ncols()));
             gemm(w.view_mut(), false, dual, xtr, 1.0, par_all());
             gemm(f.view_mut(), true, xte, w.t(), 1.0, par_all());
+            if let Some(out) = weights.as_mut() {
+                out.slice_mut(ndarray::s![.., off..off + x.ncols()])
+                    .assign(&w);
+            }
+            off += x.ncols();
             Ok(())
         })
     }
@@ -470,8 +480,20 @@ mod tests {
         // F = X_te (A X_tr)^T, and the cross kernel X_te X_tr^T
         let dual = Array2::from_shape_fn((k, nt), |(c, j)| ((c * 3 + j) % 5) as f32 - 2.0);
         let mut f = Array2::<f32>::zeros((n - nt, k));
-        cols.add_decisions(&rows, nt, &kern, dual.view(), &mut f)
+        let mut w = Array2::<f32>::zeros((k, 32));
+        cols.add_decisions(&rows, nt, &kern, dual.view(), &mut f, Some(w.view_mut()))
             .unwrap();
+        // the weights W = A X_tr over the term's 32 columns (two column ranges)
+        for c in 0..k {
+            for col in 0..32 {
+                let want: f64 = (0..nt).map(|j| dual[[c, j]] as f64 * xs[j][col]).sum();
+                assert!(
+                    (w[[c, col]] as f64 - want).abs() < 1e-4,
+                    "weight [{c},{col}]: {} vs {want}",
+                    w[[c, col]]
+                );
+            }
+        }
         let mut cross = Array2::<f64>::zeros((n - nt, nt));
         cols.add_cross(&rows, nt, &kern, &mut cross).unwrap();
         for m in 0..n - nt {

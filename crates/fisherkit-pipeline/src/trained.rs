@@ -40,9 +40,13 @@ pub(crate) fn wanted(cfg: &RunConfig, spec: &EncoderSpec) -> bool {
 
 /// The cross-validated accuracy of a row at its chosen C.
 pub(crate) fn cv_score(row: &ResultRow) -> f64 {
-    row.cv
-        .iter()
-        .find(|(c, _)| *c == row.c)
+    cv_at(&row.cv, row.c)
+}
+
+/// The accuracy at the cost `c` of a cross-validation table `(C, accuracy)`.
+pub(crate) fn cv_at(cv: &[(f64, f64)], c: f64) -> f64 {
+    cv.iter()
+        .find(|(ci, _)| *ci == c)
         .map(|&(_, a)| a)
         .unwrap_or(f64::NEG_INFINITY)
 }

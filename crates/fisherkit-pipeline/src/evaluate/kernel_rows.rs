@@ -3,7 +3,7 @@
 //! scored through the term columns, the compact variant.
 
 use super::outputs::outputs;
-use super::{candidate, result_row, row_summary, Classes, Trained};
+use super::{candidate, result_row, row_summary, Classes};
 use crate::kernel::{kernel_pca, TermKernel};
 use crate::report::ResultRow;
 use crate::spec::{EncoderSpec, Term};
@@ -72,7 +72,12 @@ pub(super) fn evaluate_kernel(
             None => total.take().expect("the total is used once, last"),
         };
         let t = Instant::now();
-        let (svm, cc, cv, pred) = c.classify(&g, spec, kinds, whiten, &ks.parts, scale)?;
+        // The weights of a row that cannot win are not formed.
+        let want =
+            |cv: f64| scale.is_none() && trained::wanted(cfg, spec) && trained::improves(best, cv);
+        let keep = |cv: f64| scale.is_none() && (c.out.is_some() || want(cv));
+        let (_, cc, cv, pred, formed) =
+            c.classify(&g, spec, kinds, whiten, &ks.parts, scale, &keep)?;
         let dim = row_parts(spec, &ks.parts, scale)
             .into_iter()
             .map(|(ti, sc, _)| c.columns(&spec.terms[ti], sc, kinds, whiten).width())
@@ -90,21 +95,9 @@ pub(super) fn evaluate_kernel(
             t.elapsed().as_secs_f64(),
         )?;
         row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
-        // The weights of a row that cannot win are not formed (a pass over the training rows).
-        let want = scale.is_none()
-            && trained::wanted(cfg, spec)
-            && trained::improves(best, trained::cv_score(&row));
-        if scale.is_none() && (c.out.is_some() || want) {
-            let (model, fims) = outputs(
-                c,
-                c.out,
-                spec,
-                whiten,
-                kinds,
-                &ks.parts,
-                Trained::Gram(&svm),
-                cc,
-            )?;
+        if let Some(model) = formed {
+            let want = want(trained::cv_score(&row));
+            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, &ks.parts, model, cc)?;
             if want {
                 let cand = candidate(spec, whiten, model, fims, &row);
                 trained::consider(best, cand);

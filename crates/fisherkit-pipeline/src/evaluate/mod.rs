@@ -4,6 +4,7 @@
 
 use crate::classifier::{part_list as parts_of, term_columns as term_columns_of};
 use crate::config::{RunConfig, Whitening};
+use crate::error::zeros_checked;
 use crate::inputs::Inputs;
 use crate::kernel::{load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
@@ -84,8 +85,15 @@ type Fims = Vec<Option<Array1<f32>>>;
 /// The outcome of [`Classes::fit_kernel`]: the SVM, chosen C, the cross-validation table.
 type FitKernel = (GramSvc, f64, Vec<(f64, f64)>);
 
-/// The outcome of [`Classes::classify`]: the SVM, chosen C, the cross-validation table, test predictions.
-type Classified = (GramSvc, f64, Vec<(f64, f64)>, Vec<usize>);
+/// The outcome of [`Classes::classify`]: the SVM, chosen C, the
+/// cross-validation table, test predictions, and the SVM's weights if kept.
+type Classified = (
+    GramSvc,
+    f64,
+    Vec<(f64, f64)>,
+    Vec<usize>,
+    Option<LinearSvc<f32>>,
+);
 
 /// What the classification stage needs from the earlier ones.
 pub(crate) struct Classes<'a> {
@@ -110,13 +118,6 @@ pub(crate) struct Classes<'a> {
 
 /// The outcome of [`Classes::classify_primal`]: the SVM, chosen C, the CV table, test predictions.
 type ClassifiedPrimal = (LinearSvc<f32>, f64, Vec<(f64, f64)>, Vec<usize>);
-
-/// A trained one-vs-rest SVM of either path, for the output folder (the
-/// primal one by value: at SUN397's size its weights are gigabytes).
-enum Trained<'a> {
-    Gram(&'a GramSvc),
-    Primal(LinearSvc<f32>),
-}
 
 impl Classes<'_> {
     fn columns(
@@ -244,7 +245,11 @@ impl Classes<'_> {
 
     /// Cross-validates C on the training kernel `gram` (n_train, n_train),
     /// trains, and predicts the test rows from the parts of `spec` in
-    /// `parts` that the row at `scale` holds (one more pass over their columns).
+    /// `parts` that the row at `scale` holds (one more pass over their
+    /// columns). When `keep(cross-validated accuracy at the chosen C)` says
+    /// so, that pass also forms the SVM's `f32` weights over those parts, in
+    /// their order (a saved classifier's, an output folder's).
+    #[allow(clippy::too_many_arguments)]
     fn classify(
         &self,
         gram: &Array2<f32>,
@@ -253,15 +258,41 @@ impl Classes<'_> {
         whiten: bool,
         parts: &[(usize, usize, TermKernel)],
         scale: Option<usize>,
+        keep: &dyn Fn(f64) -> bool,
     ) -> Result<Classified, PipelineError> {
         let nt = self.n_train;
         let (svm, c, cv) = self.fit_kernel(gram.view())?;
         let dual = svm.dual_coef().mapv(|v| v as f32);
+        let row = row_parts(spec, parts, scale);
+        let widths: Vec<usize> = row
+            .iter()
+            .map(|(ti, s, _)| self.columns(&spec.terms[*ti], *s, kinds, whiten).width())
+            .collect();
+        let mut weights = match keep(trained::cv_at(&cv, c)) {
+            // classes × dimension: gigabytes at SUN397's size
+            true => Some(zeros_checked::<f32>(
+                svm.n_classes(),
+                widths.iter().sum(),
+                "SVM",
+                "SVM weights",
+                "fewer encoders or a smaller encoder (--encoders) lower it",
+            )?),
+            false => None,
+        };
         let mut f = Array2::<f32>::zeros((self.rows.len() - nt, svm.n_classes()));
-        for (ti, s, k) in row_parts(spec, parts, scale) {
+        let mut off = 0;
+        for ((ti, s, k), width) in row.into_iter().zip(widths) {
+            let w = weights
+                .as_mut()
+                .map(|w| w.slice_mut(ndarray::s![.., off..off + width]));
             self.columns(&spec.terms[ti], s, kinds, whiten)
-                .add_decisions(self.rows, nt, k, dual.view(), &mut f)?;
+                .add_decisions(self.rows, nt, k, dual.view(), &mut f, w)?;
+            off += width;
         }
+        let formed = weights
+            .map(|w| LinearSvc::from_parts(w, svm.intercept().mapv(|v| v as f32)))
+            .transpose()
+            .map_err(PipelineError::stage("SVM"))?;
         let pred = f
             .rows()
             .into_iter()
@@ -270,7 +301,7 @@ impl Classes<'_> {
                 argmax(d)
             })
             .collect();
-        Ok((svm, c, cv, pred))
+        Ok((svm, c, cv, pred, formed))
     }
 
     /// Cross-validates C on a training kernel (n_train, n_train) and trains.
@@ -433,7 +464,9 @@ impl Classes<'_> {
             }
         }
         let g = g.expect("an encoder has at least one part");
-        Ok(self.classify(&g, spec, kinds, false, &ks.parts, None)?.3)
+        Ok(self
+            .classify(&g, spec, kinds, false, &ks.parts, None, &|_| false)?
+            .3)
     }
 
     /// The report rows of `spec`: each scale (with several scales and a

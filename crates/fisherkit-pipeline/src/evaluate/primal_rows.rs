@@ -2,7 +2,7 @@
 //! scales, each kept in the run folder when finished.
 
 use super::outputs::outputs;
-use super::{candidate, result_row, row_line, Classes, Trained};
+use super::{candidate, result_row, row_line, Classes};
 use crate::kernel::TermKernel;
 use crate::primal::PartNorms;
 use crate::report::ResultRow;
@@ -62,16 +62,7 @@ pub(super) fn evaluate_primal(
                     (ti, s, k)
                 })
                 .collect();
-            let (model, fims) = outputs(
-                c,
-                c.out,
-                spec,
-                whiten,
-                kinds,
-                &parts,
-                Trained::Primal(svm),
-                row.c,
-            )?;
+            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, &parts, svm, row.c)?;
             if want {
                 trained::consider(best, candidate(spec, whiten, model, fims, &row));
             }
