@@ -144,15 +144,29 @@ impl<'a> Predictor<'a> {
         Ok(())
     }
 
+    /// The outcomes of a batch: each image's feature (in parallel), then
+    /// the scores of the batch's features at once ([`SceneClassifier::score_batch`]:
+    /// the SVM's weights read once per batch, each score the bits of the
+    /// image alone).
     fn finish(&self, descs: Vec<Result<ImageDescriptors, String>>, features: bool) -> Vec<Outcome> {
-        descs
+        let feats: Vec<Result<Array1<f32>, String>> = descs
             .into_par_iter()
             .map(|d| {
-                let (scored, x) = self
-                    .clf
-                    .predict_descriptors(&d?)
-                    .map_err(|e| e.to_string())?;
-                Ok((scored, features.then_some(x)))
+                let raw = self.clf.raw_encodings(&d?).map_err(|e| e.to_string())?;
+                self.clf.features(&raw).map_err(|e| e.to_string())
+            })
+            .collect();
+        let ok: Vec<_> = feats.iter().flatten().map(|x| x.view()).collect();
+        let mut scored = match self.clf.score_batch(&ok) {
+            Ok(s) => s.into_iter(),
+            Err(e) => return feats.iter().map(|_| Err(e.to_string())).collect(),
+        };
+        feats
+            .into_iter()
+            .map(|x| {
+                let x = x?;
+                let s = scored.next().expect("one score per feature");
+                Ok((s, features.then_some(x)))
             })
             .collect()
     }

@@ -6,6 +6,7 @@
 
 mod blas1;
 mod cholesky;
+pub use blas1::dots;
 pub(crate) use blas1::{axpy, dot, dot_ff};
 pub use cholesky::{Cholesky, CholeskyError};
 
@@ -260,6 +261,31 @@ pub fn matmul_new<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>, par: Par
 mod tests {
     use super::*;
     use ndarray::array;
+
+    /// `dots` gives each (feature, class) the bits of `dot_ff`, whatever
+    /// the batch, across column blocks and a ragged tail.
+    #[test]
+    fn batched_dots_are_the_single_dots_bit_for_bit() {
+        let d = 2 * 2048 + 805;
+        let w = Array2::from_shape_fn((5, d), |(c, j)| ((c * 31 + j * 7) % 23) as f32 / 7.0 - 1.5);
+        let xs: Vec<Vec<f32>> = (0..3)
+            .map(|i| {
+                (0..d)
+                    .map(|j| ((i * 13 + j * 5) % 17) as f32 / 3.0 - 2.5)
+                    .collect()
+            })
+            .collect();
+        let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        let s = dots(w.view(), &rows);
+        for (i, x) in xs.iter().enumerate() {
+            let alone = dots(w.view(), &[x.as_slice()]);
+            for c in 0..5 {
+                let want = dot_ff(w.row(c).as_slice().unwrap(), x);
+                assert_eq!(s[[i, c]].to_bits(), want.to_bits(), "[{i},{c}]");
+                assert_eq!(alone[[0, c]].to_bits(), want.to_bits());
+            }
+        }
+    }
 
     fn naive(a: ArrayView2<f64>, b: ArrayView2<f64>) -> Array2<f64> {
         let mut c = Array2::zeros((a.nrows(), b.ncols()));
