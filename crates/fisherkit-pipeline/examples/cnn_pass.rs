@@ -18,7 +18,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .split_first()
         .ok_or("usage: cnn_pass MODEL.safetensors PATH…")?;
     let clf = SceneClassifier::load(model)?;
-    let info = clf.info().input.cnn.as_ref().ok_or("a classifier of images")?;
+    let info = clf
+        .info()
+        .input
+        .cnn
+        .as_ref()
+        .ok_or("a classifier of images")?;
     let kind: BackboneKind = info.name.parse().map_err(|_| "a built-in CNN")?;
     let net = Backbone::builtin(kind)?;
     let params = clf.descriptor_params().ok_or("a classifier of images")?;
