@@ -36,7 +36,7 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelInfo {
     /// The run-folder file stem, which names every setting the model depends on
-    /// (`gmm-K50-it100-ms100000-s1`).
+    /// (`gmm-K50-it100-abstol0.001-ms100000-s1`).
     pub name: String,
     /// `gmm` or `mfa`.
     pub kind: String,

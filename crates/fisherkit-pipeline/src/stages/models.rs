@@ -39,11 +39,11 @@ pub(crate) struct FitSettings {
 
 impl ModelSpec {
     /// The file stem of the model in the run folder: every setting it
-    /// depends on (`gmm-K50-it100-ms100000-s1`). The EM rule
-    /// ([`crate::defaults::EM_TOL`]) is named when it is not the one every
-    /// earlier run folder was made with (relative 1e-6), so those stay
-    /// valid and models of another rule are never mixed with them
-    /// (`gmm-K50-it100-abstol0.001-ms100000-s1`).
+    /// depends on (`gmm-K50-it100-abstol0.001-ms100000-s1`). The EM rule
+    /// ([`crate::defaults::EM_TOL`]) is named when it is not the one the
+    /// run folders before 2026-12-06 were made with (relative 1e-6), so
+    /// models of two rules are never mixed (`gmm-K50-it100-ms100000-s1`:
+    /// relative 1e-6).
     pub(crate) fn stem(&self, scale_name: &str, s: &FitSettings) -> String {
         let tol = crate::defaults::EM_TOL;
         let rule = if tol == fisherkit::stream::EmTol::Relative(1e-6) {
