@@ -464,6 +464,21 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     );
 }
 
+/// `train.npz` (24 images) and `test.npz` (12) in `dir`: planted bags of
+/// three classes, one array per image, integer labels.
+fn write_planted_files(dir: &Path, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for (split, n) in [("train", 24), ("test", 12)] {
+        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
+        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
+        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
+        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
+        let mut arrays = bag_arrays(&names, &views);
+        arrays.push(("labels", NpyRef::Int(&labels)));
+        write_npz_arrays(&dir.join(format!("{split}.npz")), &arrays).unwrap();
+    }
+}
+
 /// A progress that asks the run to stop after `after` steps.
 struct CancelAfter {
     after: u64,
@@ -490,16 +505,7 @@ impl fisherkit_pipeline::Progress for CancelAfter {
 #[test]
 fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
     let t = tempfile::tempdir().unwrap();
-    let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for (split, n) in [("train", 24), ("test", 12)] {
-        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
-        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
-        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
-        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
-        let mut arrays = bag_arrays(&names, &views);
-        arrays.push(("labels", NpyRef::Int(&labels)));
-        write_npz_arrays(&t.path().join(format!("{split}.npz")), &arrays).unwrap();
-    }
+    write_planted_files(t.path(), 3);
     let mut cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
     let whole = run_descriptors(&cfg, &NoProgress).unwrap();
     cfg.cache_dir = Some(t.path().join("cache"));
@@ -559,16 +565,7 @@ impl fisherkit_pipeline::Progress for CancelInside {
 #[test]
 fn a_run_cancelled_inside_a_report_row_stops_there_and_resumes() {
     let t = tempfile::tempdir().unwrap();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    for (split, n) in [("train", 24), ("test", 12)] {
-        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
-        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
-        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
-        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
-        let mut arrays = bag_arrays(&names, &views);
-        arrays.push(("labels", NpyRef::Int(&labels)));
-        write_npz_arrays(&t.path().join(format!("{split}.npz")), &arrays).unwrap();
-    }
+    write_planted_files(t.path(), 4);
     for (path, stage) in [
         (
             fisherkit_pipeline::config::Classifier::Kernel,
