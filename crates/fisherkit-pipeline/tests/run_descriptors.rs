@@ -464,21 +464,6 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     );
 }
 
-/// `train.npz` (24 images) and `test.npz` (12) in `dir`: planted bags of
-/// three classes, one array per image, integer labels.
-fn write_planted_files(dir: &Path, seed: u64) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    for (split, n) in [("train", 24), ("test", 12)] {
-        let bags: Vec<Array2<f32>> = (0..n).map(|i| planted_bag(i % 3, &mut rng)).collect();
-        let labels: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
-        let names: Vec<String> = (0..n).map(|i| format!("arr_{i}")).collect();
-        let views: Vec<_> = bags.iter().map(|b| b.view()).collect();
-        let mut arrays = bag_arrays(&names, &views);
-        arrays.push(("labels", NpyRef::Int(&labels)));
-        write_npz_arrays(&dir.join(format!("{split}.npz")), &arrays).unwrap();
-    }
-}
-
 /// A progress that asks the run to stop after `after` steps.
 struct CancelAfter {
     after: u64,
@@ -505,8 +490,8 @@ impl fisherkit_pipeline::Progress for CancelAfter {
 #[test]
 fn a_cancelled_run_stops_and_resumes_to_the_same_report() {
     let t = tempfile::tempdir().unwrap();
-    write_planted_files(t.path(), 3);
-    let mut cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
+    let (train, test) = planted_files(t.path(), 24, 12, 3);
+    let mut cfg = planted_config(train, test);
     let whole = run_descriptors(&cfg, &NoProgress).unwrap();
     cfg.cache_dir = Some(t.path().join("cache"));
     let mut stops = 0;
@@ -565,7 +550,7 @@ impl fisherkit_pipeline::Progress for CancelInside {
 #[test]
 fn a_run_cancelled_inside_a_report_row_stops_there_and_resumes() {
     let t = tempfile::tempdir().unwrap();
-    write_planted_files(t.path(), 4);
+    let (train, test) = planted_files(t.path(), 24, 12, 4);
     for (path, stage) in [
         (
             fisherkit_pipeline::config::Classifier::Kernel,
@@ -573,7 +558,7 @@ fn a_run_cancelled_inside_a_report_row_stops_there_and_resumes() {
         ),
         (fisherkit_pipeline::config::Classifier::Primal, "primal SVM"),
     ] {
-        let mut cfg = planted_config(t.path().join("train.npz"), t.path().join("test.npz"));
+        let mut cfg = planted_config(train.clone(), test.clone());
         cfg.encoders = parse_encoders("gmm-fv:var").unwrap();
         cfg.classifier = path;
         let whole = run_descriptors(&cfg, &NoProgress).unwrap();

@@ -76,12 +76,8 @@ pub(super) fn evaluate_kernel(
         let want =
             |cv: f64| scale.is_none() && trained::wanted(cfg, spec) && trained::improves(best, cv);
         let keep = |cv: f64| scale.is_none() && (c.out.is_some() || want(cv));
-        let (_, cc, cv, pred, formed) =
+        let (dim, cc, cv, pred, formed) =
             c.classify(&g, spec, kinds, whiten, &ks.parts, scale, &keep)?;
-        let dim = row_parts(spec, &ks.parts, scale)
-            .into_iter()
-            .map(|(ti, sc, _)| c.columns(&spec.terms[ti], sc, kinds, whiten).width())
-            .sum();
         let mut row = result_row(
             spec,
             whiten,

@@ -85,10 +85,10 @@ type Fims = Vec<Option<Array1<f32>>>;
 /// The outcome of [`Classes::fit_kernel`]: the SVM, chosen C, the cross-validation table.
 type FitKernel = (GramSvc, f64, Vec<(f64, f64)>);
 
-/// The outcome of [`Classes::classify`]: the SVM, chosen C, the
-/// cross-validation table, test predictions, and the SVM's weights if kept.
+/// The outcome of [`Classes::classify`]: the row's dimension, chosen C,
+/// the cross-validation table, test predictions, and the SVM's weights if kept.
 type Classified = (
-    GramSvc,
+    usize,
     f64,
     Vec<(f64, f64)>,
     Vec<usize>,
@@ -268,11 +268,12 @@ impl Classes<'_> {
             .iter()
             .map(|(ti, s, _)| self.columns(&spec.terms[*ti], *s, kinds, whiten).width())
             .collect();
+        let dim = widths.iter().sum();
         let mut weights = match keep(trained::cv_at(&cv, c)) {
             // classes × dimension: gigabytes at SUN397's size
             true => Some(zeros_checked::<f32>(
                 svm.n_classes(),
-                widths.iter().sum(),
+                dim,
                 "SVM",
                 "SVM weights",
                 "fewer encoders or a smaller encoder (--encoders) lower it",
@@ -301,7 +302,7 @@ impl Classes<'_> {
                 argmax(d)
             })
             .collect();
-        Ok((svm, c, cv, pred, formed))
+        Ok((dim, c, cv, pred, formed))
     }
 
     /// Cross-validates C on a training kernel (n_train, n_train) and trains.
