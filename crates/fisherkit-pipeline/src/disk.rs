@@ -64,7 +64,7 @@ pub(crate) fn estimate(
         stores += n * row(g);
     }
     let mut kernels = 0;
-    if !cfg.classifier.primal_for(n_train, n_scales) {
+    if !cfg.primal_for(n_train) {
         // distinct kernel files: (term, whitened) at each scale (cnn-global once)
         let mut parts = BTreeSet::new();
         for spec in &cfg.encoders {
@@ -212,11 +212,18 @@ mod tests {
         let need = estimate(&c, &plan, 39_700, 19_850, 512, 3, None);
         let q8 = |d: u64| 4 * d.div_ceil(256) + d;
         assert_eq!(need.stores, 39_700 * (q8(50_050) + q8(275_000)));
-        assert_eq!(need.kernels, 0, "the primal path: 9.5 GB of kernels held");
-        // one scale: the kernel path, one f32 training kernel and the norms per part
-        let need = estimate(&c, &plan, 39_700, 19_850, 512, 1, None);
+        // the kernel path (3.2 GB held at any number of scales): one f32
+        // training kernel and the norms per part, a part per term and scale
         let parts = c.encoders.len() as u64;
-        assert_eq!(need.kernels, parts * (4 * 19_850 * 19_850 + 8 * 39_700));
+        let part = 4 * 19_850 * 19_850 + 8 * 39_700;
+        assert_eq!(need.kernels, 3 * parts * part);
+        let need = estimate(&c, &plan, 39_700, 19_850, 512, 1, None);
+        assert_eq!(need.kernels, parts * part);
+        // with cnn-global its kernel is held too (4.7 GB): the primal path, no kernel files
+        c.encoders
+            .extend(crate::spec::parse_encoders("cnn-global").unwrap());
+        let need = estimate(&c, &plan, 39_700, 19_850, 512, 3, Some(1000));
+        assert_eq!(need.kernels, 0);
         let need = estimate(&c, &plan, 1_000, 800, 512, 1, Some(1000));
         assert!(need.kernels > 0);
         assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));

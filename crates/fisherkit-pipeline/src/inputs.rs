@@ -59,10 +59,7 @@ impl<'a> Inputs<'a> {
                 net,
                 paths: items.iter().map(|(p, _)| p.clone()).collect(),
                 params: cfg.descriptors.clone(),
-                with_global: cfg
-                    .encoders
-                    .iter()
-                    .any(|s| s.terms.contains(&Term::CnnGlobal)),
+                with_global: cfg.with_global(),
                 cnn_images: Default::default(),
             },
             scale_names: cfg.descriptors.scales.iter().map(u32::to_string).collect(),

@@ -20,7 +20,6 @@
 use crate::config::RunConfig;
 use crate::inputs::Inputs;
 use crate::output::OutputDir;
-use crate::spec::Term;
 use crate::stages::{
     EmRecord, FitSettings, Fitted, ImageLog, Learned, ModelSpec, RunFolder, Sample,
 };
@@ -132,11 +131,10 @@ impl<'a> Job<'a> {
     /// is computed from the training kernels).
     fn check_classifier(&self) -> Result<(), PipelineError> {
         let n = self.inputs.n_train;
-        let scales = self.inputs.scale_names.len();
-        if self.cfg.compact_dim.is_some() && self.cfg.classifier.primal_for(n, scales) {
+        if self.cfg.compact_dim.is_some() && self.cfg.primal_for(n) {
             return Err(PipelineError::Config(format!(
                 "the compact variant (--compact-pca) is computed from the training kernels, and this run of {n} training images trains on the primal path (its kernels would take {:.1} GB, more than {:.1} GB, or --classifier primal): drop --compact-pca or pass --classifier kernel",
-                crate::Classifier::kernel_bytes(n, scales) as f64 / 1e9,
+                crate::Classifier::kernel_bytes(n, self.cfg.with_global()) as f64 / 1e9,
                 crate::defaults::KERNEL_MAX_BYTES as f64 / 1e9
             )));
         }
@@ -224,9 +222,6 @@ impl<'a> Job<'a> {
     }
 
     fn with_global(&self) -> bool {
-        self.cfg
-            .encoders
-            .iter()
-            .any(|s| s.terms.contains(&Term::CnnGlobal))
+        self.cfg.with_global()
     }
 }

@@ -296,6 +296,32 @@ pub(crate) fn load_kernel(
     })
 }
 
+/// The training kernel (n_train, n_train) `f32` saved by [`save_kernel`]
+/// under `name` in `dir`, alone (a row's kernel is summed from these, one
+/// part at a time, so that only the sum and one part are in memory).
+///
+/// # Errors
+/// The file missing, unreadable or of another shape.
+pub(crate) fn load_gram(
+    dir: &std::path::Path,
+    name: &str,
+    n_train: usize,
+) -> Result<ndarray::Array2<f32>, PipelineError> {
+    let [g, _, _] = kernel_files(dir, name);
+    let io = |message: String| PipelineError::Io {
+        path: g.display().to_string(),
+        message,
+    };
+    let gram = fisherkit_io::read_npy_as::<f32>(&g).map_err(|e| io(e.to_string()))?;
+    if gram.dim() != (n_train, n_train) {
+        return Err(io(format!(
+            "a kernel of shape {:?} where ({n_train}, {n_train}) was saved",
+            gram.dim()
+        )));
+    }
+    Ok(gram)
+}
+
 /// Removes the kernel files of `name` in `dir` (those present; a file that
 /// cannot be removed is left: it costs disk, not results).
 pub(crate) fn remove_kernel(dir: &std::path::Path, name: &str) {

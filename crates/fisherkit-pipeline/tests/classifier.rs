@@ -27,6 +27,7 @@ fn test_images(root: &Path) -> Vec<(PathBuf, usize)> {
 fn the_saved_classifier_reproduces_the_runs_test_predictions() {
     let t = small_set(&["bag", "sneaker", "trouser"], 8, 5);
     let net = net();
+    let mut rows = Vec::new();
     for classifier in [Classifier::Kernel, Classifier::Primal] {
         let mut cfg = small_config(t.path());
         cfg.descriptors.scales = vec![28, 24];
@@ -92,6 +93,26 @@ fn the_saved_classifier_reproduces_the_runs_test_predictions() {
         assert_eq!(
             std::fs::read(&again).unwrap(),
             std::fs::read(&model).unwrap()
+        );
+        rows.push(r.results);
+    }
+    // Two scales and cnn-global: the kernel path's rows (each row's kernel
+    // summed from the part kernels in the run folder) are the primal path's
+    // (the features themselves) to solver tolerance, at most one test image apart.
+    let n_test = test_images(t.path()).len() as f64;
+    assert_eq!(rows[0].len(), rows[1].len());
+    for (k, p) in rows[0].iter().zip(&rows[1]) {
+        assert_eq!(
+            (&k.spec, &k.scale, k.whitened),
+            (&p.spec, &p.scale, p.whitened)
+        );
+        assert!(
+            (k.accuracy - p.accuracy).abs() <= 1.5 / n_test,
+            "{} at {:?}: kernel {} primal {}",
+            k.spec,
+            k.scale,
+            k.accuracy,
+            p.accuracy
         );
     }
 }

@@ -21,34 +21,33 @@ pub enum Classifier {
 
 impl Classifier {
     /// Bytes of the `f32` training kernels (n_train × n_train) the kernel
-    /// path holds at once for `n_train` training images at `n_scales`
-    /// scales: at one scale the encoder's kernel and the part being added to
-    /// it (2); at several, the per-scale kernels, the all-scale one, the
-    /// global one and the part being added (S + 3). The cross-validation's
-    /// buffers (one fold's training block, 4/9 of a kernel, and its held-out
-    /// block, 2/9) come after the parts are added, within the same count.
-    pub fn kernel_bytes(n_train: usize, n_scales: usize) -> u64 {
+    /// path holds at once for `n_train` training images: a row's kernel and
+    /// the part being added to it (read back from the run folder one at a
+    /// time, at any number of scales), and with a `cnn-global` term
+    /// (`global`) its kernel, which joins every row: 2 or 3. The
+    /// cross-validation's buffers (one fold's training block, 4/9 of a
+    /// kernel, and its held-out block, 2/9) come after the parts are added,
+    /// within the same count.
+    pub fn kernel_bytes(n_train: usize, global: bool) -> u64 {
         let n = n_train as u64;
-        let held = if n_scales <= 1 {
-            2
-        } else {
-            n_scales as u64 + 3
-        };
+        let held = 2 + u64::from(global);
         held.saturating_mul(4).saturating_mul(n.saturating_mul(n))
     }
 
-    /// Whether a run with `n_train` training images at `n_scales` scales takes the primal path.
+    /// Whether a run with `n_train` training images (and a `cnn-global`
+    /// term: `global`) takes the primal path.
     ///
     /// ```
     /// use fisherkit_pipeline::Classifier;
-    /// assert!(!Classifier::Auto.primal_for(5_360, 3)); // MIT Indoor: 0.7 GB of kernels
-    /// assert!(!Classifier::Auto.primal_for(19_850, 1)); // SUN397's descriptors: 3.2 GB
-    /// assert!(Classifier::Auto.primal_for(19_850, 3)); // SUN397's images at three scales: 9.5 GB
-    /// assert!(Classifier::Primal.primal_for(10, 1));
+    /// assert!(!Classifier::Auto.primal_for(5_360, true)); // MIT Indoor: 0.3 GB of kernels
+    /// assert!(!Classifier::Auto.primal_for(19_850, false)); // SUN397, any number of scales: 3.2 GB
+    /// assert!(Classifier::Auto.primal_for(19_850, true)); // with cnn-global: 4.7 GB
+    /// assert!(Classifier::Auto.primal_for(23_171, false));
+    /// assert!(Classifier::Primal.primal_for(10, false));
     /// ```
-    pub fn primal_for(self, n_train: usize, n_scales: usize) -> bool {
+    pub fn primal_for(self, n_train: usize, global: bool) -> bool {
         match self {
-            Classifier::Auto => Self::kernel_bytes(n_train, n_scales) > defaults::KERNEL_MAX_BYTES,
+            Classifier::Auto => Self::kernel_bytes(n_train, global) > defaults::KERNEL_MAX_BYTES,
             Classifier::Kernel => false,
             Classifier::Primal => true,
         }

@@ -57,14 +57,14 @@ pub const DEMO_CNN: &str = "squeezenet";
 /// The run-folder root of `fisherkit run`.
 pub const CACHE_DIR: &str = ".fisherkit-cache";
 /// Most bytes of (n, n) `f32` training kernels [`super::Classifier::Auto`]
-/// lets the kernel path hold ([`super::Classifier::kernel_bytes`]: 2 at one
-/// scale, S + 3 at S scales): 0.7 GB at MIT Indoor's 5 360 training images
-/// and three scales, 3.2 GB at SUN397's 19 850 and one scale (its
-/// descriptor files). Within it the kernel path is the faster and the
+/// lets the kernel path hold ([`super::Classifier::kernel_bytes`]: 2 at any
+/// number of scales, 3 with `cnn-global`): 0.2 GB at MIT Indoor's 5 360
+/// training images, 3.2 GB at SUN397's 19 850 (its descriptor files, and its
+/// images at three scales). Within it the kernel path is the faster and the
 /// measured one (a 397-class, 10 322-image, 25 000-dim run: 112 s against
 /// 1 568 s on the primal path, docs/evidence/sun397-classifier-2026-12-06.md);
-/// above it (SUN397's images at three scales: 9.5 GB) the primal path,
-/// whose memory does not grow with n².
+/// above it (more than 23 170 training images; 18 918 with `cnn-global`) the
+/// primal path, whose memory does not grow with n².
 pub const KERNEL_MAX_BYTES: u64 = 4 << 30;
 
 #[cfg(test)]

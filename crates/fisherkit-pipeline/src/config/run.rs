@@ -67,10 +67,9 @@ pub struct RunConfig {
     pub cv_folds: usize,
     /// Kernel or primal SVM training. Default [`Classifier::Auto`].
     pub classifier: Classifier,
-    /// How the run folder keeps the encodings. Default [`StoreFormat::F32`]
-    /// (4 bytes a value, exact; `Q8`: about 1 byte a value, for runs whose
-    /// stores would not fit the disk — its cost in accuracy on the
-    /// MIT-shaped set is still to be measured, docs/pipeline.md §3).
+    /// How the run folder keeps the encodings. Default [`StoreFormat::Q8`]
+    /// (about 1 byte a value; `F32`: 4 bytes a value, exact;
+    /// docs/pipeline.md §3).
     pub store_format: StoreFormat,
     /// Seed of every random choice.
     pub seed: u64,
@@ -107,6 +106,20 @@ impl RunConfig {
             .check()
             .expect("the default settings are valid (a test checks)");
         checked.run_config().clone()
+    }
+
+    /// Whether an evaluated encoder has a `cnn-global` term (the run keeps
+    /// the CNN's image-level vectors, and the kernel path holds their kernel).
+    pub fn with_global(&self) -> bool {
+        self.encoders
+            .iter()
+            .any(|s| s.terms.contains(&crate::spec::Term::CnnGlobal))
+    }
+
+    /// Whether this run's SVMs take the primal path with `n_train` training
+    /// images ([`super::Classifier::primal_for`]).
+    pub fn primal_for(&self, n_train: usize) -> bool {
+        self.classifier.primal_for(n_train, self.with_global())
     }
 
     pub(crate) fn validate(&self) -> Result<(), PipelineError> {

@@ -4,25 +4,73 @@
 
 use super::outputs::outputs;
 use super::{candidate, result_row, row_summary, Classes};
-use crate::kernel::{kernel_pca, TermKernel};
+use crate::kernel::{kernel_pca, load_gram, TermKernel};
+use crate::progress::stop_if_cancelled;
 use crate::report::ResultRow;
 use crate::spec::{EncoderSpec, Term};
 use crate::stages::ModelKind;
 use crate::trained::{self, Candidate};
-use crate::PipelineError;
+use crate::{PipelineError, Progress};
 use ndarray::Array2;
 use std::time::Instant;
 
-/// One evaluated encoder: its training kernel per scale and what the
+/// One evaluated encoder: where its training kernels are and what the
 /// outputs and the test rows need.
 pub(super) struct SpecKernels {
-    /// Σ over the local terms of the term kernels, per scale (`None` without local terms).
-    pub(super) per_scale: Vec<Option<Array2<f32>>>,
-    /// The kernel of a `cnn-global` term (one per image, not per scale).
+    /// (scale, run-folder kernel name) of each local part (not `cnn-global`),
+    /// in part order: a row's kernel is the sum of its scales' parts, read
+    /// back one at a time ([`SpecKernels::row_kernel`]).
+    pub(super) local: Vec<(usize, String)>,
+    /// The kernel of a `cnn-global` term (one per image, not per scale),
+    /// held: it joins every row.
     pub(super) global: Option<Array2<f32>>,
     /// (term index, scale, kernel without the Gram) in output order, for
     /// the test rows' decision values, the weights and the encodings.
     pub(super) parts: Vec<(usize, usize, TermKernel)>,
+}
+
+impl SpecKernels {
+    /// The training kernel of the row at `scale` (`None`: all scales): the
+    /// local parts of that scale (of every scale, in scale order), each read
+    /// from the run folder and added in place, then the `cnn-global` one
+    /// (moved out for the all-scale row, the last to need it). In memory at
+    /// once: the sum, one part being added and the global kernel.
+    ///
+    /// # Errors
+    /// A part's kernel file unreadable (removed or damaged under the run).
+    pub(super) fn row_kernel(
+        &mut self,
+        c: &Classes<'_>,
+        scale: Option<usize>,
+    ) -> Result<Array2<f32>, PipelineError> {
+        self.row_kernel_in(&c.kernel_dir, c.n_train, c.progress, scale)
+    }
+
+    /// [`Self::row_kernel`] with the part kernels in `dir`, (n_train, n_train) each.
+    fn row_kernel_in(
+        &mut self,
+        dir: &std::path::Path,
+        n_train: usize,
+        progress: &dyn Progress,
+        scale: Option<usize>,
+    ) -> Result<Array2<f32>, PipelineError> {
+        let mut g = None;
+        for (s, name) in &self.local {
+            if scale.is_none_or(|want| want == *s) {
+                stop_if_cancelled(progress)?;
+                add_kernel(&mut g, load_gram(dir, name, n_train)?);
+            }
+        }
+        let global = if scale.is_none() {
+            self.global.take()
+        } else {
+            self.global.clone()
+        };
+        if let Some(k) = global {
+            add_kernel(&mut g, k);
+        }
+        Ok(g.expect("an encoder has at least one part"))
+    }
 }
 
 /// `acc += g`, `g` moved in when `acc` is empty (no (N, N) copy).
@@ -54,23 +102,12 @@ pub(super) fn evaluate_kernel(
     let mut ks = c.kernels(spec, kinds, whiten, timings)?;
     let kernel_seconds = t.elapsed().as_secs_f64();
     let scales = c.report_scales(spec);
-    let mut total = total_kernel(&mut ks, scales.len() > 1);
     let (mut results, mut summary) = (Vec::new(), Vec::new());
-    // Per-scale rows first, each kernel moved out (not copied): at most the
-    // scales' kernels, the total and the global one are held (n_train² f32 each).
+    // Per-scale rows first, then all scales: each row's kernel summed from
+    // the run folder's part kernels, so that two kernels (n_train² f32 each)
+    // and the global one are held at any number of scales.
     for scale in scales {
-        let g = match scale {
-            Some(s) => {
-                let mut g = ks.per_scale[s]
-                    .take()
-                    .expect("a per-scale row has local terms");
-                if let Some(k) = &ks.global {
-                    g += k;
-                }
-                g
-            }
-            None => total.take().expect("the total is used once, last"),
-        };
+        let g = ks.row_kernel(c, scale)?;
         let t = Instant::now();
         // The weights of a row that cannot win are not formed.
         let want =
@@ -124,28 +161,6 @@ pub(super) fn evaluate_kernel(
     Ok((results, summary))
 }
 
-/// The all-scale kernel of `spec`: the sum of the per-scale ones and the
-/// global one, copied when the per-scale rows still need theirs
-/// (`keep_scales`), moved out of `ks` otherwise.
-pub(super) fn total_kernel(ks: &mut SpecKernels, keep_scales: bool) -> Option<Array2<f32>> {
-    let mut total = None;
-    for k in ks.per_scale.iter_mut() {
-        let g = if keep_scales { k.clone() } else { k.take() };
-        if let Some(g) = g {
-            add_kernel(&mut total, g);
-        }
-    }
-    if let Some(g) = &ks.global {
-        let g = if keep_scales {
-            g.clone()
-        } else {
-            ks.global.take().expect("checked above")
-        };
-        add_kernel(&mut total, g);
-    }
-    total
-}
-
 /// The parts of `spec` that the row at `scale` holds: the local terms at
 /// that scale (all scales: `None`) and `cnn-global`.
 pub(super) fn row_parts<'k>(
@@ -196,4 +211,58 @@ pub(super) fn compact_row(
     )?;
     row.compact = Some(kept);
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::save_kernel;
+    use crate::NoProgress;
+    use ndarray::{Array1, Array2};
+
+    fn part(seed: f32, n: usize) -> TermKernel {
+        TermKernel {
+            gram: Array2::from_shape_fn((n, n), |(i, j)| seed + (i * n + j) as f32),
+            inv_norm: Array1::ones(n + 1),
+            fim: None,
+        }
+    }
+
+    #[test]
+    fn a_rows_kernel_is_the_sum_of_its_scales_parts_and_the_global_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3;
+        // parts at scales 0, 1, 0 (a two-term encoder) and a global kernel
+        let (p0, p1, p2, glob) = (part(1.0, n), part(10.0, n), part(100.0, n), part(1000.0, n));
+        for (name, k) in [("a", &p0), ("b", &p1), ("c", &p2)] {
+            save_kernel(dir.path(), name, k).unwrap();
+        }
+        let mut ks = SpecKernels {
+            local: vec![(0, "a".into()), (1, "b".into()), (0, "c".into())],
+            global: Some(glob.gram.clone()),
+            parts: Vec::new(),
+        };
+        let mut row = |s| ks.row_kernel_in(dir.path(), n, &NoProgress, s).unwrap();
+        assert_eq!(row(Some(0)), &p0.gram + &p2.gram + &glob.gram);
+        assert_eq!(row(Some(1)), &p1.gram + &glob.gram);
+        assert_eq!(row(None), &p0.gram + &p1.gram + &p2.gram + &glob.gram);
+        assert!(
+            ks.global.is_none(),
+            "the all-scale row, last, takes the global kernel"
+        );
+        // a part file that went missing is an error naming it, not a panic
+        std::fs::remove_file(dir.path().join("b.gram32.npy")).unwrap();
+        ks.global = None;
+        let e = ks
+            .row_kernel_in(dir.path(), n, &NoProgress, Some(1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.gram32.npy"), "{e}");
+        // of another size: named too
+        let e = ks
+            .row_kernel_in(dir.path(), n + 1, &NoProgress, Some(0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(4, 4)"), "{e}");
+    }
 }

@@ -166,7 +166,12 @@ impl Classes<'_> {
         )
     }
 
-    /// The kernels of `spec` at every scale (cnn-global counted once, with the first scale).
+    /// The parts of `spec` at every scale (cnn-global counted once, with
+    /// the first scale), each computed into the run folder (or found there):
+    /// their Grams are dropped here and read back, one at a time, by the
+    /// row that sums them ([`SpecKernels::row_kernel`]), so that the rows
+    /// of any number of scales hold two kernels, not one per scale; only a
+    /// `cnn-global` Gram, which joins every row, stays in memory.
     fn kernels(
         &self,
         spec: &EncoderSpec,
@@ -174,10 +179,9 @@ impl Classes<'_> {
         whiten: bool,
         timings: &mut Vec<(String, f64)>,
     ) -> Result<SpecKernels, PipelineError> {
-        let n_scales = self.inputs.scale_names.len();
-        let mut per_scale: Vec<Option<Array2<f32>>> = vec![None; n_scales];
         let mut global: Option<Array2<f32>> = None;
         let mut parts = Vec::new();
+        let mut local = Vec::new();
         for (ti, s) in self.part_list(spec) {
             let term = &spec.terms[ti];
             let mut k = self.part_kernel(term, s, kinds, whiten, timings)?;
@@ -185,12 +189,12 @@ impl Classes<'_> {
             if *term == Term::CnnGlobal {
                 add_kernel(&mut global, gram);
             } else {
-                add_kernel(&mut per_scale[s], gram);
+                local.push((s, self.part_kernel_name(term, s, kinds, whiten)));
             }
             parts.push((ti, s, k));
         }
         Ok(SpecKernels {
-            per_scale,
+            local,
             global,
             parts,
         })
@@ -458,13 +462,7 @@ impl Classes<'_> {
             return Ok(self.classify_primal(&src)?.3);
         }
         let mut ks = self.kernels(spec, kinds, false, timings)?;
-        let mut g = None;
-        for k in ks.per_scale.iter_mut().chain([&mut ks.global]) {
-            if let Some(k) = k.take() {
-                add_kernel(&mut g, k);
-            }
-        }
-        let g = g.expect("an encoder has at least one part");
+        let g = ks.row_kernel(self, None)?;
         Ok(self
             .classify(&g, spec, kinds, false, &ks.parts, None, &|_| false)?
             .3)
@@ -507,9 +505,7 @@ impl Classes<'_> {
     /// Whether this run trains its SVMs on the primal path (decided on all
     /// the run's training images, as its checks before the first pass were).
     pub(crate) fn primal(&self) -> bool {
-        self.cfg
-            .classifier
-            .primal_for(self.inputs.n_train, self.inputs.scale_names.len())
+        self.cfg.primal_for(self.inputs.n_train)
     }
 
     /// Whether the primal row of `spec` at `scale` keeps its SVM: the
