@@ -485,16 +485,18 @@ def run_pipeline(
     the run folder's stores.
 
     With ``classifier_tasks=True`` (the default) the classifier stage runs
-    in Ray tasks too, each opening the run folder and reading the stores:
-    one task per term kernel on the kernel path (``classifier="kernel"``,
-    the default at MIT Indoor's size), one per report row — an encoder at
-    one scale or all, whitened or not: cross-validation over the C grid and
-    the final one-vs-rest SVM — on the primal path (``classifier="primal"``,
-    SUN397's size). Each task keeps its result in the run folder (the files a
-    resumed single-process run reads), so a run started again skips the
-    finished tasks; the driver then checks the results are there and
-    computes the report from them (on the kernel path also the SVMs on the
-    kernels, which no longer read the stores). ``classifier_tasks=False``
+    in Ray tasks too, each opening the run folder: on the kernel path
+    (``classifier="kernel"``, the default up to 23 170 training images) one
+    task per term kernel, reading the stores, then, once those are done, one
+    per report row — an encoder at one scale or all, whitened or not:
+    cross-validation over the C grid, the final one-vs-rest SVM and the
+    test images' scores — reading the kernels; on the primal path
+    (``classifier="primal"``) one task per report row, reading the stores.
+    Each task keeps its result in the run folder (the files a resumed
+    single-process run reads), so a run started again skips the finished
+    tasks; the driver then checks the results are there and computes the
+    report from them (and the saved classifier, whose weights the all-scale
+    row tasks keep). ``classifier_tasks=False``
     computes the whole stage on the driver. The report is the same either
     way, and the single-process one (docs/pipeline.md §6). The report's
     ``timings`` give the time of each distributed pass.
@@ -562,12 +564,15 @@ def run_pipeline(
     if tasks:
         t = time.perf_counter()
         classify = ray.remote(_classifier_task).options(num_cpus=num_cpus, max_retries=3)
-        done = ray.get([classify.remote(args, name, num_cpus, bool(verbose)) for name, _ in tasks])
+        # a wave's tasks read the earlier waves' results (the kernel path's rows read its kernels)
+        for wave in sorted({w for _, _, w in tasks}):
+            now = [(name, label) for name, label, w in tasks if w == wave]
+            done = ray.get([classify.remote(args, name, num_cpus, bool(verbose)) for name, _ in now])
+            if verbose:
+                for (name, label), (_, seconds) in zip(now, done):
+                    print(f"{label}: {seconds:.1f} s (ray task)", file=sys.stderr)
         job.add_timing(f"classifier (ray, {len(tasks)} tasks)", time.perf_counter() - t)
-        if verbose:
-            for (name, label), (_, seconds) in zip(tasks, done):
-                print(f"{label}: {seconds:.1f} s (ray task)", file=sys.stderr)
-    return json.loads(job.finish_classifier_tasks([name for name, _ in tasks], bool(verbose)))
+    return json.loads(job.finish_classifier_tasks([name for name, _, _ in tasks], bool(verbose)))
 
 
 class _ScenePredictor:

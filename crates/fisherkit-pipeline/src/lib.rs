@@ -23,6 +23,7 @@ pub use fisherkit_io::descriptor_file;
 pub mod descriptors;
 mod disk;
 mod evaluate;
+mod finished;
 mod inputs;
 pub mod job;
 pub mod kept;

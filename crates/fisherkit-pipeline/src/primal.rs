@@ -15,12 +15,9 @@
 //! weights (K, D) and these vectors — nothing N × N.
 
 use crate::kernel::{block_cols, TermColumns};
-use crate::report::ResultRow;
 use crate::PipelineError;
-use fisherkit::svm::{LinearSvc, RowSource, SvmError};
-use fisherkit_io::{ClassLabels, LabelledSvm, LinearSvmModel, ModelFile};
+use fisherkit::svm::{RowSource, SvmError};
 use ndarray::{s, Array1, ArrayViewMut2};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Columns per read of one part inside a row block (bounds the temporary).
@@ -122,95 +119,5 @@ impl RowSource for FeatureRows<'_> {
             base += cols.width();
         }
         Ok(())
-    }
-}
-
-/// The finished result rows of the primal path in the run folder
-/// (`primal/<name>.json`, with `<name>.safetensors`, the trained SVM, when the
-/// run writes an output folder), so that a killed run started again loses no
-/// finished SVM. The model is written first and the row last, atomically: a
-/// row present means its work is complete.
-pub(crate) struct Finished {
-    dir: PathBuf,
-}
-
-impl Finished {
-    /// The folder `dir` (created by the first [`Finished::save`]).
-    pub(crate) fn new(dir: PathBuf) -> Self {
-        Self { dir }
-    }
-
-    fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
-        (
-            self.dir.join(format!("{name}.json")),
-            self.dir.join(format!("{name}.safetensors")),
-        )
-    }
-
-    /// Whether the row `name` (and, if `with_model`, its SVM) is kept here,
-    /// without reading them.
-    pub(crate) fn has(&self, name: &str, with_model: bool) -> bool {
-        let (row, model) = self.paths(name);
-        row.is_file() && (!with_model || model.is_file())
-    }
-
-    /// The row `name` and, if `with_model`, its SVM, when a run finished them
-    /// (anything unreadable counts as not finished).
-    pub(crate) fn load(
-        &self,
-        name: &str,
-        with_model: bool,
-    ) -> Option<(ResultRow, Option<LinearSvc<f32>>)> {
-        let (row_path, model_path) = self.paths(name);
-        let row: ResultRow = serde_json::from_slice(&std::fs::read(row_path).ok()?).ok()?;
-        if !with_model {
-            return Some((row, None));
-        }
-        match fisherkit_io::LinearSvmModel::read(&model_path).ok()? {
-            LinearSvmModel::F32(m) => Some((row, Some(m.svm))),
-            LinearSvmModel::F64(_) => None,
-        }
-    }
-
-    /// Keeps the row `name` and, given the class names, its SVM `svm`
-    /// (handed back: at SUN397's size its weights are gigabytes, not copied).
-    ///
-    /// # Errors
-    /// A failed write.
-    pub(crate) fn save(
-        &self,
-        name: &str,
-        row: &ResultRow,
-        svm: LinearSvc<f32>,
-        classes: Option<&[String]>,
-    ) -> Result<LinearSvc<f32>, PipelineError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| PipelineError::Io {
-            path: self.dir.display().to_string(),
-            message: format!("cannot create the folder of finished SVMs: {e}"),
-        })?;
-        let (row_path, model_path) = self.paths(name);
-        let err = |p: &Path, e: fisherkit_io::IoError| PipelineError::Io {
-            path: p.display().to_string(),
-            message: e.to_string(),
-        };
-        let svm = match classes {
-            Some(classes) => {
-                let m = LabelledSvm {
-                    svm,
-                    classes: ClassLabels::Str(classes.to_vec()),
-                    c: Some(row.c),
-                };
-                m.write(&model_path, &Default::default())
-                    .map_err(|e| err(&model_path, e))?;
-                m.svm
-            }
-            None => svm,
-        };
-        let json = serde_json::to_vec(row).map_err(|e| PipelineError::Io {
-            path: row_path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        fisherkit_io::write_file(&row_path, &json).map_err(|e| err(&row_path, e))?;
-        Ok(svm)
     }
 }

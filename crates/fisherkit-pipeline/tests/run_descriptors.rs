@@ -389,6 +389,44 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     };
     let kernel = run_with(Classifier::Kernel, StoreFormat::F32);
     let primal = run_with(Classifier::Primal, StoreFormat::F32);
+    // A run killed inside the classifier stage, on either path: the rows it
+    // finished are kept in the run folder and reused as they are (their
+    // timings too; on the kernel path without its kernels, removed here);
+    // the others are trained again, to the same results.
+    for (classifier, done, dir) in [
+        (Classifier::Primal, &primal, "primal"),
+        (Classifier::Kernel, &kernel, "kernel-rows"),
+    ] {
+        let runs: Vec<_> = t.path().join("cache/runs").read_dir().unwrap().collect();
+        assert_eq!(runs.len(), 1);
+        let folder = runs[0].as_ref().unwrap().path();
+        let _ = std::fs::remove_dir_all(folder.join("kernels"));
+        let again = run_with(classifier, StoreFormat::F32);
+        assert_eq!(again.results, done.results, "{dir}: every row reused");
+        let mut kept: Vec<_> = folder
+            .join(dir)
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        kept.sort();
+        assert_eq!(kept.len(), done.results.len(), "{dir}");
+        std::fs::remove_file(&kept[1]).unwrap();
+        let resumed = run_with(classifier, StoreFormat::F32);
+        assert_eq!(
+            without_times(&resumed.results),
+            without_times(&done.results),
+            "{dir}"
+        );
+        let retrained = resumed
+            .results
+            .iter()
+            .zip(&done.results)
+            .filter(|(a, b)| a.svm_seconds != b.svm_seconds)
+            .count();
+        assert_eq!(retrained, 1, "{dir}: only the removed row is trained again");
+    }
     // the q8 run imports the f32 stores of the runs above
     let q8 = run_with(Classifier::Kernel, StoreFormat::Q8);
     assert_eq!(primal.config.svm.classifier, Classifier::Primal);
@@ -414,35 +452,6 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
             }
         }
     }
-    // A run killed inside the primal stage: the rows it finished are kept in the
-    // run folder and reused as they are (their timings too); the others are
-    // trained again, to the same results.
-    let again = run_with(Classifier::Primal, StoreFormat::F32);
-    assert_eq!(again.results, primal.results, "every row reused");
-    let runs: Vec<_> = t.path().join("cache/runs").read_dir().unwrap().collect();
-    assert_eq!(runs.len(), 1);
-    let done = runs[0].as_ref().unwrap().path().join("primal");
-    let mut kept: Vec<_> = done
-        .read_dir()
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    kept.sort();
-    assert_eq!(kept.len(), primal.results.len());
-    std::fs::remove_file(&kept[1]).unwrap();
-    let resumed = run_with(Classifier::Primal, StoreFormat::F32);
-    assert_eq!(
-        without_times(&resumed.results),
-        without_times(&primal.results)
-    );
-    let retrained = resumed
-        .results
-        .iter()
-        .zip(&primal.results)
-        .filter(|(a, b)| a.svm_seconds != b.svm_seconds)
-        .count();
-    assert_eq!(retrained, 1, "only the removed row is trained again");
     // With an output folder the finished SVM is kept too: a second run writes the same file.
     let svm_file = |out: &str| {
         let mut cfg = planted_config(train.clone(), test.clone());
@@ -647,8 +656,13 @@ fn the_classifier_stage_task_by_task_equals_finish() {
         match classifier {
             // one per report row (one scale: the all-scale row only)
             Classifier::Primal => assert_eq!(tasks.len(), rows, "{tasks:?}"),
-            // gmm-fv:mean, gmm-fv:var, mfa-fs:loading twice, the sweep's gmm-fv:var
-            _ => assert_eq!(tasks.len(), 5, "{tasks:?}"),
+            // kernels: gmm-fv:mean, gmm-fv:var, mfa-fs:loading twice, the
+            // sweep's gmm-fv:var; then, reading them, one per report row
+            _ => {
+                let wave = |w| tasks.iter().filter(|t| t.wave == w).count();
+                assert_eq!((wave(0), wave(1)), (5, rows), "{tasks:?}");
+                assert!(tasks.windows(2).all(|p| p[0].wave <= p[1].wave));
+            }
         }
         for task in &tasks {
             let mut worker = Job::descriptor_files(&cfg, &NoProgress).unwrap();
@@ -673,6 +687,28 @@ fn the_classifier_stage_task_by_task_equals_finish() {
             "{:?}",
             report.timings
         );
+        // the kernel path's rows are the workers' (timings too), read back
+        if classifier == Classifier::Kernel {
+            let runs: Vec<_> = t
+                .path()
+                .join(format!("tasks-{tag}/runs"))
+                .read_dir()
+                .unwrap()
+                .collect();
+            let kept: Vec<fisherkit_pipeline::report::ResultRow> = runs[0]
+                .as_ref()
+                .unwrap()
+                .path()
+                .join("kernel-rows")
+                .read_dir()
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+                .collect();
+            assert_eq!(kept.len(), rows);
+            assert!(report.results.iter().all(|r| kept.contains(r)), "{kept:?}");
+        }
         // the kernel files (there for the workers above) are removed once
         // their last reader is done: the run folder keeps the stores only
         let mut left = Vec::new();

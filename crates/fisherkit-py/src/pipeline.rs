@@ -465,12 +465,16 @@ impl PyJob {
     }
 
     /// The classifier stage's tasks whose results the run folder lacks
-    /// (after the encode pass): `(name, label)` pairs, in the stage's order
+    /// (after the encode pass): `(name, label, wave)` triples, in the
+    /// stage's order; a task reads the results of the earlier waves' tasks
     /// (docs/pipeline.md §6).
-    fn classifier_tasks(&mut self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+    fn classifier_tasks(&mut self, py: Python<'_>) -> PyResult<Vec<(String, String, usize)>> {
         let job = self.job_mut()?;
         let tasks = py.detach(|| job.classifier_tasks()).map_err(err)?;
-        Ok(tasks.into_iter().map(|t| (t.name, t.label)).collect())
+        Ok(tasks
+            .into_iter()
+            .map(|t| (t.name, t.label, t.wave))
+            .collect())
     }
 
     /// Runs the classifier task `name` in this process (a worker's job of

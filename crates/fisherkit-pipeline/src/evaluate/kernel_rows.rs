@@ -11,12 +11,13 @@ use crate::spec::{EncoderSpec, Term};
 use crate::stages::ModelKind;
 use crate::trained::{self, Candidate};
 use crate::{PipelineError, Progress};
+use fisherkit::svm::LinearSvc;
 use ndarray::Array2;
 use std::time::Instant;
 
 /// One evaluated encoder: where its training kernels are and what the
 /// outputs and the test rows need.
-pub(super) struct SpecKernels {
+pub(crate) struct SpecKernels {
     /// (scale, run-folder kernel name) of each local part (not `cnn-global`),
     /// in part order: a row's kernel is the sum of its scales' parts, read
     /// back one at a time ([`SpecKernels::row_kernel`]).
@@ -81,11 +82,13 @@ pub(super) fn add_kernel(acc: &mut Option<Array2<f32>>, g: Array2<f32>) {
     }
 }
 
-/// The kernel path's rows of `spec`: its training kernels (per scale, all
-/// scales), an SVM on each, the test rows scored through the term columns;
-/// the output folder's files and the saved-model candidate for the
-/// all-scale row; the compact variant when asked. Returns the rows and their
-/// one-line summaries.
+/// The kernel path's rows of `spec`: per scale, then all scales, each an
+/// SVM on the row's training kernel with the test rows scored through the
+/// term columns, each kept in the run folder when finished (a killed run
+/// started again, or the driver after a cluster's row tasks, reads it
+/// instead of training it); the output folder's files and the saved-model
+/// candidate for the all-scale row; the compact variant when asked.
+/// Returns the rows and their one-line summaries.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn evaluate_kernel(
     c: &Classes<'_>,
@@ -97,59 +100,53 @@ pub(super) fn evaluate_kernel(
     best: &mut Option<Candidate>,
 ) -> Result<(Vec<ResultRow>, Vec<String>), PipelineError> {
     let cfg = c.cfg;
-    let n_classes = c.inputs.classes.len();
-    let t = Instant::now();
-    let mut ks = c.kernels(spec, kinds, whiten, timings)?;
-    let kernel_seconds = t.elapsed().as_secs_f64();
-    let scales = c.report_scales(spec);
+    // The part kernels: computed (or read) when a row is trained, not for rows already finished.
+    let mut ks: Option<(SpecKernels, f64)> = None;
     let (mut results, mut summary) = (Vec::new(), Vec::new());
-    // Per-scale rows first, then all scales: each row's kernel summed from
-    // the run folder's part kernels, so that two kernels (n_train² f32 each)
-    // and the global one are held at any number of scales.
-    for scale in scales {
-        let g = ks.row_kernel(c, scale)?;
-        let t = Instant::now();
+    for scale in c.report_scales(spec) {
         // The weights of a row that cannot win are not formed.
         let want =
             |cv: f64| scale.is_none() && trained::wanted(cfg, spec) && trained::improves(best, cv);
         let keep = |cv: f64| scale.is_none() && (c.out.is_some() || want(cv));
-        let (dim, cc, cv, pred, formed) =
-            c.classify(&g, spec, kinds, whiten, &ks.parts, scale, &keep)?;
-        let mut row = result_row(
-            spec,
-            whiten,
-            dim,
-            n_classes,
-            yte,
-            &pred,
-            cc,
-            cv,
-            kernel_seconds,
-            t.elapsed().as_secs_f64(),
-        )?;
-        row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+        let compact = match (scale, cfg.compact_dim, spec.uses_mfa()) {
+            (None, Some(d), true) => Some(d),
+            _ => None,
+        };
+        let key = c.finished_key(spec, whiten, scale);
+        let (row, formed, mut g, note) = match finished_row(c, &key, &keep) {
+            Some((row, model)) => (row, model, None, ", from the run folder"),
+            None => {
+                let (ks, seconds) = spec_kernels(c, &mut ks, spec, kinds, whiten, timings)?;
+                let (row, model, g) =
+                    kernel_row(c, spec, whiten, kinds, ks, *seconds, scale, yte, &keep)?;
+                (row, model, compact.map(|_| g), "")
+            }
+        };
         if let Some(model) = formed {
             let want = want(trained::cv_score(&row));
-            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, &ks.parts, model, cc)?;
+            let norm_parts;
+            let parts = match &ks {
+                Some((ks, _)) => &ks.parts,
+                None => {
+                    norm_parts = c.norm_parts(spec, &c.part_norms(spec, kinds, whiten, timings)?);
+                    &norm_parts
+                }
+            };
+            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, parts, model, row.c)?;
             if want {
-                let cand = candidate(spec, whiten, model, fims, &row);
-                trained::consider(best, cand);
+                trained::consider(best, candidate(spec, whiten, model, fims, &row));
             }
         }
-        summary.push(row_summary(&row, ""));
+        summary.push(row_summary(&row, note));
+        let seconds = row.encode_seconds;
         results.push(row);
-        if let (None, Some(d), true) = (scale, cfg.compact_dim, spec.uses_mfa()) {
-            let row = compact_row(
-                c,
-                spec,
-                whiten,
-                kinds,
-                &ks.parts,
-                &g,
-                d,
-                yte,
-                kernel_seconds,
-            )?;
+        if let Some(d) = compact {
+            let (ks, _) = spec_kernels(c, &mut ks, spec, kinds, whiten, timings)?;
+            let g = match g.take() {
+                Some(g) => g,
+                None => ks.row_kernel(c, None)?,
+            };
+            let row = compact_row(c, spec, whiten, kinds, &ks.parts, &g, d, yte, seconds)?;
             summary.push(format!(
                 "+ PCA ({}) {:.2} %",
                 row.compact.unwrap_or(0),
@@ -159,6 +156,87 @@ pub(super) fn evaluate_kernel(
         }
     }
     Ok((results, summary))
+}
+
+/// The part kernels of `spec` in `ks` and the seconds they took, computed
+/// (or read from the run folder) on first use.
+fn spec_kernels<'k>(
+    c: &Classes<'_>,
+    ks: &'k mut Option<(SpecKernels, f64)>,
+    spec: &EncoderSpec,
+    kinds: (ModelKind, ModelKind),
+    whiten: bool,
+    timings: &mut Vec<(String, f64)>,
+) -> Result<&'k mut (SpecKernels, f64), PipelineError> {
+    if ks.is_none() {
+        let t = Instant::now();
+        let k = c.kernels(spec, kinds, whiten, timings)?;
+        *ks = Some((k, t.elapsed().as_secs_f64()));
+    }
+    Ok(ks.as_mut().expect("computed above"))
+}
+
+/// The row kept in the run folder under `key`, with its SVM when
+/// `keep(its cross-validated accuracy)` asks for it (a row kept without
+/// its SVM then counts as not finished).
+fn finished_row(
+    c: &Classes<'_>,
+    key: &str,
+    keep: &dyn Fn(f64) -> bool,
+) -> Option<(ResultRow, Option<LinearSvc<f32>>)> {
+    let (row, _) = c.finished.load(key, false)?;
+    if !keep(trained::cv_score(&row)) {
+        return Some((row, None));
+    }
+    match c.finished.load(key, true)? {
+        (row, Some(model)) => Some((row, Some(model))),
+        _ => None,
+    }
+}
+
+/// A trained kernel-path row: the row, the SVM's weights if formed, the
+/// row's training kernel.
+pub(crate) type KernelRow = (ResultRow, Option<LinearSvc<f32>>, Array2<f32>);
+
+/// Trains one report row of `spec` at `scale` on the kernel path and keeps
+/// it in the run folder, with the SVM's weights when `keep(cross-validated
+/// accuracy)` asks for them: the unit of the kernel path, in
+/// [`evaluate_kernel`] and in a classifier task of another process alike.
+/// `ks`: the spec's part kernels, which took `kernel_seconds`. Returns the
+/// row, the weights if formed and the row's training kernel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn kernel_row(
+    c: &Classes<'_>,
+    spec: &EncoderSpec,
+    whiten: bool,
+    kinds: (ModelKind, ModelKind),
+    ks: &mut SpecKernels,
+    kernel_seconds: f64,
+    scale: Option<usize>,
+    yte: &[usize],
+    keep: &dyn Fn(f64) -> bool,
+) -> Result<KernelRow, PipelineError> {
+    let g = ks.row_kernel(c, scale)?;
+    let t = Instant::now();
+    let (dim, cc, cv, pred, formed) =
+        c.classify(&g, spec, kinds, whiten, &ks.parts, scale, keep)?;
+    let mut row = result_row(
+        spec,
+        whiten,
+        dim,
+        c.inputs.classes.len(),
+        yte,
+        &pred,
+        cc,
+        cv,
+        kernel_seconds,
+        t.elapsed().as_secs_f64(),
+    )?;
+    row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+    let key = c.finished_key(spec, whiten, scale);
+    let classes = c.inputs.classes.as_slice();
+    let formed = c.finished.save(&key, &row, formed, Some(classes))?;
+    Ok((row, formed, g))
 }
 
 /// The parts of `spec` that the row at `scale` holds: the local terms at

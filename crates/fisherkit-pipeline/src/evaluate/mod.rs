@@ -5,10 +5,11 @@
 use crate::classifier::{part_list as parts_of, term_columns as term_columns_of};
 use crate::config::{RunConfig, Whitening};
 use crate::error::zeros_checked;
+use crate::finished::Finished;
 use crate::inputs::Inputs;
 use crate::kernel::{load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
-use crate::primal::{FeatureRows, Finished, PartNorms};
+use crate::primal::{FeatureRows, PartNorms};
 use crate::progress::stop_if_cancelled;
 use crate::report::ModelReport;
 use crate::report::{timed, ResultRow, SweepPoint};
@@ -32,7 +33,8 @@ mod outputs;
 mod primal_rows;
 mod sweep;
 
-use kernel_rows::{add_kernel, evaluate_kernel, row_parts, SpecKernels};
+use kernel_rows::{add_kernel, evaluate_kernel, row_parts};
+pub(crate) use kernel_rows::{kernel_row, SpecKernels};
 use primal_rows::evaluate_primal;
 pub(crate) use primal_rows::primal_row;
 use sweep::sweep;
@@ -112,7 +114,8 @@ pub(crate) struct Classes<'a> {
     pub(crate) rows_key: String,
     /// Primal path only: the norms and whitening of each part, by part name.
     pub(crate) norms: RefCell<HashMap<String, PartNorms>>,
-    /// Primal path only: the report rows finished by this or an earlier (killed) run.
+    /// The report rows finished by this or an earlier (killed) run, or by
+    /// classifier tasks of other processes (in the run's path's folder).
     pub(crate) finished: Finished,
 }
 
@@ -172,7 +175,7 @@ impl Classes<'_> {
     /// row that sums them ([`SpecKernels::row_kernel`]), so that the rows
     /// of any number of scales hold two kernels, not one per scale; only a
     /// `cnn-global` Gram, which joins every row, stays in memory.
-    fn kernels(
+    pub(crate) fn kernels(
         &self,
         spec: &EncoderSpec,
         kinds: (ModelKind, ModelKind),
@@ -392,6 +395,28 @@ impl Classes<'_> {
         Ok(v)
     }
 
+    /// The parts of `spec` with their norms and whitening `norms` (in part
+    /// order) but no Gram: what [`outputs::outputs`] needs of a row trained
+    /// on the primal path or finished by an earlier run.
+    fn norm_parts(
+        &self,
+        spec: &EncoderSpec,
+        norms: &[PartNorms],
+    ) -> Vec<(usize, usize, TermKernel)> {
+        self.part_list(spec)
+            .into_iter()
+            .zip(norms)
+            .map(|((ti, s), n)| {
+                let k = TermKernel {
+                    gram: Array2::zeros((0, 0)),
+                    inv_norm: Array1::from(n.inv_norm.to_vec()),
+                    fim: n.fim.clone(),
+                };
+                (ti, s, k)
+            })
+            .collect()
+    }
+
     /// The features of the parts of `spec` at `scale` (all scales: `None`),
     /// `cnn-global` with every scale, as an out-of-core row source.
     fn feature_rows(
@@ -480,7 +505,7 @@ impl Classes<'_> {
         scales
     }
 
-    /// The name under which the primal row of `spec` at `scale` is kept:
+    /// The name under which the row of `spec` at `scale` is kept:
     /// everything it depends on beyond the run folder's own key (the rows,
     /// the SVM's settings, the normalisation, the store format).
     pub(crate) fn finished_key(
@@ -508,9 +533,10 @@ impl Classes<'_> {
         self.cfg.primal_for(self.inputs.n_train)
     }
 
-    /// Whether the primal row of `spec` at `scale` keeps its SVM: the
-    /// all-scale row, when the run writes an output folder or may save it.
-    pub(crate) fn primal_with_model(&self, spec: &EncoderSpec, scale: Option<usize>) -> bool {
+    /// Whether the row of `spec` at `scale`, trained on the primal path or
+    /// by a classifier task, keeps its SVM: the all-scale row, when the run
+    /// writes an output folder or may save it.
+    pub(crate) fn row_with_model(&self, spec: &EncoderSpec, scale: Option<usize>) -> bool {
         scale.is_none() && (self.out.is_some() || trained::wanted(self.cfg, spec))
     }
 
@@ -542,7 +568,7 @@ impl Classes<'_> {
         KernelUses::new(self.kernel_dir.clone(), steps)
     }
 
-    fn test_labels(&self) -> Vec<usize> {
+    pub(crate) fn test_labels(&self) -> Vec<usize> {
         self.rows[self.n_train..]
             .iter()
             .map(|&i| self.inputs.labels[i])

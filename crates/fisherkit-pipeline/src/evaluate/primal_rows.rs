@@ -3,7 +3,6 @@
 
 use super::outputs::outputs;
 use super::{candidate, result_row, row_line, Classes};
-use crate::kernel::TermKernel;
 use crate::primal::PartNorms;
 use crate::report::ResultRow;
 use crate::spec::EncoderSpec;
@@ -11,7 +10,6 @@ use crate::stages::ModelKind;
 use crate::trained::{self, Candidate};
 use crate::{PipelineError, Progress};
 use fisherkit::svm::{LinearSvc, OutOfCoreSvmParams, RowSource};
-use ndarray::{Array1, Array2};
 use std::time::Instant;
 
 /// The result rows of one encoder on the primal path: per scale (with
@@ -32,7 +30,7 @@ pub(super) fn evaluate_primal(
     for scale in c.report_scales(spec) {
         let key = c.finished_key(spec, whiten, scale);
         let want = scale.is_none() && trained::wanted(c.cfg, spec);
-        let with_model = c.primal_with_model(spec, scale);
+        let with_model = c.row_with_model(spec, scale);
         let (row, svm) = match c.finished.load(&key, with_model) {
             Some(done) => {
                 progress.warn(&row_line(&name, &done.0, ", primal, from the run folder"));
@@ -49,19 +47,7 @@ pub(super) fn evaluate_primal(
                 norms = Some((c.part_norms(spec, kinds, whiten, timings)?, 0.0));
             }
             let (n, _) = norms.as_ref().expect("computed above");
-            let parts: Vec<(usize, usize, TermKernel)> = c
-                .part_list(spec)
-                .into_iter()
-                .zip(n)
-                .map(|((ti, s), n)| {
-                    let k = TermKernel {
-                        gram: Array2::zeros((0, 0)),
-                        inv_norm: Array1::from(n.inv_norm.to_vec()),
-                        fim: n.fim.clone(),
-                    };
-                    (ti, s, k)
-                })
-                .collect();
+            let parts = c.norm_parts(spec, n);
             let (model, fims) = outputs(c, c.out, spec, whiten, kinds, &parts, svm, row.c)?;
             if want {
                 trained::consider(best, candidate(spec, whiten, model, fims, &row));
@@ -107,11 +93,12 @@ pub(crate) fn primal_row(
         progress,
     )?;
     let classes = c.inputs.classes.as_slice();
-    let with_model = c.primal_with_model(spec, scale);
+    let with_model = c.row_with_model(spec, scale);
     let key = c.finished_key(spec, whiten, scale);
     let svm = c
         .finished
-        .save(&key, &row, svm, with_model.then_some(classes))?;
+        .save(&key, &row, Some(svm), with_model.then_some(classes))?
+        .expect("handed back");
     progress.warn(&row_line(&name, &row, ", primal"));
     Ok((row, svm))
 }

@@ -53,7 +53,10 @@ impl<'a> Job<'a> {
             kernel_dir: self.folder.kernels(),
             rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
             norms: Default::default(),
-            finished: crate::primal::Finished::new(self.folder.primal()),
+            finished: crate::finished::Finished::new(
+                self.folder
+                    .finished_rows(self.cfg.primal_for(self.inputs.n_train)),
+            ),
         };
         std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
             path: c.kernel_dir.display().to_string(),

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 /// | `sample-ms<rows>/part-<chunk>.safetensors` | the sample pass's finished chunks |
 /// | `cnn-sample/` | the sample images' CNN output, kept for the encode pass |
 /// | `kernels/` | term kernels of the kernel path ([`crate::kernel`]) |
-/// | `primal/` | finished rows of the primal path ([`crate::primal`]) |
+/// | `primal/`, `kernel-rows/` | finished report rows of either classifier path ([`crate::finished`]) |
 pub(crate) struct RunFolder {
     pub dir: PathBuf,
     /// Removed when the run ends (no cache folder was given).
@@ -71,9 +71,11 @@ impl RunFolder {
         self.dir.join("kernels")
     }
 
-    /// Where the primal path keeps its finished report rows.
-    pub(crate) fn primal(&self) -> PathBuf {
-        self.dir.join("primal")
+    /// Where the primal path (`primal`) or the kernel path keeps its
+    /// finished report rows (a row of either path is its own result: the
+    /// paths solve the same problem to a tolerance, not to the same bits).
+    pub(crate) fn finished_rows(&self, primal: bool) -> PathBuf {
+        self.dir.join(if primal { "primal" } else { "kernel-rows" })
     }
 }
 
