@@ -473,6 +473,27 @@ fn the_primal_path_and_q8_stores_agree_with_the_kernel_path() {
     );
 }
 
+#[test]
+fn finished_rows_are_not_reused_under_other_model_settings() {
+    // The run folder is shared by runs that differ only in their background
+    // models (its key holds the data, CNN, PCA and sample settings): a row
+    // finished under GMM K = 8 must not be read back by a run with K = 4.
+    use fisherkit_pipeline::Classifier;
+    let t = tempfile::tempdir().unwrap();
+    let (train, test) = planted_files(t.path(), 30, 15, 5);
+    for classifier in [Classifier::Kernel, Classifier::Primal] {
+        for k in [8, 4] {
+            let mut cfg = planted_config(train.clone(), test.clone());
+            cfg.classifier = classifier;
+            cfg.gmm_components = k;
+            cfg.cache_dir = Some(t.path().join("cache"));
+            let r = run_descriptors(&cfg, &NoProgress).unwrap();
+            let row = r.results.iter().find(|x| x.spec == "gmm-fv:mean").unwrap();
+            assert_eq!(row.dim, k * D, "{classifier:?} K = {k}");
+        }
+    }
+}
+
 /// A progress that asks the run to stop after `after` steps.
 struct CancelAfter {
     after: u64,

@@ -506,8 +506,9 @@ impl Classes<'_> {
     }
 
     /// The name under which the row of `spec` at `scale` is kept:
-    /// everything it depends on beyond the run folder's own key (the rows,
-    /// the SVM's settings, the normalisation, the store format).
+    /// everything it depends on beyond the run folder's own key (the parts'
+    /// stores, whose names list their models' settings, the rows, the
+    /// SVM's settings, the normalisation, the store format).
     pub(crate) fn finished_key(
         &self,
         spec: &EncoderSpec,
@@ -515,8 +516,15 @@ impl Classes<'_> {
         scale: Option<usize>,
     ) -> String {
         let cfg = self.cfg;
+        let kinds = kinds_of(cfg);
+        let parts: Vec<String> = self
+            .part_list(spec)
+            .into_iter()
+            .map(|(ti, s)| self.part_kernel_name(&spec.terms[ti], s, kinds, whiten))
+            .collect();
         let k = crate::stages::key(&[
             spec.name(),
+            parts.join(","),
             format!("whiten={whiten}"),
             format!("scale={:?}", scale.map(|s| &self.inputs.scale_names[s])),
             format!("c_grid={:?} folds={}", cfg.c_grid, cfg.cv_folds),
