@@ -452,6 +452,9 @@ fn output_dir_holds_models_that_reproduce_the_run() {
             "--save-encodings",
             "--whitening",
             "both",
+            // exact encodings, compared to 1e-6 below (q8, the default, rounds them)
+            "--store",
+            "f32",
         ],
     )
     .success();

@@ -2,7 +2,7 @@
 
 use crate::PipelineError;
 
-/// Receives progress and warnings (the CLI draws bars; tests ignore them).
+/// Receives progress, results and warnings (the CLI draws bars; tests ignore them).
 pub trait Progress: Sync {
     /// A stage with `len` steps starts.
     fn start(&self, stage: &str, len: u64);
@@ -10,8 +10,15 @@ pub trait Progress: Sync {
     fn inc(&self, n: u64);
     /// The current stage ends, with a short summary.
     fn finish(&self, summary: &str);
-    /// Something the user should know (a skipped image…).
+    /// Something the user should know that may need action (a skipped
+    /// image, a model stopped at its iteration cap…).
     fn warn(&self, message: &str);
+    /// A result as it is ready (a report row read back from the run folder,
+    /// a sweep point, the saved classifier): information, not a warning.
+    /// Default: ignored.
+    fn note(&self, message: &str) {
+        let _ = message;
+    }
     /// Whether the run should stop now (Ctrl-C in Python): checked between
     /// batches of images, EM iterations and encoders; the run then returns
     /// [`PipelineError::Cancelled`] and its run folder keeps the finished

@@ -123,6 +123,9 @@ impl Progress for Stderr<'_> {
     fn warn(&self, message: &str) {
         self.line(message);
     }
+    fn note(&self, message: &str) {
+        self.line(message);
+    }
     fn cancelled(&self) -> bool {
         self.cancel.is_some_and(Cancel::is_set)
     }

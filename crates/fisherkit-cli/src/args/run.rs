@@ -431,7 +431,9 @@ pub struct OutputArgs {
     pub output_dir: Option<PathBuf>,
     /// Also write each encoder's encodings to the output folder: <encoder>.train.npy,
     /// <encoder>.test.npy (images × dim, f32) and images.train.txt / images.test.txt
-    /// (each row's image and class).
+    /// (each row's image and class). They are the encodings the SVMs were trained on:
+    /// read from the run folder's stores, so rounded by q8 (the default); --store f32
+    /// for exact ones.
     #[arg(long)]
     pub save_encodings: bool,
     /// Also write the CNN descriptors of the images to DIR/train.npz and DIR/test.npz

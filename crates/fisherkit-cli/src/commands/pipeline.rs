@@ -54,6 +54,9 @@ impl Progress for Bars<'_> {
         }
     }
     fn warn(&self, message: &str) {
+        self.note(message);
+    }
+    fn note(&self, message: &str) {
         let guard = self.bar.lock().expect("not poisoned");
         let line = format!("[{:6.1} s] {message}", self.start.elapsed().as_secs_f64());
         match &*guard {
@@ -349,7 +352,7 @@ mod tests {
             "[default: gmm-fv:mean,gmm-fv:var,mfa-fs:mean,mfa-fs:loading]",
             "[default: .fisherkit-cache]",
             "[default: off]",
-            "[default: f32]",
+            "[default: q8]",
         ] {
             assert!(help.contains(shown), "{shown} missing from the help");
         }

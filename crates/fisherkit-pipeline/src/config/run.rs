@@ -78,7 +78,9 @@ pub struct RunConfig {
     /// Folder for the trained models (PCA, GMM, MFA, SVMs) and, with
     /// `save_encodings`, the encodings (see [`crate::output`]).
     pub output_dir: Option<PathBuf>,
-    /// Also write each encoder's train and test encodings to `output_dir`.
+    /// Also write each encoder's train and test encodings to `output_dir`
+    /// (the SVMs' inputs, read from the stores: rounded by `StoreFormat::Q8`,
+    /// exact with `StoreFormat::F32`).
     pub save_encodings: bool,
     /// Write the trained classifier (PCA, background models, encoder, SVM,
     /// classes: everything from an image to a label) to this file

@@ -606,7 +606,7 @@ pub(crate) fn evaluate(
             let t = Instant::now();
             let m = parts.save(cand, path, &c.rows[c.n_train..])?;
             timings.push(("save model".into(), t.elapsed().as_secs_f64()));
-            progress.warn(&format!(
+            progress.note(&format!(
                 "classifier {}{} saved to {}: test accuracy {:.2} % (cross-validated {:.2} %)",
                 m.encoder,
                 if m.whitened { " (whitened)" } else { "" },

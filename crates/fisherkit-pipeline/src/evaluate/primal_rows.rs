@@ -33,7 +33,7 @@ pub(super) fn evaluate_primal(
         let with_model = c.row_with_model(spec, scale);
         let (row, svm) = match c.finished.load(&key, with_model) {
             Some(done) => {
-                progress.warn(&row_line(&name, &done.0, ", primal, from the run folder"));
+                progress.note(&row_line(&name, &done.0, ", primal, from the run folder"));
                 done
             }
             None => {
@@ -99,7 +99,7 @@ pub(crate) fn primal_row(
         .finished
         .save(&key, &row, Some(svm), with_model.then_some(classes))?
         .expect("handed back");
-    progress.warn(&row_line(&name, &row, ", primal"));
+    progress.note(&row_line(&name, &row, ", primal"));
     Ok((row, svm))
 }
 
@@ -132,7 +132,7 @@ pub(super) fn train_primal(
         svm_seconds,
     ));
     let passes = svm.n_iter();
-    progress.warn(&format!(
+    progress.note(&format!(
         "{name}: {svm_seconds:.1} s, outer passes at C = {cc}: mean {:.1}, max {}",
         passes.iter().sum::<usize>() as f64 / passes.len().max(1) as f64,
         passes.iter().max().copied().unwrap_or(0)

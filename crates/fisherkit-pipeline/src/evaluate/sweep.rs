@@ -66,7 +66,7 @@ pub(super) fn sweep(
             ModelKind::Gmm { k } => (k, None),
             ModelKind::Mfa { k, r } => (k, Some(r)),
         };
-        progress.warn(&format!(
+        progress.note(&format!(
             "sweep {} K={components}{}: {:.2} % (dim {dim})",
             term.name(),
             factors.map(|r| format!(" R={r}")).unwrap_or_default(),

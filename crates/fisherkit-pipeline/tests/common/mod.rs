@@ -59,7 +59,7 @@ pub fn small_config(t: &Path) -> RunConfig {
     c
 }
 
-/// A progress that keeps every summary and warning line, for tests that read them.
+/// A progress that keeps every summary, result and warning line, for tests that read them.
 #[derive(Default)]
 pub struct Log(pub Mutex<Vec<String>>);
 
@@ -70,6 +70,9 @@ impl fisherkit_pipeline::Progress for Log {
         self.0.lock().unwrap().push(s.to_string());
     }
     fn warn(&self, s: &str) {
+        self.0.lock().unwrap().push(s.to_string());
+    }
+    fn note(&self, s: &str) {
         self.0.lock().unwrap().push(s.to_string());
     }
 }
