@@ -6,8 +6,9 @@
 //! $N \times$ the row bytes of each planned model (and of the CNN's global
 //! vectors), and on the kernel path the saved term kernels, $4N_{train}^2 + 8N$
 //! bytes each (one per term, scale and whitening of the evaluated encoders
-//! and the sweep). Samples, models and journals are small beside them and counted
-//! through the margin. What the folder already holds (a resumed run) is
+//! and the sweep; in one process only those of one step at a time, as
+//! `kernel::KernelUses` removes them). Samples, models and journals are small
+//! beside them and counted through the margin. What the folder already holds (a resumed run) is
 //! subtracted.
 
 use crate::config::{RunConfig, Whitening};
@@ -21,7 +22,12 @@ use std::path::Path;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DiskNeed {
     pub stores: u64,
+    /// The kernel files on disk at once in one process (each removed after
+    /// the last step that reads it): one encoder's parts, at SUN397's size.
     pub kernels: u64,
+    /// Every kernel file at once, as when classifier tasks compute them all
+    /// before the rows read them (Ray).
+    pub kernels_all: u64,
 }
 
 impl DiskNeed {
@@ -63,40 +69,73 @@ pub(crate) fn estimate(
     if let Some(g) = global_dim {
         stores += n * row(g);
     }
-    let mut kernels = 0;
+    let (mut kernels, mut kernels_all) = (0, 0);
     if !cfg.primal_for(n_train) {
-        // distinct kernel files: (term, whitened) at each scale (cnn-global once)
-        let mut parts = BTreeSet::new();
-        for spec in &cfg.encoders {
-            let whitenings: &[bool] = match (spec.uses_mfa(), cfg.whitening) {
-                (true, Whitening::On) => &[true],
-                (true, Whitening::Both) => &[false, true],
-                _ => &[false],
-            };
-            for &w in whitenings {
-                for t in &spec.terms {
-                    let w = w && matches!(t, Term::MfaFs(_));
-                    let scales = if *t == Term::CnnGlobal { 1 } else { n_scales };
-                    for s in 0..scales {
-                        parts.insert((t.name(), w, s, 0usize));
-                    }
+        let steps = kernel_steps(cfg, n_scales);
+        let nt = n_train as u64;
+        let part = 4 * nt * nt + 8 * n;
+        kernels = peak_files(&steps) as u64 * part;
+        let all: BTreeSet<&Part> = steps.iter().flatten().collect();
+        kernels_all = all.len() as u64 * part;
+    }
+    DiskNeed {
+        stores,
+        kernels,
+        kernels_all,
+    }
+}
+
+/// A kernel file: (term, whitened, scale, sweep point (0: the report's)).
+type Part = (String, bool, usize, usize);
+
+/// The kernel files each step of the kernel path reads, in the run's order:
+/// each report encoder (whitened or not), then each sweep point.
+fn kernel_steps(cfg: &RunConfig, n_scales: usize) -> Vec<BTreeSet<Part>> {
+    let mut steps = Vec::new();
+    for spec in &cfg.encoders {
+        let whitenings: &[bool] = match (spec.uses_mfa(), cfg.whitening) {
+            (true, Whitening::On) => &[true],
+            (true, Whitening::Both) => &[false, true],
+            _ => &[false],
+        };
+        for &w in whitenings {
+            let mut parts = BTreeSet::new();
+            for t in &spec.terms {
+                let w = w && matches!(t, Term::MfaFs(_));
+                let scales = if *t == Term::CnnGlobal { 1 } else { n_scales };
+                for s in 0..scales {
+                    parts.insert((t.name(), w, s, 0usize));
                 }
             }
+            steps.push(parts);
         }
-        for (i, _) in cfg
-            .sweep_gmm_components
-            .iter()
-            .chain(&cfg.sweep_mfa_factors)
-            .enumerate()
-        {
-            for s in 0..n_scales {
-                parts.insert((String::new(), false, s, i + 1));
-            }
-        }
-        let nt = n_train as u64;
-        kernels = parts.len() as u64 * (4 * nt * nt + 8 * n);
     }
-    DiskNeed { stores, kernels }
+    let sweep = cfg.sweep_gmm_components.len() + cfg.sweep_mfa_factors.len();
+    for i in 0..sweep {
+        steps.push(
+            (0..n_scales)
+                .map(|s| (String::new(), false, s, i + 1))
+                .collect(),
+        );
+    }
+    steps
+}
+
+/// The most kernel files on disk at once when each is written by the first
+/// step that reads it and removed after the last (`kernel::KernelUses`).
+fn peak_files(steps: &[BTreeSet<Part>]) -> usize {
+    (0..steps.len())
+        .map(|i| {
+            let before: BTreeSet<&Part> = steps[..i].iter().flatten().collect();
+            let after: BTreeSet<&Part> = steps[i + 1..].iter().flatten().collect();
+            let kept = before.intersection(&after).count();
+            kept + steps[i]
+                .iter()
+                .filter(|p| !(before.contains(p) && after.contains(p)))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks: the stores are sparse).
@@ -213,12 +252,14 @@ mod tests {
         let q8 = |d: u64| 4 * d.div_ceil(256) + d;
         assert_eq!(need.stores, 39_700 * (q8(50_050) + q8(275_000)));
         // the kernel path (3.2 GB held at any number of scales): one f32
-        // training kernel and the norms per part, a part per term and scale
+        // training kernel and the norms per part, a part per term and scale;
+        // in one process one encoder's parts at a time, all of them on Ray
         let parts = c.encoders.len() as u64;
         let part = 4 * 19_850 * 19_850 + 8 * 39_700;
-        assert_eq!(need.kernels, 3 * parts * part);
+        assert_eq!(need.kernels, 3 * part);
+        assert_eq!(need.kernels_all, 3 * parts * part);
         let need = estimate(&c, &plan, 39_700, 19_850, 512, 1, None);
-        assert_eq!(need.kernels, parts * part);
+        assert_eq!((need.kernels, need.kernels_all), (part, parts * part));
         // with cnn-global its kernel is held too (4.7 GB): the primal path, no kernel files
         c.encoders
             .extend(crate::spec::parse_encoders("cnn-global").unwrap());
@@ -227,6 +268,22 @@ mod tests {
         let need = estimate(&c, &plan, 1_000, 800, 512, 1, Some(1000));
         assert!(need.kernels > 0);
         assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));
+    }
+
+    #[test]
+    fn the_peak_counts_files_kept_for_later_steps() {
+        let p = |name: &str, s| (name.to_string(), false, s, 0usize);
+        let set = |v: Vec<Part>| v.into_iter().collect::<BTreeSet<Part>>();
+        // a (2 scales), then b (2 scales), then a sweep point reading a's scale 0
+        let steps = [
+            set(vec![p("a", 0), p("a", 1)]),
+            set(vec![p("b", 0), p("b", 1)]),
+            set(vec![p("a", 0)]),
+        ];
+        // during b: b's two files and a's scale 0, kept for the last step
+        assert_eq!(peak_files(&steps), 3);
+        assert_eq!(peak_files(&steps[..2]), 2);
+        assert_eq!(peak_files(&[]), 0);
     }
 
     #[test]
@@ -248,6 +305,7 @@ mod tests {
         let need = DiskNeed {
             stores: 10_000_000_000,
             kernels: 2_000_000_000,
+            kernels_all: 8_000_000_000,
         };
         let e = check_with(Path::new("/run"), need, 0, 1_000_000_000, &c)
             .unwrap_err()
