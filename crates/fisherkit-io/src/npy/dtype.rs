@@ -60,6 +60,10 @@ pub trait Element: Float + ndarray_npy::WritableElement + sealed::Sealed {
     fn from_le(bytes: &[u8]) -> Self;
     /// Appends the little-endian bytes of `self` to `out`.
     fn push_le(self, out: &mut Vec<u8>);
+    /// The array of `m` in this type: moved when it already is (no copy of
+    /// a kernel of gigabytes), else converted value by value (rounded to
+    /// nearest).
+    fn from_matrix(m: Matrix) -> Array2<Self>;
 }
 
 impl Element for f32 {
@@ -72,6 +76,12 @@ impl Element for f32 {
     fn push_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
+    fn from_matrix(m: Matrix) -> Array2<Self> {
+        match m {
+            Matrix::F32(a) => a,
+            Matrix::F64(a) => a.mapv(|v| v as f32),
+        }
+    }
 }
 
 impl Element for f64 {
@@ -83,6 +93,12 @@ impl Element for f64 {
     }
     fn push_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn from_matrix(m: Matrix) -> Array2<Self> {
+        match m {
+            Matrix::F32(a) => a.mapv(f64::from),
+            Matrix::F64(a) => a,
+        }
     }
 }
 

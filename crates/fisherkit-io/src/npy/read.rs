@@ -162,8 +162,5 @@ pub fn read_npy_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Matrix> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_npy_as<F: Element>(path: impl AsRef<Path>) -> Result<Array2<F>> {
-    Ok(match read_npy(path)? {
-        Matrix::F32(a) => a.mapv(|v| F::from_f64_lossy(v as f64)),
-        Matrix::F64(a) => a.mapv(F::from_f64_lossy),
-    })
+    Ok(F::from_matrix(read_npy(path)?))
 }
