@@ -24,10 +24,8 @@ pub(crate) struct DiskNeed {
     pub stores: u64,
     /// The kernel files on disk at once in one process (each removed after
     /// the last step that reads it): one encoder's parts, at SUN397's size.
+    /// Classifier tasks write them all first ([`check_task_kernels`]).
     pub kernels: u64,
-    /// Every kernel file at once, as when classifier tasks compute them all
-    /// before the rows read them (Ray).
-    pub kernels_all: u64,
 }
 
 impl DiskNeed {
@@ -69,20 +67,12 @@ pub(crate) fn estimate(
     if let Some(g) = global_dim {
         stores += n * row(g);
     }
-    let (mut kernels, mut kernels_all) = (0, 0);
+    let mut kernels = 0;
     if !cfg.primal_for(n_train) {
-        let steps = kernel_steps(cfg, n_scales);
         let nt = n_train as u64;
-        let part = 4 * nt * nt + 8 * n;
-        kernels = peak_files(&steps) as u64 * part;
-        let all: BTreeSet<&Part> = steps.iter().flatten().collect();
-        kernels_all = all.len() as u64 * part;
+        kernels = peak_files(&kernel_steps(cfg, n_scales)) as u64 * (4 * nt * nt + 8 * n);
     }
-    DiskNeed {
-        stores,
-        kernels,
-        kernels_all,
-    }
+    DiskNeed { stores, kernels }
 }
 
 /// A kernel file: (term, whitened, scale, sweep point (0: the report's)).
@@ -161,6 +151,45 @@ fn gb(b: u64) -> String {
     } else {
         format!("{:.1} MB", b as f64 / 1e6)
     }
+}
+
+/// Refuses the kernel path's classifier tasks when the file system of the
+/// run folder `dir` cannot hold the `files` term kernels they are still to
+/// write (n_train² f32 and n f64 each): the tasks compute every kernel
+/// before the row tasks read them, where one process keeps one step's.
+pub(crate) fn check_task_kernels(
+    dir: &Path,
+    files: usize,
+    n_train: usize,
+    n: usize,
+) -> Result<(), PipelineError> {
+    let free = fisherkit_io::available_space(dir).map_err(|e| PipelineError::Io {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    task_kernels_with(dir, files, n_train, n, free)
+}
+
+fn task_kernels_with(
+    dir: &Path,
+    files: usize,
+    n_train: usize,
+    n: usize,
+    free: u64,
+) -> Result<(), PipelineError> {
+    let nt = n_train as u64;
+    let bytes = (files as u64).saturating_mul(4 * nt * nt + 8 * n as u64);
+    if bytes <= free {
+        return Ok(());
+    }
+    Err(PipelineError::Io {
+        path: dir.display().to_string(),
+        message: format!(
+            "not enough disk for the classifier tasks: they write all {files} term kernels before the rows read them, about {}, and the file system has {} free; run the stage in one process (classifier_tasks=False: one encoder's kernels at a time), or --classifier primal (no kernel files)",
+            gb(bytes),
+            gb(free)
+        ),
+    })
 }
 
 /// Refuses the run when `free` bytes cannot hold what `need` adds to the
@@ -253,13 +282,11 @@ mod tests {
         assert_eq!(need.stores, 39_700 * (q8(50_050) + q8(275_000)));
         // the kernel path (3.2 GB held at any number of scales): one f32
         // training kernel and the norms per part, a part per term and scale;
-        // in one process one encoder's parts at a time, all of them on Ray
-        let parts = c.encoders.len() as u64;
+        // in one process one encoder's parts at a time
         let part = 4 * 19_850 * 19_850 + 8 * 39_700;
         assert_eq!(need.kernels, 3 * part);
-        assert_eq!(need.kernels_all, 3 * parts * part);
         let need = estimate(&c, &plan, 39_700, 19_850, 512, 1, None);
-        assert_eq!((need.kernels, need.kernels_all), (part, parts * part));
+        assert_eq!(need.kernels, part);
         // with cnn-global its kernel is held too (4.7 GB): the primal path, no kernel files
         c.encoders
             .extend(crate::spec::parse_encoders("cnn-global").unwrap());
@@ -268,6 +295,24 @@ mod tests {
         let need = estimate(&c, &plan, 1_000, 800, 512, 1, Some(1000));
         assert!(need.kernels > 0);
         assert_eq!(need.stores, 1_000 * (q8(50_050) + q8(275_000) + q8(1000)));
+    }
+
+    #[test]
+    fn classifier_tasks_that_cannot_write_their_kernels_are_refused() {
+        // SUN397's image run: 12 kernels of 19 850² f32, 19 GB
+        let e = task_kernels_with(Path::new("/run"), 12, 19_850, 39_700, 10_000_000_000)
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "/run",
+            "12 term kernels",
+            "18.9 GB",
+            "10.0 GB free",
+            "classifier_tasks=False",
+        ] {
+            assert!(e.contains(part), "`{part}` missing: {e}");
+        }
+        assert!(task_kernels_with(Path::new("/run"), 12, 100, 200, 1 << 30).is_ok());
     }
 
     #[test]
@@ -305,7 +350,6 @@ mod tests {
         let need = DiskNeed {
             stores: 10_000_000_000,
             kernels: 2_000_000_000,
-            kernels_all: 8_000_000_000,
         };
         let e = check_with(Path::new("/run"), need, 0, 1_000_000_000, &c)
             .unwrap_err()

@@ -97,20 +97,28 @@ impl<'a> Job<'a> {
     }
 
     /// The tasks of the classifier stage whose results the run folder lacks,
-    /// after the encode pass: one per term kernel (kernel path) or per report
+    /// after the encode pass: one per term kernel, then one per report row
+    /// (kernel path, [`ClassifierTask::wave`] 0 and 1), or one per report
     /// row (primal path), in the order the stage uses them.
     ///
     /// # Errors
     /// No fitted models in the run folder, a store that cannot be opened, a
-    /// class without a readable image.
+    /// class without a readable image; a file system that cannot hold every
+    /// term kernel the tasks are to write (they coexist until the report).
     pub fn classifier_tasks(&mut self) -> Result<Vec<ClassifierTask>, PipelineError> {
-        self.with_tasks(&crate::NoProgress, |c, tasks| {
+        let todo = self.with_tasks(&crate::NoProgress, |c, tasks| {
             tasks
                 .into_iter()
                 .filter(|(t, w)| !c.task_done(t, w))
-                .map(|(t, _)| t)
-                .collect()
-        })
+                .collect::<Vec<_>>()
+        })?;
+        let kernels = todo
+            .iter()
+            .filter(|(_, w)| matches!(w, crate::classifier_tasks::Work::Kernel { .. }))
+            .count();
+        let n = self.inputs.names.len();
+        crate::disk::check_task_kernels(&self.folder.dir, kernels, self.inputs.n_train, n)?;
+        Ok(todo.into_iter().map(|(t, _)| t).collect())
     }
 
     /// Runs the classifier task `name` here (any process that opened the
