@@ -1,5 +1,5 @@
 //! A run as an object that owns its run folder, one type per phase: the
-//! stages of [`crate::run`] one call at a time, so that the two passes over
+//! stages of [`crate::run()`] one call at a time, so that the two passes over
 //! images (the sample pass and the encode pass) and the classifier stage's
 //! tasks can be computed elsewhere — other threads, processes or Ray
 //! workers — and handed back (docs/pipeline.md §6).
@@ -199,7 +199,7 @@ impl<'a> Job<'a> {
     }
 
     /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`
-    /// with the CNN `net` (see [`crate::run`]).
+    /// with the CNN `net` (see [`crate::run()`]).
     ///
     /// # Errors
     /// Bad settings, unreadable folders, classes that do not agree.

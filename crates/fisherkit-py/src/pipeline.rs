@@ -463,6 +463,7 @@ impl PyJob {
     /// Reads the fitted PCA and models from the run folder (a worker's job),
     /// for `encode_images`; nothing once they are there.
     fn load_learned(&mut self) -> PyResult<()> {
+        self.check_learned("load_learned")?;
         match std::mem::replace(&mut self.phase, Phase::Failed("load_learned")) {
             Phase::Sampling(job) => self.phase = Phase::Learned(job.load_learned().map_err(err)?),
             p @ (Phase::Learned(_) | Phase::Fitted(_) | Phase::Encoded(_)) => self.phase = p,
@@ -624,6 +625,19 @@ impl PyJob {
         }
     }
 
+    /// Refuses `call`, leaving the job as it is, when it would read the
+    /// PCA and models from a run folder that lacks some (the error of
+    /// `fisherkit_pipeline::Job::load_learned`, which would use the job up).
+    fn check_learned(&self, call: &str) -> PyResult<()> {
+        match &self.phase {
+            Phase::Sampling(job) if job.needs_sample() => Err(PyValueError::new_err(format!(
+                "{call}(): the run folder {} holds no fitted PCA and models: call fit() first (on a cluster, put the cache folder on a file system every node sees)",
+                job.folder().display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The job of the classifier stage, for `call`, taken out of `self` (the
     /// caller puts it back or uses it up): a fitted job once its stores hold
     /// every image (otherwise an error that leaves it as it was), a
@@ -642,6 +656,9 @@ impl PyJob {
                     "the encode pass is not over: the stores lack {missing} images; put_encoded() the encode_images() of every image of encode_todo() before {call}()"
                 )));
             }
+        }
+        if load {
+            self.check_learned(call)?;
         }
         let reached = match std::mem::replace(&mut self.phase, Phase::Failed(call)) {
             Phase::Encoded(job) => Ok(job),
