@@ -7,7 +7,7 @@
 //! keeps in the run folder for a resumed run — the kernel files, the finished
 //! row and its SVM — computed by the same functions
 //! ([`Classes::part_kernel`], [`kernel_row`], [`primal_row`]), so
-//! [`crate::Job::finish`] afterwards reads them instead of computing them,
+//! [`crate::EncodedJob::finish`] afterwards reads them instead of computing them,
 //! and the report is the single-process one.
 
 use crate::evaluate::{kernel_row, kinds_of, primal_row, report_jobs, sweep_series, Classes};

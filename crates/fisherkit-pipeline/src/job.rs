@@ -1,21 +1,43 @@
-//! A run as an object that owns its run folder ([`Job`]): the stages of
-//! [`crate::run`] one call at a time, so that the two passes over images
-//! (the sample pass and the encode pass) can be computed elsewhere — other
-//! threads, processes or Ray workers — and handed back (docs/pipeline.md §6).
+//! A run as an object that owns its run folder, one type per phase: the
+//! stages of [`crate::run()`] one call at a time, so that the two passes over
+//! images (the sample pass and the encode pass) and the classifier stage's
+//! tasks can be computed elsewhere — other threads, processes or Ray
+//! workers — and handed back (docs/pipeline.md §6).
 //!
-//! The owner calls, in order: [`Job::sample_chunks`] → for each chunk
-//! [`Job::sample_chunk`] (anywhere) then [`Job::add_sample`] (here, in chunk
-//! order) → [`Job::fit`] → for batches of [`Job::encode_todo`]
-//! [`Job::encode_images`] (anywhere) then [`Job::put_encoded`] (here) →
-//! [`Job::finish`]. A worker opens the same job (same settings, same
-//! folders) and calls only the computing methods; it writes nothing, but
-//! for the classifier stage's tasks (`tasks.rs`), each of which keeps its own
-//! result file in the run folder.
+//! The owner calls, in order:
 //!
-//! One file per phase: `files.rs` (folders, plan, model files), `sample.rs`
-//! (the sample pass), `learn.rs` (PCA, models, stores), `encode.rs` (the
-//! encode pass), `tasks.rs` and `finish.rs` (the classifier stage and the
-//! report); this file holds the job, its opening and its paths.
+//! 1. [`Job::images`] or [`Job::descriptor_files`] opens the run: a [`Job`],
+//!    the sample pass. [`Job::sample_chunks`] → for each chunk
+//!    [`Job::sample_chunk`] (anywhere) then [`Job::add_sample`] (here, in
+//!    chunk order).
+//! 2. [`Job::fit`] (consuming) learns the PCA and models, or reads them from
+//!    the run folder, and opens the stores: a [`FittedJob`], the encode pass.
+//!    For batches of [`FittedJob::encode_todo`]: [`FittedJob::encode_images`]
+//!    (anywhere) then [`FittedJob::put_encoded`] (here).
+//! 3. [`FittedJob::encoded`] (consuming) checks that the stores hold every
+//!    image (an error names how many they lack): an [`EncodedJob`], the
+//!    classifier stage. Either [`EncodedJob::finish`] in this process, or
+//!    [`EncodedJob::classifier_tasks`] → [`EncodedJob::run_classifier_task`]
+//!    (any process) → [`EncodedJob::finish_classifier_tasks`]; both return
+//!    the [`Report`](crate::report::Report).
+//!
+//! A worker opens the same job (same settings, same folders) and calls only
+//! the computing methods: [`Job::sample_chunk`] on the opened job;
+//! [`Job::load_learned`] (consuming) reads the PCA and models the owner's
+//! `fit` wrote to the run folder, giving a [`LearnedJob`], whose
+//! [`LearnedJob::encode_images`] is the encode pass's computation (it opens
+//! no store: the owner writes them during that pass), and whose
+//! [`LearnedJob::encoded`] opens the stores, once the encode pass is over,
+//! for the classifier tasks. A worker writes nothing, but for the classifier
+//! stage's tasks (`tasks.rs`), each of which keeps its own result file in
+//! the run folder.
+//!
+//! What every phase shares (settings, data, run folder, image journal,
+//! timings) is one inner `Core`; what one phase has is in its type. One file
+//! per phase: `files.rs` (folders, plan, model files), `sample.rs` (the
+//! sample pass), `learn.rs` (PCA, models, stores), `encode.rs` (the encode
+//! pass), `tasks.rs` and `finish.rs` (the classifier stage and the report);
+//! this file holds the types, the opening and the paths.
 
 use crate::config::RunConfig;
 use crate::inputs::Inputs;
@@ -24,7 +46,7 @@ use crate::stages::{
     EmRecord, FitSettings, Fitted, ImageLog, Learned, ModelSpec, RunFolder, Sample,
 };
 use crate::store::Store;
-use crate::PipelineError;
+use crate::{PipelineError, Progress};
 use fisherkit::pca::Pca;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,8 +60,9 @@ mod tasks;
 
 use files::{fit_settings, model_plan, output_dir, read_fitted, read_pca_file, run_folder};
 
-/// A run in progress: its settings, data, run folder and what is learned.
-pub struct Job<'a> {
+/// What every phase of a job holds: the settings, the data, the run folder
+/// and what the run has recorded so far.
+struct Core<'a> {
     cfg: RunConfig,
     inputs: Inputs<'a>,
     folder: RunFolder,
@@ -47,22 +70,26 @@ pub struct Job<'a> {
     log: ImageLog,
     out: Option<OutputDir>,
     timings: Vec<(String, f64)>,
-    /// PCA per scale and models read from the run folder or learned.
-    pcas: Vec<Option<Pca<f32>>>,
-    models: BTreeMap<ModelSpec, Fitted>,
     /// How each model was fitted (if known: a model file of an older run
     /// folder may not say).
     fits: BTreeMap<ModelSpec, EmRecord>,
-    /// The sample pass so far: chunks added, merged sums.
+}
+
+/// A run opened, in its first phase: the sample pass. [`Job::fit`] ends it
+/// (the owner), [`Job::load_learned`] skips it (a worker).
+pub struct Job<'a> {
+    core: Core<'a>,
+    /// PCA per scale and models the run folder holds (the rest is learned
+    /// by [`Job::fit`]).
+    pcas: Vec<Option<Pca<f32>>>,
+    models: BTreeMap<ModelSpec, Fitted>,
+    /// The sample pass so far: chunks added, merged sums (none before the
+    /// first chunk).
     sampled: usize,
+    sample: Option<Sample>,
     /// Chunks an earlier, killed run of this job finished (their parts are
     /// in the run folder; read when the owner adds the next chunk or fits).
     resumable: usize,
-    sample: Option<Sample>,
-    /// After [`Job::fit`]: the models and their stores.
-    learned: Option<Learned>,
-    stores: BTreeMap<ModelSpec, Store>,
-    global: Option<Store>,
     /// Bytes the run's stores and kernels need ([`crate::disk`]): the sample
     /// pass keeps its CNN output only while the file system keeps that much
     /// free besides.
@@ -73,6 +100,50 @@ pub struct Job<'a> {
     keeping: bool,
     /// Sample images whose CNN output this job kept, and their bytes.
     kept: (usize, u64),
+}
+
+/// A worker's job after [`Job::load_learned`]: the PCA and models read from
+/// the run folder, for the encode pass's computation
+/// ([`LearnedJob::encode_images`]); [`LearnedJob::encoded`] leads to the
+/// classifier stage after the encode pass.
+pub struct LearnedJob<'a> {
+    core: Core<'a>,
+    learned: Learned,
+}
+
+/// The owner's job after [`Job::fit`]: the PCA and models learned, the
+/// stores open — the encode pass. [`FittedJob::encoded`] ends it.
+pub struct FittedJob<'a> {
+    core: Core<'a>,
+    learned: Learned,
+    stores: Stores,
+}
+
+/// A job whose stores hold every image (the encode pass over): the
+/// classifier stage and the report ([`EncodedJob::finish`], or its tasks).
+pub struct EncodedJob<'a> {
+    core: Core<'a>,
+    learned: Learned,
+    stores: Stores,
+}
+
+/// The stores of a run's encodings: one per planned model, and the global
+/// vectors' when an encoder has `cnn-global`.
+struct Stores {
+    models: BTreeMap<ModelSpec, Store>,
+    global: Option<Store>,
+}
+
+impl Stores {
+    /// Every store, the models' (in plan order) then the global vectors'.
+    fn all(&self) -> impl Iterator<Item = &Store> {
+        self.models.values().chain(self.global.as_ref())
+    }
+
+    /// Whether a store lacks image `i`.
+    fn lack(&self, i: usize) -> bool {
+        self.all().any(|s| !s.has(i))
+    }
 }
 
 impl<'a> Job<'a> {
@@ -89,7 +160,7 @@ impl<'a> Job<'a> {
         let folder = run_folder(&cfg, &inputs)?;
         let log = ImageLog::load(&folder.image_log());
         let plan = model_plan(&cfg, inputs.scale_names.len());
-        let mut job = Job {
+        let core = Core {
             cfg,
             inputs,
             folder,
@@ -97,36 +168,96 @@ impl<'a> Job<'a> {
             log,
             out,
             timings: Vec::new(),
-            pcas: Vec::new(),
-            models: BTreeMap::new(),
             fits: BTreeMap::new(),
+        };
+        let pcas = (0..core.inputs.scale_names.len())
+            .map(|s| read_pca_file(&core.pca_path(s)))
+            .collect();
+        let mut job = Job {
+            core,
+            pcas,
+            models: BTreeMap::new(),
             sampled: 0,
-            resumable: 0,
             sample: None,
-            learned: None,
-            stores: BTreeMap::new(),
-            global: None,
+            resumable: 0,
             disk_need: 0,
             keeping: true,
             kept: (0, 0),
         };
-        job.pcas = (0..job.inputs.scale_names.len())
-            .map(|s| read_pca_file(&job.pca_path(s)))
-            .collect();
-        for m in job.plan.clone() {
-            if let Some((f, record)) = read_fitted(&job.model_path(&m), m.kind) {
+        for m in job.core.plan.clone() {
+            if let Some((f, record)) = read_fitted(&job.core.model_path(&m), m.kind) {
                 job.models.insert(m, f);
                 if let Some(r) = record {
-                    job.fits.insert(m, r);
+                    job.core.fits.insert(m, r);
                 }
             }
         }
         job.resumable = job.count_sample_parts();
-        job.check_classifier()?;
-        job.disk_need = job.check_disk()?;
+        job.core.check_classifier()?;
+        job.disk_need = job.core.check_disk()?;
         Ok(job)
     }
 
+    /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`
+    /// with the CNN `net` (see [`crate::run()`]).
+    ///
+    /// # Errors
+    /// Bad settings, unreadable folders, classes that do not agree.
+    pub fn images(
+        cfg: &RunConfig,
+        net: &'a fisherkit_cnn::Backbone,
+    ) -> Result<Self, PipelineError> {
+        cfg.validate()?;
+        let inputs = Inputs::images(cfg, net)?;
+        Job::open(cfg.clone(), inputs)
+    }
+
+    /// Opens the run of `cfg` on the descriptor files `cfg.train` and
+    /// `cfg.test` (see [`crate::run_descriptors`]).
+    ///
+    /// # Errors
+    /// Bad settings, unreadable files.
+    pub fn descriptor_files(
+        cfg: &RunConfig,
+        progress: &dyn Progress,
+    ) -> Result<Job<'static>, PipelineError> {
+        cfg.validate()?;
+        Job::open(cfg.clone(), Inputs::descriptor_files(cfg, progress)?)
+    }
+}
+
+/// The methods every phase has: the run folder, the settings, the report's
+/// timings, the CNN's count.
+macro_rules! shared_methods {
+    ($($phase:ident),*) => {$(
+        impl $phase<'_> {
+            /// The run folder (models, stores, image journal).
+            pub fn folder(&self) -> &Path {
+                &self.core.folder.dir
+            }
+
+            /// The settings.
+            pub fn config(&self) -> &RunConfig {
+                &self.core.cfg
+            }
+
+            /// Adds a stage's wall-clock seconds to the report (stages run elsewhere).
+            pub fn add_timing(&mut self, name: &str, seconds: f64) {
+                self.core.timings.push((name.to_string(), seconds));
+            }
+
+            /// Images this job has handed to the CNN so far (in this process: a
+            /// worker's own passes, not the ones it was handed).
+            pub fn images_through_cnn(&self) -> usize {
+                self.core.inputs.source.cnn_images()
+            }
+        }
+    )*};
+}
+
+shared_methods!(Job, LearnedJob, FittedJob, EncodedJob);
+
+impl Core<'_> {
     /// Refuses, before any pass, the compact variant on the primal path (it
     /// is computed from the training kernels).
     fn check_classifier(&self) -> Result<(), PipelineError> {
@@ -158,35 +289,6 @@ impl<'a> Job<'a> {
         Ok(need.total())
     }
 
-    /// Opens the run of `cfg` on the image folders `cfg.train` and `cfg.test`
-    /// with the CNN `net` (see [`crate::run`]).
-    ///
-    /// # Errors
-    /// Bad settings, unreadable folders, classes that do not agree.
-    pub fn images(
-        cfg: &RunConfig,
-        net: &'a fisherkit_cnn::Backbone,
-    ) -> Result<Self, PipelineError> {
-        cfg.validate()?;
-        let inputs = Inputs::images(cfg, net)?;
-        Job::open(cfg.clone(), inputs)
-    }
-
-    /// The run folder (models, stores, image journal).
-    pub fn folder(&self) -> &Path {
-        &self.folder.dir
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &RunConfig {
-        &self.cfg
-    }
-
-    /// Adds a stage's wall-clock seconds to the report (stages run elsewhere).
-    pub fn add_timing(&mut self, name: &str, seconds: f64) {
-        self.timings.push((name.to_string(), seconds));
-    }
-
     fn fit_settings(&self) -> FitSettings {
         fit_settings(&self.cfg)
     }
@@ -198,12 +300,6 @@ impl<'a> Job<'a> {
     fn model_path(&self, m: &ModelSpec) -> std::path::PathBuf {
         let stem = m.stem(&self.inputs.scale_names[m.scale], &self.fit_settings());
         self.folder.model(&stem)
-    }
-
-    /// Images this job has handed to the CNN so far (in this process: a
-    /// worker's own passes, not the ones it was handed).
-    pub fn images_through_cnn(&self) -> usize {
-        self.inputs.source.cnn_images()
     }
 
     /// Where the sample pass keeps its CNN output for the encode pass.

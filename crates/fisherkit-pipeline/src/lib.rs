@@ -45,7 +45,7 @@ pub use classifier_tasks::ClassifierTask;
 pub use config::{
     defaults, CheckedConfig, Classifier, CnnChoice, InputKind, PipelineConfig, RunConfig, Whitening,
 };
-pub use job::Job;
+pub use job::{EncodedJob, FittedJob, Job, LearnedJob};
 pub use kept::KeptCnn;
 pub use report::ModelReport;
 pub use run::{run, run_descriptors};

@@ -1,6 +1,6 @@
 //! The whole pipeline: [`run`] on image folders, [`run_descriptors`] on
 //! descriptor files; both share the stages from PCA onwards, driven by a
-//! [`Job`] in this process.
+//! [`Job`] through its phases in this process.
 
 use crate::config::RunConfig;
 use crate::inputs::Inputs;
@@ -74,7 +74,5 @@ fn streamed(
 ) -> Result<Report, PipelineError> {
     let mut job = Job::open(cfg.clone(), inputs)?;
     job.sample_here(progress)?;
-    job.fit(progress)?;
-    job.encode_here(progress)?;
-    job.finish(progress)
+    job.fit(progress)?.encode_here(progress)?.finish(progress)
 }

@@ -3,7 +3,7 @@
 //! instead of running the CNN again, with the same encodings and report.
 
 use fisherkit_pipeline::report::Report;
-use fisherkit_pipeline::{run, Job, NoProgress, RunConfig, SAMPLE_CHUNK};
+use fisherkit_pipeline::{run, FittedJob, Job, NoProgress, RunConfig, SAMPLE_CHUNK};
 use std::path::Path;
 
 mod common;
@@ -36,7 +36,7 @@ fn kept_files(folder: &Path) -> usize {
 }
 
 /// Sample pass (kept or not) and fit; the job, ready to encode.
-fn sampled<'a>(cfg: &RunConfig, net: &'a fisherkit_cnn::Backbone, keep: bool) -> Job<'a> {
+fn sampled<'a>(cfg: &RunConfig, net: &'a fisherkit_cnn::Backbone, keep: bool) -> FittedJob<'a> {
     let mut job = Job::images(cfg, net).unwrap();
     for c in job.sample_chunks() {
         if keep {
@@ -47,8 +47,7 @@ fn sampled<'a>(cfg: &RunConfig, net: &'a fisherkit_cnn::Backbone, keep: bool) ->
             job.add_sample(part, &NoProgress).unwrap();
         }
     }
-    job.fit(&NoProgress).unwrap();
-    job
+    job.fit(&NoProgress).unwrap()
 }
 
 #[test]
@@ -93,8 +92,8 @@ fn the_encode_pass_reuses_the_sample_output_bit_for_bit_without_the_cnn() {
     assert_eq!(kept_files(kept.folder()), 0);
     let folder = kept.folder().to_path_buf();
     let (ra, rb) = (
-        kept.finish(&NoProgress).unwrap(),
-        plain.finish(&NoProgress).unwrap(),
+        kept.encoded().unwrap().finish(&NoProgress).unwrap(),
+        plain.encoded().unwrap().finish(&NoProgress).unwrap(),
     );
     assert!(!folder.join("cnn-sample").exists());
     assert_eq!(numbers(&ra), numbers(&rb));
@@ -122,7 +121,7 @@ fn the_sample_images_files_are_not_read_again() {
         job.put_encoded(part).unwrap();
     }
     assert_eq!(job.images_through_cnn(), 24 + 9);
-    let r = job.finish(&NoProgress).unwrap();
+    let r = job.encoded().unwrap().finish(&NoProgress).unwrap();
     assert!(r.dataset.skipped.is_empty(), "{:?}", r.dataset.skipped);
     assert_eq!((r.dataset.n_train, r.dataset.n_test), (24, 9));
     assert_eq!(numbers(&r), numbers(&want));

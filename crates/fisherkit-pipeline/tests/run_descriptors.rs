@@ -668,10 +668,11 @@ fn the_classifier_stage_task_by_task_equals_finish() {
             let part = owner.sample_chunk(&chunk).unwrap();
             owner.add_sample(part, &NoProgress).unwrap();
         }
-        owner.fit(&NoProgress).unwrap();
+        let mut owner = owner.fit(&NoProgress).unwrap();
         let todo = owner.encode_todo();
         let part = owner.encode_images(&todo).unwrap();
         owner.put_encoded(part).unwrap();
+        let owner = owner.encoded().unwrap();
         let tasks = owner.classifier_tasks().unwrap();
         let rows = whole.results.len();
         match classifier {
@@ -685,11 +686,21 @@ fn the_classifier_stage_task_by_task_equals_finish() {
                 assert!(tasks.windows(2).all(|p| p[0].wave <= p[1].wave));
             }
         }
+        // a worker's job: opened, the models read, the stores opened
+        let open_worker = || {
+            Job::descriptor_files(&cfg, &NoProgress)
+                .unwrap()
+                .load_learned()
+                .unwrap()
+                .encoded()
+                .unwrap()
+        };
         for task in &tasks {
-            let mut worker = Job::descriptor_files(&cfg, &NoProgress).unwrap();
-            worker.run_classifier_task(&task.name, &NoProgress).unwrap();
+            open_worker()
+                .run_classifier_task(&task.name, &NoProgress)
+                .unwrap();
         }
-        let mut worker = Job::descriptor_files(&cfg, &NoProgress).unwrap();
+        let worker = open_worker();
         assert!(
             worker.classifier_tasks().unwrap().is_empty(),
             "every result kept"
@@ -746,11 +757,50 @@ fn the_classifier_stage_task_by_task_equals_finish() {
         }
         assert!(left.is_empty(), "{left:?}");
         // a result the run folder lacks (a worker's folder not shared) is an error
-        let other = Job::descriptor_files(&cfg, &NoProgress).unwrap();
-        let e = other
+        let e = open_worker()
             .finish_classifier_tasks(&["kernels/elsewhere".to_string()], &NoProgress)
             .unwrap_err()
             .to_string();
         assert!(e.contains("not in the run folder"), "{e}");
     }
+}
+
+/// A phase the run folder has not reached is refused, with the call to
+/// make: a worker's job before the owner fitted the models, the classifier
+/// stage before the encode pass stored every image (the error says how
+/// many are missing).
+#[test]
+fn a_phase_the_run_folder_has_not_reached_is_refused() {
+    use fisherkit_pipeline::Job;
+    let t = tempfile::tempdir().unwrap();
+    let (train, test) = planted_files(t.path(), 30, 15, 5);
+    let mut cfg = planted_config(train, test);
+    cfg.cache_dir = Some(t.path().join("cache"));
+    let open = || Job::descriptor_files(&cfg, &NoProgress).unwrap();
+    let e = open().load_learned().err().unwrap().to_string();
+    assert!(e.contains("holds no fitted PCA and models"), "{e}");
+
+    let mut owner = open();
+    for chunk in owner.sample_chunks() {
+        let part = owner.sample_chunk(&chunk).unwrap();
+        owner.add_sample(part, &NoProgress).unwrap();
+    }
+    let mut owner = owner.fit(&NoProgress).unwrap();
+    let todo = owner.encode_todo();
+    assert_eq!(todo.len(), 45);
+    let part = owner.encode_images(&todo[..42]).unwrap();
+    owner.put_encoded(part).unwrap();
+    assert_eq!(owner.unstored(), todo[42..]);
+    assert_eq!(owner.encode_todo(), todo[42..]);
+    let worker = open().load_learned().unwrap();
+    let e = worker.encoded().err().unwrap().to_string();
+    assert!(
+        e.contains("the stores lack 3 of the run's 45 images"),
+        "{e}"
+    );
+    let e = owner.encoded().err().unwrap().to_string();
+    assert!(
+        e.contains("the stores lack 3 of the run's 45 images"),
+        "{e}"
+    );
 }

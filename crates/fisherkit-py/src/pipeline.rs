@@ -9,7 +9,9 @@ use fisherkit::pca::PcaMoments;
 use fisherkit_cnn::descriptors::{DescriptorParams, PatchMode};
 use fisherkit_cnn::BackboneKind;
 use fisherkit_pipeline::descriptors::describe_batch;
-use fisherkit_pipeline::{EncodedPart, ImageEntry, Job, Sample, SamplePart};
+use fisherkit_pipeline::{
+    EncodedJob, EncodedPart, FittedJob, ImageEntry, Job, LearnedJob, Sample, SamplePart,
+};
 use ndarray::{Array1, Array2, Array3};
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -207,11 +209,54 @@ fn cnn_descriptors<'py>(
 }
 
 /// A pipeline run driven from Python, one stage call at a time (see
-/// `fisherkit_pipeline::job`); the sample and encode passes may run in
-/// other processes, each with its own `Job` of the same arguments.
+/// `fisherkit_pipeline::job`); the sample and encode passes and the
+/// classifier tasks may run in other processes, each with its own `Job` of
+/// the same arguments. Python may call any method at any time: the job
+/// keeps its phase and refuses, with a `ValueError` naming the call to make
+/// first, a call its phase does not offer.
 #[pyclass(name = "Job", module = "fisherkit._fisherkit")]
 struct PyJob {
-    job: Option<Job<'static>>,
+    phase: Phase,
+}
+
+/// The phase of a [`PyJob`]: one `fisherkit_pipeline` type per phase.
+enum Phase {
+    /// Opened: the sample pass.
+    Sampling(Job<'static>),
+    /// A worker's job after `load_learned`: the encode pass's computation.
+    Learned(LearnedJob<'static>),
+    /// The owner's job after `fit`: the encode pass.
+    Fitted(FittedJob<'static>),
+    /// The stores hold every image: the classifier stage.
+    Encoded(EncodedJob<'static>),
+    /// Used up by `finish` or `finish_classifier_tasks`.
+    Finished,
+    /// A change of phase failed in the call named: the job is lost.
+    Failed(&'static str),
+}
+
+impl Phase {
+    /// The error of `call` (a method name) in this phase, which does not
+    /// offer it. `first` names the call(s) that lead from the sample pass to
+    /// the call's phase; `None` for a call of the sample pass.
+    fn refuse(&self, call: &str, first: Option<&str>) -> PyErr {
+        PyValueError::new_err(match (self, first) {
+            (Phase::Finished, _) => "this job has finished already".to_string(),
+            (Phase::Failed(c), _) => format!("this job's {c}() failed: open a new Job"),
+            (_, None) => format!(
+                "{call}() belongs to the sample pass, which is over (fit() or load_learned() was called)"
+            ),
+            (Phase::Sampling(_), Some(first)) => {
+                format!("{call}() comes after the sample pass: call {first} first")
+            }
+            (Phase::Learned(_), Some(_)) => format!(
+                "{call}() is the owner's (the job that called fit()): this job called load_learned()"
+            ),
+            (Phase::Fitted(_) | Phase::Encoded(_), Some(_)) => {
+                format!("{call}() belongs to the encode pass, which is over")
+            }
+        })
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> PyErr {
@@ -280,17 +325,26 @@ impl PyJob {
             ));
         }
         let job = Job::images(cfg.run_config(), net(builtin(&cfg)?)?).map_err(err)?;
-        Ok(Self { job: Some(job) })
+        Ok(Self {
+            phase: Phase::Sampling(job),
+        })
     }
 
     /// The run folder.
     fn folder(&self) -> PyResult<String> {
-        Ok(self.job()?.folder().display().to_string())
+        let folder = match &self.phase {
+            Phase::Sampling(j) => j.folder(),
+            Phase::Learned(j) => j.folder(),
+            Phase::Fitted(j) => j.folder(),
+            Phase::Encoded(j) => j.folder(),
+            p => return Err(p.refuse("folder", Some("fit()"))),
+        };
+        Ok(folder.display().to_string())
     }
 
     /// The sample pass's chunks (lists of image indices), in order.
     fn sample_chunks(&self) -> PyResult<Vec<Vec<usize>>> {
-        Ok(self.job()?.sample_chunks())
+        Ok(self.sampling("sample_chunks")?.sample_chunks())
     }
 
     /// The sample pass over one chunk, as a dict of plain values and arrays.
@@ -299,7 +353,7 @@ impl PyJob {
         py: Python<'py>,
         chunk: Vec<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let job = self.job()?;
+        let job = self.sampling("sample_chunk")?;
         let (part, kept) = py
             .detach(|| job.sample_chunk_keeping(&chunk))
             .map_err(err)?;
@@ -377,26 +431,56 @@ impl PyJob {
             },
             entries: entries_from_py(item(part, "entries")?)?,
         };
-        self.job_mut()?
-            .add_sample_keeping(part, kept, &Stderr::new(verbose, None))
-            .map_err(err)
+        match &mut self.phase {
+            Phase::Sampling(job) => job
+                .add_sample_keeping(part, kept, &Stderr::new(verbose, None))
+                .map_err(err),
+            p => Err(p.refuse("add_sample", None)),
+        }
     }
 
-    /// Fits (or reads) the PCA and the models and opens the stores.
+    /// Fits (or reads) the PCA and the models and opens the stores: the
+    /// encode pass.
     fn fit(&mut self, py: Python<'_>, verbose: bool) -> PyResult<()> {
-        let job = self.job_mut()?;
-        py.detach(|| job.fit(&Stderr::new(verbose, None)))
-            .map_err(err)
+        let job = match std::mem::replace(&mut self.phase, Phase::Failed("fit")) {
+            Phase::Sampling(job) => job,
+            Phase::Fitted(job) => {
+                self.phase = Phase::Fitted(job);
+                return Err(PyValueError::new_err("fit() was called already"));
+            }
+            p => {
+                self.phase = p;
+                return Err(self.phase.refuse("fit", None));
+            }
+        };
+        let fitted = py
+            .detach(|| job.fit(&Stderr::new(verbose, None)))
+            .map_err(err)?;
+        self.phase = Phase::Fitted(fitted);
+        Ok(())
     }
 
-    /// Reads the fitted PCA and models from the run folder (a worker's job).
+    /// Reads the fitted PCA and models from the run folder (a worker's job),
+    /// for `encode_images`; nothing once they are there.
     fn load_learned(&mut self) -> PyResult<()> {
-        self.job_mut()?.load_learned().map_err(err)
+        self.check_learned("load_learned")?;
+        match std::mem::replace(&mut self.phase, Phase::Failed("load_learned")) {
+            Phase::Sampling(job) => self.phase = Phase::Learned(job.load_learned().map_err(err)?),
+            p @ (Phase::Learned(_) | Phase::Fitted(_) | Phase::Encoded(_)) => self.phase = p,
+            p => {
+                self.phase = p;
+                return Err(self.phase.refuse("load_learned", None));
+            }
+        }
+        Ok(())
     }
 
     /// The images the encode pass still has to do.
     fn encode_todo(&self) -> PyResult<Vec<usize>> {
-        Ok(self.job()?.encode_todo())
+        match &self.phase {
+            Phase::Fitted(job) => Ok(job.encode_todo()),
+            p => Err(p.refuse("encode_todo", Some("fit()"))),
+        }
     }
 
     /// The encode pass over `images`, as a dict: `images` (those read),
@@ -406,8 +490,12 @@ impl PyJob {
         py: Python<'py>,
         images: Vec<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let job = self.job()?;
-        let part = py.detach(|| job.encode_images(&images)).map_err(err)?;
+        let part = match &self.phase {
+            Phase::Fitted(job) => py.detach(|| job.encode_images(&images)),
+            Phase::Learned(job) => py.detach(|| job.encode_images(&images)),
+            p => return Err(p.refuse("encode_images", Some("fit() or load_learned()"))),
+        }
+        .map_err(err)?;
         let d = PyDict::new(py);
         d.set_item("entries", entries_to_py(py, &part.entries)?)?;
         d.set_item(
@@ -454,36 +542,48 @@ impl PyJob {
             rows: per_image,
             entries,
         };
-        let job = self.job_mut()?;
-        py.detach(|| job.put_encoded(part)).map_err(err)
+        match &mut self.phase {
+            Phase::Fitted(job) => py.detach(|| job.put_encoded(part)).map_err(err),
+            p => Err(p.refuse("put_encoded", Some("fit()"))),
+        }
     }
 
     /// Adds a stage's wall-clock seconds to the report.
     fn add_timing(&mut self, name: &str, seconds: f64) -> PyResult<()> {
-        self.job_mut()?.add_timing(name, seconds);
+        match &mut self.phase {
+            Phase::Sampling(j) => j.add_timing(name, seconds),
+            Phase::Learned(j) => j.add_timing(name, seconds),
+            Phase::Fitted(j) => j.add_timing(name, seconds),
+            Phase::Encoded(j) => j.add_timing(name, seconds),
+            p => return Err(p.refuse("add_timing", Some("fit()"))),
+        }
         Ok(())
     }
 
     /// The classifier stage's tasks whose results the run folder lacks
-    /// (after the encode pass): `(name, label, wave)` triples, in the
-    /// stage's order; a task reads the results of the earlier waves' tasks
-    /// (docs/pipeline.md §6).
+    /// (after the encode pass; a fresh job reads the models and opens the
+    /// stores first): `(name, label, wave)` triples, in the stage's order; a
+    /// task reads the results of the earlier waves' tasks (docs/pipeline.md
+    /// §6).
     fn classifier_tasks(&mut self, py: Python<'_>) -> PyResult<Vec<(String, String, usize)>> {
-        let job = self.job_mut()?;
-        let tasks = py.detach(|| job.classifier_tasks()).map_err(err)?;
+        let job = self.take_encoded(py, "classifier_tasks", true)?;
+        let tasks = py.detach(|| job.classifier_tasks());
+        self.phase = Phase::Encoded(job);
         Ok(tasks
+            .map_err(err)?
             .into_iter()
             .map(|t| (t.name, t.label, t.wave))
             .collect())
     }
 
     /// Runs the classifier task `name` in this process (a worker's job of
-    /// the same settings) and keeps its result in the run folder; returns
-    /// its seconds.
+    /// the same settings, fresh or not) and keeps its result in the run
+    /// folder; returns its seconds.
     fn run_classifier_task(&mut self, py: Python<'_>, name: &str, verbose: bool) -> PyResult<f64> {
-        let job = self.job_mut()?;
-        py.detach(|| job.run_classifier_task(name, &Stderr::new(verbose, None)))
-            .map_err(err)
+        let job = self.take_encoded(py, "run_classifier_task", true)?;
+        let seconds = py.detach(|| job.run_classifier_task(name, &Stderr::new(verbose, None)));
+        self.phase = Phase::Encoded(job);
+        seconds.map_err(err)
     }
 
     /// `finish` after the classifier tasks `done` ran elsewhere: checks that
@@ -495,23 +595,20 @@ impl PyJob {
         done: Vec<String>,
         verbose: bool,
     ) -> PyResult<String> {
-        let job = self
-            .job
-            .take()
-            .ok_or_else(|| PyValueError::new_err("this job has finished already"))?;
+        let job = self.take_encoded(py, "finish_classifier_tasks", true)?;
+        self.phase = Phase::Finished;
         let report = py
             .detach(|| job.finish_classifier_tasks(&done, &Stderr::new(verbose, None)))
             .map_err(err)?;
         serde_json::to_string(&report).map_err(|e| PyValueError::new_err(format!("report: {e}")))
     }
 
-    /// Kernels, SVMs and the report (JSON text); writes the configuration's
-    /// `report` and `plot` if given. The job is used up.
+    /// Kernels, SVMs and the report (JSON text), after the encode pass;
+    /// writes the configuration's `report` and `plot` if given. The job is
+    /// used up.
     fn finish(&mut self, py: Python<'_>, verbose: bool) -> PyResult<String> {
-        let job = self
-            .job
-            .take()
-            .ok_or_else(|| PyValueError::new_err("this job has finished already"))?;
+        let job = self.take_encoded(py, "finish", false)?;
+        self.phase = Phase::Finished;
         let report = py
             .detach(|| job.finish(&Stderr::new(verbose, None)))
             .map_err(err)?;
@@ -520,16 +617,62 @@ impl PyJob {
 }
 
 impl PyJob {
-    fn job(&self) -> PyResult<&Job<'static>> {
-        self.job
-            .as_ref()
-            .ok_or_else(|| PyValueError::new_err("this job has finished already"))
+    /// The job of the sample pass, for `call`.
+    fn sampling(&self, call: &str) -> PyResult<&Job<'static>> {
+        match &self.phase {
+            Phase::Sampling(job) => Ok(job),
+            p => Err(p.refuse(call, None)),
+        }
     }
 
-    fn job_mut(&mut self) -> PyResult<&mut Job<'static>> {
-        self.job
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("this job has finished already"))
+    /// Refuses `call`, leaving the job as it is, when it would read the
+    /// PCA and models from a run folder that lacks some (the error of
+    /// `fisherkit_pipeline::Job::load_learned`, which would use the job up).
+    fn check_learned(&self, call: &str) -> PyResult<()> {
+        match &self.phase {
+            Phase::Sampling(job) if job.needs_sample() => Err(PyValueError::new_err(format!(
+                "{call}(): the run folder {} holds no fitted PCA and models: call fit() first (on a cluster, put the cache folder on a file system every node sees)",
+                job.folder().display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The job of the classifier stage, for `call`, taken out of `self` (the
+    /// caller puts it back or uses it up): a fitted job once its stores hold
+    /// every image (otherwise an error that leaves it as it was), a
+    /// worker's after its stores are opened, and with `load` a fresh job
+    /// after the models are read from the run folder too.
+    fn take_encoded(
+        &mut self,
+        py: Python<'_>,
+        call: &'static str,
+        load: bool,
+    ) -> PyResult<EncodedJob<'static>> {
+        if let Phase::Fitted(job) = &self.phase {
+            let missing = job.unstored().len();
+            if missing > 0 {
+                return Err(PyValueError::new_err(format!(
+                    "the encode pass is not over: the stores lack {missing} images; put_encoded() the encode_images() of every image of encode_todo() before {call}()"
+                )));
+            }
+        }
+        if load {
+            self.check_learned(call)?;
+        }
+        let reached = match std::mem::replace(&mut self.phase, Phase::Failed(call)) {
+            Phase::Encoded(job) => Ok(job),
+            Phase::Fitted(job) => py.detach(|| job.encoded()),
+            Phase::Learned(job) => py.detach(|| job.encoded()),
+            Phase::Sampling(job) if load => {
+                py.detach(|| job.load_learned().and_then(LearnedJob::encoded))
+            }
+            p => {
+                self.phase = p;
+                return Err(self.phase.refuse(call, Some("fit()")));
+            }
+        };
+        reached.map_err(err)
     }
 }
 

@@ -1,51 +1,43 @@
-//! Stage 4 of a [`Job`]: the encode pass (computed anywhere, its parts
-//! written into the stores here), with `--save-descriptors` streamed.
+//! Stage 4 of a job: the encode pass (computed anywhere, by a
+//! [`FittedJob`] or a worker's [`LearnedJob`]; its parts written into the
+//! stores by the [`FittedJob`]), with `--save-descriptors` streamed; and its
+//! end, [`FittedJob::encoded`].
 
-use super::Job;
-use crate::stages::{self, EncodeTarget, EncodedPart, KeptFolder, OnDescriptors, Source};
+use super::{Core, EncodedJob, FittedJob, LearnedJob, Stores};
+use crate::stages::{self, EncodeTarget, EncodedPart, KeptFolder, Learned, OnDescriptors, Source};
 use crate::{PipelineError, Progress};
 use ndarray::{concatenate, Axis};
 use std::time::Instant;
 
-impl Job<'_> {
+impl Core<'_> {
     /// The images the encode pass still has to do (missing from a store,
     /// or all of them with `--save-descriptors`), ascending.
-    pub fn encode_todo(&self) -> Vec<usize> {
+    fn encode_todo(&self, stores: &Stores) -> Vec<usize> {
         let n = self.inputs.names.len();
         let all = self.cfg.save_descriptors.is_some();
         (0..n)
             .filter(|i| !self.log.skipped.contains_key(i))
-            .filter(|&i| {
-                all || self.stores.values().any(|s| !s.has(i))
-                    || self.global.as_ref().is_some_and(|g| !g.has(i))
-            })
+            .filter(|&i| all || stores.lack(i))
             .collect()
     }
 
-    /// The encode pass over the images `idx` (computation only; any process
-    /// that called [`Job::fit`] or [`Job::load_learned`]).
-    ///
-    /// # Errors
-    /// Nothing learned yet, an index out of range, a failure of the network.
-    /// Images whose CNN output the sample pass kept in the run folder are
-    /// read from there instead of going through the CNN.
-    pub fn encode_images(&self, idx: &[usize]) -> Result<EncodedPart, PipelineError> {
-        Ok(self.encode_with(idx, None)?.0)
+    /// The images not skipped that a store lacks, ascending.
+    pub(super) fn unstored(&self, stores: &Stores) -> Vec<usize> {
+        (0..self.inputs.names.len())
+            .filter(|i| !self.log.skipped.contains_key(i))
+            .filter(|&i| stores.lack(i))
+            .collect()
     }
 
-    /// The encode pass over `idx`, and how many of them were read from the
-    /// sample pass's kept output.
-    pub(super) fn encode_with(
+    /// The encode pass over `idx` with the PCA and models `learned`, and
+    /// how many of them were read from the sample pass's kept output.
+    fn encode_with(
         &self,
+        learned: &Learned,
         idx: &[usize],
         hook: Option<&mut OnDescriptors<'_>>,
     ) -> Result<(EncodedPart, usize), PipelineError> {
         self.check_images(idx)?;
-        let learned = self.learned.as_ref().ok_or_else(|| {
-            PipelineError::Config(
-                "encode_images needs the fitted models: call fit or load_learned first".into(),
-            )
-        })?;
         let encoders: Vec<(usize, Box<dyn fisherkit::Encoder<f32>>)> = learned
             .models
             .iter()
@@ -76,24 +68,78 @@ impl Job<'_> {
             hook,
         )
     }
+}
+
+impl<'a> LearnedJob<'a> {
+    /// The encode pass over the images `idx` (computation only; any
+    /// process): [`FittedJob::encode_images`].
+    ///
+    /// # Errors
+    /// An index out of range, a failure of the network.
+    pub fn encode_images(&self, idx: &[usize]) -> Result<EncodedPart, PipelineError> {
+        Ok(self.core.encode_with(&self.learned, idx, None)?.0)
+    }
+
+    /// Opens the stores, after the encode pass, for the classifier stage
+    /// (a worker's classifier task): as [`FittedJob::encoded`].
+    ///
+    /// # Errors
+    /// A store that cannot be opened; an image the stores lack.
+    pub fn encoded(self) -> Result<EncodedJob<'a>, PipelineError> {
+        let stores = self.core.open_stores(&self.learned)?;
+        EncodedJob::new(self.core, self.learned, stores)
+    }
+}
+
+impl<'a> FittedJob<'a> {
+    /// The images the encode pass still has to do (missing from a store,
+    /// or all of them with `--save-descriptors`), ascending.
+    pub fn encode_todo(&self) -> Vec<usize> {
+        self.core.encode_todo(&self.stores)
+    }
+
+    /// The images not skipped that a store still lacks, ascending:
+    /// [`FittedJob::encoded`] refuses the job while there is one.
+    pub fn unstored(&self) -> Vec<usize> {
+        self.core.unstored(&self.stores)
+    }
+
+    /// The encode pass over the images `idx` (computation only; any
+    /// process: a worker's [`LearnedJob::encode_images`] is the same).
+    /// Images whose CNN output the sample pass kept in the run folder are
+    /// read from there instead of going through the CNN.
+    ///
+    /// # Errors
+    /// An index out of range, a failure of the network.
+    pub fn encode_images(&self, idx: &[usize]) -> Result<EncodedPart, PipelineError> {
+        Ok(self.core.encode_with(&self.learned, idx, None)?.0)
+    }
+
+    /// Ends the encode pass: the classifier stage.
+    ///
+    /// # Errors
+    /// An image, not skipped, that a store lacks (the error says how many):
+    /// [`FittedJob::put_encoded`] every part of [`FittedJob::encode_todo`] first.
+    pub fn encoded(self) -> Result<EncodedJob<'a>, PipelineError> {
+        EncodedJob::new(self.core, self.learned, self.stores)
+    }
 
     /// Writes an encoded part into the stores (rows they lack) and journals it.
     ///
     /// # Errors
     /// A part of another run (row count or widths), a full disk.
     pub fn put_encoded(&mut self, part: EncodedPart) -> Result<(), PipelineError> {
-        let n_targets = self.stores.len() + usize::from(self.global.is_some());
+        let n_targets = self.stores.all().count();
         let mut ok = Vec::with_capacity(part.rows.len());
         for (i, rows) in &part.rows {
-            self.check_images(&[*i])?;
+            self.core.check_images(&[*i])?;
             if rows.len() != n_targets {
                 return Err(PipelineError::Config(format!(
                     "encoded part for image {i} has {} encodings, the run {n_targets}",
                     rows.len()
                 )));
             }
-            let stores = self.stores.values().chain(self.global.as_ref());
-            for (store, row) in stores.zip(rows) {
+            for (store, row) in self.stores.all().zip(rows) {
                 if row.len() != store.dim() {
                     return Err(PipelineError::Config(format!(
                         "encoded part for image {i}: an encoding of width {}, the store {}",
@@ -107,14 +153,17 @@ impl Job<'_> {
             }
             ok.push(*i);
         }
-        for s in self.stores.values_mut().chain(self.global.as_mut()) {
+        let stores = &mut self.stores;
+        for s in stores.models.values_mut().chain(stores.global.as_mut()) {
             s.commit(&ok)?;
         }
-        self.log.append(&self.folder.image_log(), &part.entries)?;
+        self.core
+            .log
+            .append(&self.core.folder.image_log(), &part.entries)?;
         // Every store holds these images now: their kept CNN output has
         // served (removing it as the stores grow keeps the disk's peak at
         // the larger of the two, not their sum).
-        let dir = self.kept_dir();
+        let dir = self.core.kept_dir();
         if dir.is_dir() {
             for i in ok {
                 let _ = std::fs::remove_file(crate::kept::path(&dir, i));
@@ -123,37 +172,40 @@ impl Job<'_> {
         Ok(())
     }
 
-    /// Stage 4 in this process: every image of [`Job::encode_todo`] once
+    /// Stage 4 in this process: every image of [`FittedJob::encode_todo`] once
     /// through the CNN and the encoders, batch by batch, with
-    /// `--save-descriptors` streamed as images pass.
-    pub(crate) fn encode_here(&mut self, progress: &dyn Progress) -> Result<(), PipelineError> {
+    /// `--save-descriptors` streamed as images pass; then [`FittedJob::encoded`].
+    pub(crate) fn encode_here(
+        mut self,
+        progress: &dyn Progress,
+    ) -> Result<EncodedJob<'a>, PipelineError> {
         let todo = self.encode_todo();
-        let mut sink = match &self.cfg.save_descriptors {
+        let mut sink = match &self.core.cfg.save_descriptors {
             Some(dir) => Some(DescriptorSink {
                 train: crate::descriptor_file::DescriptorFileWriter::create(
                     &dir.join("train.npz"),
                 )?,
                 test: crate::descriptor_file::DescriptorFileWriter::create(&dir.join("test.npz"))?,
-                n_train: self.inputs.n_train,
+                n_train: self.core.inputs.n_train,
             }),
             None => None,
         };
-        let cnn = matches!(self.inputs.source, Source::Images { .. });
+        let cnn = matches!(self.core.inputs.source, Source::Images { .. });
         progress.start(
             if cnn { "CNN + encoding" } else { "encoding" },
             todo.len() as u64,
         );
         let t = Instant::now();
-        let batch_len = self.inputs.source.batch_len();
+        let batch_len = self.core.inputs.source.batch_len();
         let mut from_sample = 0;
         for batch in todo.chunks(batch_len) {
             crate::progress::stop_if_cancelled(progress)?;
             let (part, kept) = match sink.as_mut() {
                 Some(s) => {
                     let (names, labels, classes) = (
-                        &self.inputs.names,
-                        &self.inputs.labels,
-                        &self.inputs.classes,
+                        &self.core.inputs.names,
+                        &self.core.inputs.labels,
+                        &self.core.inputs.classes,
                     );
                     let mut hook = |i: usize, d: &crate::descriptors::ImageDescriptors| {
                         let views: Vec<_> = d.scales.iter().map(|a| a.view()).collect();
@@ -166,9 +218,10 @@ impl Job<'_> {
                         w.push(&names[i], stacked.view(), &classes[labels[i]])
                             .map_err(PipelineError::from)
                     };
-                    self.encode_with(batch, Some(&mut hook))?
+                    self.core
+                        .encode_with(&self.learned, batch, Some(&mut hook))?
                 }
-                None => self.encode_with(batch, None)?,
+                None => self.core.encode_with(&self.learned, batch, None)?,
             };
             from_sample += kept;
             for (_, e) in &part.entries {
@@ -179,14 +232,14 @@ impl Job<'_> {
             self.put_encoded(part)?;
             progress.inc(batch.len() as u64);
         }
-        let reused = self.inputs.names.len() - todo.len();
+        let reused = self.core.inputs.names.len() - todo.len();
         let done = todo.len() - from_sample;
         progress.finish(&if cnn {
             format!("{done} images through the CNN, {reused} reused from the run folder, {from_sample} encoded from the sample pass's CNN output")
         } else {
             format!("{done} images encoded, {reused} reused from the run folder")
         });
-        self.timings.push((
+        self.core.timings.push((
             format!("cnn + encoding ({} images)", todo.len()),
             t.elapsed().as_secs_f64(),
         ));
@@ -194,7 +247,7 @@ impl Job<'_> {
             s.train.finish()?;
             s.test.finish()?;
         }
-        Ok(())
+        self.encoded()
     }
 }
 

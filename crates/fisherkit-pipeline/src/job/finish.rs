@@ -1,62 +1,78 @@
-//! The end of a [`Job`]: the usable rows, the classifier stage and the report.
+//! The end of a job: the encode pass's end checked ([`EncodedJob`]), the
+//! usable rows, the classifier stage and the report.
 
-use super::Job;
+use super::{Core, EncodedJob, Stores};
 use crate::evaluate::evaluate;
 use crate::inputs::Inputs;
 use crate::report::{DatasetInfo, ModelInfo, Report};
-use crate::stages::{ImageLog, Learned, ModelKind, ModelSpec, Source};
-use crate::store::Store;
+use crate::stages::{ImageLog, Learned, ModelKind, Source};
 use crate::{PipelineError, Progress};
-use std::collections::BTreeMap;
 use std::path::Path;
 
-impl Job<'_> {
-    /// Stages 5–7: kernels, SVMs, the report (after every image was encoded).
+impl<'a> EncodedJob<'a> {
+    /// The classifier stage's job, once `stores` hold every image of the
+    /// run that is not skipped.
+    pub(super) fn new(
+        core: Core<'a>,
+        learned: Learned,
+        stores: Stores,
+    ) -> Result<Self, PipelineError> {
+        let missing = core.unstored(&stores);
+        if let Some(&first) = missing.first() {
+            return Err(PipelineError::Config(format!(
+                "the encode pass is not over: the stores lack {} of the run's {} images ({} first); encode them (encode_todo, encode_images, put_encoded) before the classifier stage",
+                missing.len(),
+                core.inputs.names.len(),
+                core.inputs.names[first]
+            )));
+        }
+        Ok(EncodedJob {
+            core,
+            learned,
+            stores,
+        })
+    }
+
+    /// Stages 5–7: kernels, SVMs, the report.
     ///
     /// # Errors
     /// A class without a readable image, a failed SVM, an unwritable output folder.
     pub fn finish(mut self, progress: &dyn Progress) -> Result<Report, PipelineError> {
-        let learned = self.learned.take().ok_or_else(|| {
-            PipelineError::Config("finish needs the fitted models: call fit first".into())
-        })?;
         // The encode pass is over: what is left of the sample pass's kept
         // CNN output (an image whose rows a killed run had just committed)
         // would serve nothing.
-        let _ = std::fs::remove_dir_all(self.kept_dir());
-        let (rows, n_train) = usable_rows(
-            &self.inputs,
-            &self.log,
-            &self.stores,
-            &self.global,
-            &self.cfg.test,
-        )?;
-        self.write_image_lists(&rows, n_train)?;
-        let mut timings = std::mem::take(&mut self.timings);
-        let c = self.classes(&learned, &rows, n_train, progress)?;
+        let _ = std::fs::remove_dir_all(self.core.kept_dir());
+        let (rows, n_train) = self.usable_rows()?;
+        self.core.write_image_lists(&rows, n_train)?;
+        let mut timings = std::mem::take(&mut self.core.timings);
+        let c = self.classes(&rows, n_train, progress)?;
         let (results, sweep, model) = evaluate(&c, &mut timings, progress)?;
-        let dataset = self.dataset_info(&learned, &rows, n_train);
+        let core = &self.core;
+        let dataset = core.dataset_info(&self.learned, &rows, n_train);
         let report = Report {
             results,
             sweep,
             dataset,
             timings,
-            config: self.cfg.to_config(self.inputs.images),
+            config: core.cfg.to_config(core.inputs.images),
             peak_rss_mb: peak_rss_mb(),
             fisherkit_version: env!("CARGO_PKG_VERSION").to_string(),
-            cnn: self.inputs.source.cnn_name().map(str::to_string),
+            cnn: core.inputs.source.cnn_name().map(str::to_string),
             model,
-            models: self.model_infos(),
+            models: core.model_infos(),
         };
         crate::output::write_report_files(
             &report,
-            self.cfg.report.as_deref(),
-            self.cfg.plot.as_deref(),
+            core.cfg.report.as_deref(),
+            core.cfg.plot.as_deref(),
         )?;
         Ok(report)
     }
+}
 
+impl Core<'_> {
     /// The report's account of every planned model's fit.
-    pub(super) fn model_infos(&self) -> Vec<ModelInfo> {
+    fn model_infos(&self) -> Vec<ModelInfo> {
         let fit = self.fit_settings();
         self.plan
             .iter()
@@ -84,11 +100,7 @@ impl Job<'_> {
     }
 
     /// `images.train.txt` / `images.test.txt` in the output folder, if any.
-    pub(super) fn write_image_lists(
-        &self,
-        rows: &[usize],
-        n_train: usize,
-    ) -> Result<(), PipelineError> {
+    fn write_image_lists(&self, rows: &[usize], n_train: usize) -> Result<(), PipelineError> {
         let Some(out) = &self.out else { return Ok(()) };
         let inputs = &self.inputs;
         let (tr, te) = rows.split_at(n_train);
@@ -102,12 +114,7 @@ impl Job<'_> {
         out.image_list("test", &names(te), &labels(te), &inputs.classes)
     }
 
-    pub(super) fn dataset_info(
-        &self,
-        learned: &Learned,
-        rows: &[usize],
-        n_train: usize,
-    ) -> DatasetInfo {
+    fn dataset_info(&self, learned: &Learned, rows: &[usize], n_train: usize) -> DatasetInfo {
         let inputs = &self.inputs;
         let per_image: Vec<f64> = (0..inputs.scale_names.len())
             .map(|s| {
@@ -144,15 +151,10 @@ impl Job<'_> {
 pub(super) fn usable_rows(
     inputs: &Inputs<'_>,
     log: &ImageLog,
-    stores: &BTreeMap<ModelSpec, Store>,
-    global: &Option<Store>,
+    stores: &Stores,
     test_source: &Path,
 ) -> Result<(Vec<usize>, usize), PipelineError> {
-    let ok = |i: &usize| {
-        !log.skipped.contains_key(i)
-            && stores.values().all(|s| s.has(*i))
-            && global.as_ref().is_none_or(|g| g.has(*i))
-    };
+    let ok = |i: &usize| !log.skipped.contains_key(i) && !stores.lack(*i);
     let train: Vec<usize> = (0..inputs.n_train).filter(ok).collect();
     let test: Vec<usize> = (inputs.n_train..inputs.names.len()).filter(ok).collect();
     for (c, name) in inputs.classes.iter().enumerate() {

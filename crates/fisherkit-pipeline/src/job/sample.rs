@@ -11,20 +11,20 @@ use std::time::Instant;
 impl Job<'_> {
     pub(super) fn sample_settings(&self) -> SampleSettings {
         SampleSettings {
-            images: self.cfg.sample_images,
-            pca_rows: self.cfg.pca_sample,
-            model_rows: self.cfg.model_sample,
-            seed: self.cfg.seed,
+            images: self.core.cfg.sample_images,
+            pca_rows: self.core.cfg.pca_sample,
+            model_rows: self.core.cfg.model_sample,
+            seed: self.core.cfg.seed,
         }
     }
 
     pub(super) fn sample_image_list(&self) -> Vec<usize> {
-        sample_images(self.inputs.n_train, &self.sample_settings())
+        sample_images(self.core.inputs.n_train, &self.sample_settings())
     }
 
     /// Whether the sample pass is needed: a PCA or a model is missing from the run folder.
     pub fn needs_sample(&self) -> bool {
-        self.pcas.iter().any(Option::is_none) || self.models.len() < self.plan.len()
+        self.pcas.iter().any(Option::is_none) || self.models.len() < self.core.plan.len()
     }
 
     /// The chunks of the sample pass still to do, in the order
@@ -46,18 +46,20 @@ impl Job<'_> {
 
     /// Where the sample pass keeps its finished chunks ([`crate::stages::RunFolder::sample_parts`]).
     pub(super) fn sample_part_dir(&self) -> std::path::PathBuf {
-        self.folder.sample_parts(self.cfg.model_sample)
+        self.core.folder.sample_parts(self.core.cfg.model_sample)
     }
 
     pub(super) fn sample_part_path(&self, chunk: usize) -> std::path::PathBuf {
-        self.folder.sample_part(self.cfg.model_sample, chunk)
+        self.core
+            .folder
+            .sample_part(self.core.cfg.model_sample, chunk)
     }
 
     /// How many chunks an earlier run of this job finished: the leading run
     /// of part files present (only their names are looked at, so a worker
     /// that opens the job reads nothing).
     pub(super) fn count_sample_parts(&self) -> usize {
-        if self.folder.temporary {
+        if self.core.folder.temporary {
             return 0;
         }
         let n = self.all_sample_chunks().len();
@@ -85,7 +87,7 @@ impl Job<'_> {
             };
             let file =
                 fisherkit_io::read_sample_part(&path).map_err(|e| unusable(e.to_string()))?;
-            if file.images != chunks[i] || file.scales.len() != self.inputs.scale_names.len() {
+            if file.images != chunks[i] || file.scales.len() != self.core.inputs.scale_names.len() {
                 return Err(unusable(format!(
                     "this sample part is not chunk {i} of this run's sample pass"
                 )));
@@ -126,14 +128,14 @@ impl Job<'_> {
         chunk: &[usize],
         keep: bool,
     ) -> Result<(SamplePart, Vec<KeptCnn>), PipelineError> {
-        self.check_images(chunk)?;
+        self.core.check_images(chunk)?;
         stages::sample_chunk(
-            &self.inputs.source,
+            &self.core.inputs.source,
             chunk,
             self.sample_image_list().len(),
-            self.inputs.scale_names.len(),
+            self.core.inputs.scale_names.len(),
             &self.sample_settings(),
-            &self.inputs.names,
+            &self.core.inputs.names,
             keep,
         )
     }
@@ -187,8 +189,8 @@ impl Job<'_> {
             }
         }
         let (n_scales, dim) = (
-            self.inputs.scale_names.len(),
-            self.inputs.source.descriptor_dim(),
+            self.core.inputs.scale_names.len(),
+            self.core.inputs.source.descriptor_dim(),
         );
         for k in &kept {
             let readable = part.entries.iter().any(|(i, e)| *i == k.image && e.is_ok());
@@ -200,9 +202,11 @@ impl Job<'_> {
             }
             k.check(n_scales, dim).map_err(PipelineError::Config)?;
         }
-        self.log.append(&self.folder.image_log(), &part.entries)?;
+        self.core
+            .log
+            .append(&self.core.folder.image_log(), &part.entries)?;
         self.keep(kept, progress);
-        if !self.folder.temporary {
+        if !self.core.folder.temporary {
             let dir = self.sample_part_dir();
             std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Io {
                 path: dir.display().to_string(),
@@ -223,7 +227,7 @@ impl Job<'_> {
         if kept.is_empty() || !self.keeping {
             return;
         }
-        let dir = self.kept_dir();
+        let dir = self.core.kept_dir();
         let bytes: u64 = kept.iter().map(|k| k.bytes.len() as u64).sum();
         let stop = |job: &mut Self, why: String| {
             job.keeping = false;
@@ -231,7 +235,7 @@ impl Job<'_> {
                 "not keeping the sample images' CNN output for the encode pass ({why}): the encode pass runs them through the CNN again"
             ));
         };
-        match crate::disk::room_to_keep(&self.folder.dir, bytes, self.disk_need) {
+        match crate::disk::room_to_keep(&self.core.folder.dir, bytes, self.disk_need) {
             Ok(()) => {}
             Err(why) => return stop(self, why),
         }
@@ -266,7 +270,7 @@ impl Job<'_> {
         }
         let t = Instant::now();
         let n: usize = chunks.iter().map(Vec::len).sum();
-        let cnn = matches!(self.inputs.source, Source::Images { .. });
+        let cnn = matches!(self.core.inputs.source, Source::Images { .. });
         progress.start(
             if cnn {
                 "sample (CNN on the sample images)"
@@ -292,7 +296,8 @@ impl Job<'_> {
             ),
         };
         progress.finish(&format!("{n} images, {rows} model-sample rows{kept}"));
-        self.timings
+        self.core
+            .timings
             .push(("sample pass (CNN)".into(), t.elapsed().as_secs_f64()));
         Ok(())
     }

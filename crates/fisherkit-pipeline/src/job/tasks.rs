@@ -1,61 +1,49 @@
-//! The classifier stage of a [`Job`] one task at a time (docs/pipeline.md
-//! §6): after the encode pass the owner lists [`Job::classifier_tasks`],
-//! any process that opened the same job runs [`Job::run_classifier_task`]
-//! (it reads the stores and keeps the task's result in the run folder, as
-//! the single-process stage does for a resumed run), and the owner ends
-//! with [`Job::finish_classifier_tasks`], which checks the results are there
-//! and runs [`Job::finish`]: the same report as without tasks.
+//! The classifier stage of an [`EncodedJob`] one task at a time
+//! (docs/pipeline.md §6): after the encode pass the owner lists
+//! [`EncodedJob::classifier_tasks`], any process that opened the same job
+//! runs [`EncodedJob::run_classifier_task`] (a worker's job reaches that
+//! phase by [`Job::load_learned`](super::Job::load_learned) then
+//! [`LearnedJob::encoded`](super::LearnedJob::encoded); the task reads the
+//! stores and keeps its result in the run folder, as the single-process
+//! stage does for a resumed run), and the owner ends with
+//! [`EncodedJob::finish_classifier_tasks`], which checks the results are
+//! there and runs [`EncodedJob::finish`]: the same report as without tasks.
 
 use super::finish::usable_rows;
-use super::Job;
+use super::EncodedJob;
 use crate::classifier_tasks::ClassifierTask;
-use crate::config::RunConfig;
 use crate::evaluate::Classes;
-use crate::inputs::Inputs;
 use crate::report::Report;
-use crate::stages::{key, Learned};
+use crate::stages::key;
 use crate::{PipelineError, Progress};
 use std::time::Instant;
 
-impl<'a> Job<'a> {
-    /// Opens the run of `cfg` on the descriptor files `cfg.train` and
-    /// `cfg.test` (see [`crate::run_descriptors`]).
-    ///
-    /// # Errors
-    /// Bad settings, unreadable files.
-    pub fn descriptor_files(
-        cfg: &RunConfig,
-        progress: &dyn Progress,
-    ) -> Result<Job<'static>, PipelineError> {
-        cfg.validate()?;
-        Job::open(cfg.clone(), Inputs::descriptor_files(cfg, progress)?)
-    }
-
+impl EncodedJob<'_> {
     /// What the classifier stage reads: the run's rows (train first) and
     /// where its kernels and finished rows are kept.
     pub(super) fn classes<'b>(
         &'b self,
-        learned: &'b Learned,
         rows: &'b [usize],
         n_train: usize,
         progress: &'b dyn Progress,
     ) -> Result<Classes<'b>, PipelineError> {
+        let core = &self.core;
         let c = Classes {
-            cfg: &self.cfg,
+            cfg: &core.cfg,
             progress,
-            inputs: &self.inputs,
-            learned,
-            stores: &self.stores,
-            global: &self.global,
+            inputs: &core.inputs,
+            learned: &self.learned,
+            stores: &self.stores.models,
+            global: &self.stores.global,
             rows,
             n_train,
-            out: self.out.as_ref(),
-            kernel_dir: self.folder.kernels(),
+            out: core.out.as_ref(),
+            kernel_dir: core.folder.kernels(),
             rows_key: key(&rows.iter().map(usize::to_string).collect::<Vec<_>>()),
             norms: Default::default(),
             finished: crate::finished::Finished::new(
-                self.folder
-                    .finished_rows(self.cfg.primal_for(self.inputs.n_train)),
+                core.folder
+                    .finished_rows(core.cfg.primal_for(core.inputs.n_train)),
             ),
         };
         std::fs::create_dir_all(&c.kernel_dir).map_err(|e| PipelineError::Io {
@@ -65,47 +53,38 @@ impl<'a> Job<'a> {
         Ok(c)
     }
 
-    /// Readies this job (the owner after the encode pass, or a worker's
-    /// fresh job) for the classifier stage: models loaded, stores opened.
-    /// Returns the usable rows (train first) and the number of training rows.
-    fn classifier_rows(&mut self) -> Result<(Vec<usize>, usize), PipelineError> {
-        self.load_learned()?;
-        if self.stores.is_empty() && self.global.is_none() {
-            self.open_stores()?;
-        }
+    /// The usable rows (train first) and the number of training rows.
+    pub(super) fn usable_rows(&self) -> Result<(Vec<usize>, usize), PipelineError> {
         usable_rows(
-            &self.inputs,
-            &self.log,
+            &self.core.inputs,
+            &self.core.log,
             &self.stores,
-            &self.global,
-            &self.cfg.test,
+            &self.core.cfg.test,
         )
     }
 
     /// Calls `f` with every task of the classifier stage and whether the run
     /// folder holds its result.
     fn with_tasks<T>(
-        &mut self,
+        &self,
         progress: &dyn Progress,
         f: impl FnOnce(&Classes<'_>, Vec<(ClassifierTask, crate::classifier_tasks::Work)>) -> T,
     ) -> Result<T, PipelineError> {
-        let (rows, n_train) = self.classifier_rows()?;
-        let learned = self.learned.as_ref().expect("loaded above");
-        let c = self.classes(learned, &rows, n_train, progress)?;
+        let (rows, n_train) = self.usable_rows()?;
+        let c = self.classes(&rows, n_train, progress)?;
         let tasks = c.tasks();
         Ok(f(&c, tasks))
     }
 
-    /// The tasks of the classifier stage whose results the run folder lacks,
-    /// after the encode pass: one per term kernel, then one per report row
-    /// (kernel path, [`ClassifierTask::wave`] 0 and 1), or one per report
-    /// row (primal path), in the order the stage uses them.
+    /// The tasks of the classifier stage whose results the run folder lacks:
+    /// one per term kernel, then one per report row (kernel path,
+    /// [`ClassifierTask::wave`] 0 and 1), or one per report row (primal
+    /// path), in the order the stage uses them.
     ///
     /// # Errors
-    /// No fitted models in the run folder, a store that cannot be opened, a
-    /// class without a readable image; a file system that cannot hold every
-    /// term kernel the tasks are to write (they coexist until the report).
-    pub fn classifier_tasks(&mut self) -> Result<Vec<ClassifierTask>, PipelineError> {
+    /// A class without a readable image; a file system that cannot hold
+    /// every term kernel the tasks are to write (they coexist until the report).
+    pub fn classifier_tasks(&self) -> Result<Vec<ClassifierTask>, PipelineError> {
         let todo = self.with_tasks(&crate::NoProgress, |c, tasks| {
             tasks
                 .into_iter()
@@ -116,13 +95,14 @@ impl<'a> Job<'a> {
             .iter()
             .filter(|(_, w)| matches!(w, crate::classifier_tasks::Work::Kernel { .. }))
             .count();
-        let n = self.inputs.names.len();
-        crate::disk::check_task_kernels(&self.folder.dir, kernels, self.inputs.n_train, n)?;
+        let inputs = &self.core.inputs;
+        let (n_train, n) = (inputs.n_train, inputs.names.len());
+        crate::disk::check_task_kernels(&self.core.folder.dir, kernels, n_train, n)?;
         Ok(todo.into_iter().map(|(t, _)| t).collect())
     }
 
-    /// Runs the classifier task `name` here (any process that opened the
-    /// same job after the encode pass) and keeps its result in the run
+    /// Runs the classifier task `name` here (any process whose job of the
+    /// same settings reached this phase) and keeps its result in the run
     /// folder; a task whose result is there already is not run again.
     /// Returns the seconds it took.
     ///
@@ -130,7 +110,7 @@ impl<'a> Job<'a> {
     /// A task this run does not have, a failed read of a store, a failed
     /// SVM, a failed write to the run folder.
     pub fn run_classifier_task(
-        &mut self,
+        &self,
         name: &str,
         progress: &dyn Progress,
     ) -> Result<f64, PipelineError> {
@@ -150,12 +130,12 @@ impl<'a> Job<'a> {
     /// Ends the run after the classifier tasks `done` ran elsewhere: checks
     /// that the run folder holds each one's result (a worker on another node
     /// writes there only if the cache folder is on a shared file system),
-    /// then [`Job::finish`], which reads them instead of computing them.
+    /// then [`EncodedJob::finish`], which reads them instead of computing them.
     ///
     /// # Errors
-    /// A missing result; as [`Job::finish`].
+    /// A missing result; as [`EncodedJob::finish`].
     pub fn finish_classifier_tasks(
-        mut self,
+        self,
         done: &[String],
         progress: &dyn Progress,
     ) -> Result<Report, PipelineError> {
@@ -171,7 +151,7 @@ impl<'a> Job<'a> {
         })?;
         if let Some(name) = missing.first() {
             return Err(PipelineError::Io {
-                path: self.folder.dir.display().to_string(),
+                path: self.core.folder.dir.display().to_string(),
                 message: format!(
                     "the result of classifier task `{name}` is not in the run folder ({} of {} missing): on a cluster, put the cache folder on a file system every node sees",
                     missing.len(),
