@@ -2,8 +2,7 @@
 //! training kernels per scale and in all, an SVM on each, the test images
 //! scored through the term columns, the compact variant.
 
-use super::outputs::outputs;
-use super::{candidate, result_row, row_summary, Classes};
+use super::{result_row, row_summary, Classes, Trained};
 use crate::kernel::{kernel_pca, load_gram, TermKernel};
 use crate::progress::stop_if_cancelled;
 use crate::report::ResultRow;
@@ -82,13 +81,16 @@ pub(super) fn add_kernel(acc: &mut Option<Array2<f32>>, g: Array2<f32>) {
     }
 }
 
+/// An encoder's rows, their one-line summaries and its trained all-scale row.
+pub(super) type EncoderRows = (Vec<ResultRow>, Vec<String>, Option<Trained>);
+
 /// The kernel path's rows of `spec`: per scale, then all scales, each an
 /// SVM on the row's training kernel with the test rows scored through the
 /// term columns, each kept in the run folder when finished (a killed run
 /// started again, or the driver after a cluster's row tasks, reads it
-/// instead of training it); the output folder's files and the saved-model
-/// candidate for the all-scale row; the compact variant when asked.
-/// Returns the rows and their one-line summaries.
+/// instead of training it); the compact variant when asked. Returns the
+/// rows, their one-line summaries and the all-scale row's SVM when formed
+/// (for the output folder and the saved classifier).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn evaluate_kernel(
     c: &Classes<'_>,
@@ -97,12 +99,13 @@ pub(super) fn evaluate_kernel(
     kinds: (ModelKind, ModelKind),
     yte: &[usize],
     timings: &mut Vec<(String, f64)>,
-    best: &mut Option<Candidate>,
-) -> Result<(Vec<ResultRow>, Vec<String>), PipelineError> {
+    best: &Option<Candidate>,
+) -> Result<EncoderRows, PipelineError> {
     let cfg = c.cfg;
     // The part kernels: computed (or read) when a row is trained, not for rows already finished.
     let mut ks: Option<(SpecKernels, f64)> = None;
     let (mut results, mut summary) = (Vec::new(), Vec::new());
+    let mut trained_row = None;
     for scale in c.report_scales(spec) {
         // The weights of a row that cannot win are not formed.
         let want =
@@ -123,19 +126,7 @@ pub(super) fn evaluate_kernel(
             }
         };
         if let Some(model) = formed {
-            let want = want(trained::cv_score(&row));
-            let norm_parts;
-            let parts = match &ks {
-                Some((ks, _)) => &ks.parts,
-                None => {
-                    norm_parts = c.norm_parts(spec, &c.part_norms(spec, kinds, whiten, timings)?);
-                    &norm_parts
-                }
-            };
-            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, parts, model, row.c)?;
-            if want {
-                trained::consider(best, candidate(spec, whiten, model, fims, &row));
-            }
+            trained_row = Some((results.len(), model));
         }
         summary.push(row_summary(&row, note));
         let seconds = row.encode_seconds;
@@ -155,7 +146,19 @@ pub(super) fn evaluate_kernel(
             results.push(row);
         }
     }
-    Ok((results, summary))
+    // The parts' norms and whitening for the outputs: the kernels' when
+    // computed here, else read from the stores.
+    let trained = match trained_row {
+        Some((row, model)) => {
+            let parts = match ks {
+                Some((ks, _)) => ks.parts,
+                None => c.norm_parts(spec, &c.part_norms(spec, kinds, whiten, timings)?),
+            };
+            Some(Trained { row, model, parts })
+        }
+        None => None,
+    };
+    Ok((results, summary, trained))
 }
 
 /// The part kernels of `spec` in `ks` and the seconds they took, computed

@@ -78,6 +78,17 @@ fn term_columns<'a>(
     (store, cols)
 }
 
+/// An all-scale row's trained SVM, handed by the row code to
+/// [`evaluate_rows`], the one place that writes the output folder's files
+/// and offers the saved-classifier candidate: its index among the
+/// encoder's rows, its `f32` weights over `parts`, and the parts' norms and
+/// whitening (no Gram).
+pub(crate) struct Trained {
+    pub(crate) row: usize,
+    pub(crate) model: LinearSvc<f32>,
+    pub(crate) parts: Vec<(usize, usize, TermKernel)>,
+}
+
 /// The report rows, the sweep and the saved classifier of a run.
 type Evaluated = (Vec<ResultRow>, Vec<SweepPoint>, Option<ModelReport>);
 
@@ -669,7 +680,9 @@ pub(crate) fn report_jobs(cfg: &RunConfig) -> Vec<(&EncoderSpec, bool)> {
     jobs
 }
 
-/// The report rows and the sweep; offers every eligible all-scale row to `best`.
+/// The report rows and the sweep; writes the output folder's files of each
+/// encoder's trained all-scale row and offers it to `best` (the one place
+/// that does: the row code only computes).
 fn evaluate_rows(
     c: &Classes<'_>,
     timings: &mut Vec<(String, f64)>,
@@ -686,17 +699,26 @@ fn evaluate_rows(
     for (spec, whiten) in jobs {
         stop_if_cancelled(progress)?;
         let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
-        if primal {
+        let (rows, summary, trained) = if primal {
             progress.start(&format!("primal SVM {name}"), 1);
-            let rows = evaluate_primal(c, spec, whiten, kinds, timings, progress, best)?;
-            progress.inc(1);
-            progress.finish(&format!("{} result rows", rows.len()));
-            results.extend(rows);
-            continue;
+            let (rows, trained) = evaluate_primal(c, spec, whiten, kinds, timings, progress)?;
+            let summary = vec![format!("{} result rows", rows.len())];
+            (rows, summary, trained)
+        } else {
+            progress.start(&format!("kernel + SVM {name}"), 1);
+            evaluate_kernel(c, spec, whiten, kinds, &yte, timings, best)?
+        };
+        if let Some(t) = trained {
+            let row = &rows[t.row];
+            let (model, fims) =
+                outputs::outputs(c, c.out, spec, whiten, kinds, &t.parts, t.model, row.c)?;
+            if trained::wanted(cfg, spec) {
+                trained::consider(best, candidate(spec, whiten, model, fims, row));
+            }
         }
-        progress.start(&format!("kernel + SVM {name}"), 1);
-        let (rows, summary) = evaluate_kernel(c, spec, whiten, kinds, &yte, timings, best)?;
-        uses.step_done();
+        if !primal {
+            uses.step_done();
+        }
         results.extend(rows);
         progress.inc(1);
         progress.finish(&summary.join("; "));

@@ -1,19 +1,18 @@
 //! The primal path's report rows (docs/pipeline.md §4b): per scale and all
 //! scales, each kept in the run folder when finished.
 
-use super::outputs::outputs;
-use super::{candidate, result_row, row_line, Classes};
+use super::{result_row, row_line, Classes, Trained};
 use crate::primal::PartNorms;
 use crate::report::ResultRow;
 use crate::spec::EncoderSpec;
 use crate::stages::ModelKind;
-use crate::trained::{self, Candidate};
 use crate::{PipelineError, Progress};
 use fisherkit::svm::{LinearSvc, OutOfCoreSvmParams, RowSource};
 use std::time::Instant;
 
 /// The result rows of one encoder on the primal path: per scale (with
-/// several scales), all scales, then the output folder's files.
+/// several scales), then all scales; and the all-scale row's SVM when the
+/// run needs it (for the output folder and the saved classifier).
 pub(super) fn evaluate_primal(
     c: &Classes<'_>,
     spec: &EncoderSpec,
@@ -21,15 +20,13 @@ pub(super) fn evaluate_primal(
     kinds: (ModelKind, ModelKind),
     timings: &mut Vec<(String, f64)>,
     progress: &dyn Progress,
-    best: &mut Option<Candidate>,
-) -> Result<Vec<ResultRow>, PipelineError> {
+) -> Result<(Vec<ResultRow>, Option<Trained>), PipelineError> {
     let name = format!("{}{}", spec.name(), if whiten { " (whitened)" } else { "" });
     // The parts' norms: computed when a row is trained or written out, not for rows a killed run finished.
     let mut norms: Option<(Vec<PartNorms>, f64)> = None;
-    let mut rows = Vec::new();
+    let (mut rows, mut trained) = (Vec::new(), None);
     for scale in c.report_scales(spec) {
         let key = c.finished_key(spec, whiten, scale);
-        let want = scale.is_none() && trained::wanted(c.cfg, spec);
         let with_model = c.row_with_model(spec, scale);
         let (row, svm) = match c.finished.load(&key, with_model) {
             Some(done) => {
@@ -48,14 +45,15 @@ pub(super) fn evaluate_primal(
             }
             let (n, _) = norms.as_ref().expect("computed above");
             let parts = c.norm_parts(spec, n);
-            let (model, fims) = outputs(c, c.out, spec, whiten, kinds, &parts, svm, row.c)?;
-            if want {
-                trained::consider(best, candidate(spec, whiten, model, fims, &row));
-            }
+            trained = Some(Trained {
+                row: rows.len(),
+                model: svm,
+                parts,
+            });
         }
         rows.push(row);
     }
-    Ok(rows)
+    Ok((rows, trained))
 }
 
 /// Trains one report row of `spec` at `scale` on the primal path and keeps
