@@ -65,7 +65,10 @@ done
 if [ "$demo" = --demo ]; then
   for side in old new; do
     bin=$old; [ $side = new ] && bin=$new
-    "$bin" --quiet demo --out "$work/$side/demo" >/dev/null
+    # the same output folder for both (the report and the model record their paths)
+    rm -rf "$work/demo"
+    "$bin" --quiet demo --out "$work/demo" >/dev/null
+    mv "$work/demo" "$work/$side/demo"
     # timings (the top-level table and each result's *_seconds) and memory vary run to run
     python3 -c "
 import json, sys
@@ -76,5 +79,6 @@ def strip(v):
 json.dump(strip(json.load(open(sys.argv[1]))), open(sys.argv[2], 'w'), sort_keys=True)" "$work/$side/demo/report.json" "$work/$side/demo.json"
   done
   if cmp -s "$work/old/demo.json" "$work/new/demo.json"; then echo "same       demo report (timings and memory left out)"; else echo "DIFFERENT  demo report"; status=1; fi
+  if cmp -s "$work/old/demo/scene.safetensors" "$work/new/demo/scene.safetensors"; then echo "same       demo classifier"; else echo "DIFFERENT  demo classifier"; status=1; fi
 fi
 exit $status
