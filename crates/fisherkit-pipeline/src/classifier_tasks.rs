@@ -209,10 +209,7 @@ impl Classes<'_> {
                 // The weights whenever the run may need them: which all-scale
                 // row wins is known only when every row is done.
                 let keep = |_: f64| self.row_with_model(spec, *scale);
-                let yte = self.test_labels();
-                kernel_row(
-                    self, spec, *whiten, kinds, &mut ks, seconds, *scale, &yte, &keep,
-                )?;
+                kernel_row(self, spec, *whiten, kinds, &mut ks, seconds, *scale, &keep)?;
             }
             Work::Primal {
                 spec,

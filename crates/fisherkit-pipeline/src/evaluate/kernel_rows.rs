@@ -97,7 +97,6 @@ pub(super) fn evaluate_kernel(
     spec: &EncoderSpec,
     whiten: bool,
     kinds: (ModelKind, ModelKind),
-    yte: &[usize],
     timings: &mut Vec<(String, f64)>,
     best: &Option<Candidate>,
 ) -> Result<EncoderRows, PipelineError> {
@@ -121,7 +120,7 @@ pub(super) fn evaluate_kernel(
             None => {
                 let (ks, seconds) = spec_kernels(c, &mut ks, spec, kinds, whiten, timings)?;
                 let (row, model, g) =
-                    kernel_row(c, spec, whiten, kinds, ks, *seconds, scale, yte, &keep)?;
+                    kernel_row(c, spec, whiten, kinds, ks, *seconds, scale, &keep)?;
                 (row, model, compact.map(|_| g), "")
             }
         };
@@ -137,7 +136,7 @@ pub(super) fn evaluate_kernel(
                 Some(g) => g,
                 None => ks.row_kernel(c, None)?,
             };
-            let row = compact_row(c, spec, whiten, kinds, &ks.parts, &g, d, yte, seconds)?;
+            let row = compact_row(c, spec, whiten, kinds, &ks.parts, &g, d, seconds)?;
             summary.push(format!(
                 "+ PCA ({}) {:.2} %",
                 row.compact.unwrap_or(0),
@@ -216,26 +215,14 @@ pub(crate) fn kernel_row(
     ks: &mut SpecKernels,
     kernel_seconds: f64,
     scale: Option<usize>,
-    yte: &[usize],
     keep: &dyn Fn(f64) -> bool,
 ) -> Result<KernelRow, PipelineError> {
     let g = ks.row_kernel(c, scale)?;
     let t = Instant::now();
     let (dim, cc, cv, pred, formed) =
         c.classify(&g, spec, kinds, whiten, &ks.parts, scale, keep)?;
-    let mut row = result_row(
-        spec,
-        whiten,
-        dim,
-        c.inputs.classes.len(),
-        yte,
-        &pred,
-        cc,
-        cv,
-        kernel_seconds,
-        t.elapsed().as_secs_f64(),
-    )?;
-    row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+    let seconds = (kernel_seconds, t.elapsed().as_secs_f64());
+    let row = result_row(c, spec, whiten, scale, dim, &pred, (cc, cv), seconds)?;
     let key = c.finished_key(spec, whiten, scale);
     let classes = c.inputs.classes.as_slice();
     let formed = c.finished.save(&key, &row, formed, Some(classes))?;
@@ -268,7 +255,6 @@ pub(super) fn compact_row(
     parts: &[(usize, usize, TermKernel)],
     g: &Array2<f32>,
     dim: usize,
-    yte: &[usize],
     kernel_seconds: f64,
 ) -> Result<ResultRow, PipelineError> {
     let t = Instant::now();
@@ -278,18 +264,8 @@ pub(super) fn compact_row(
     let pred = svm
         .predict(kte.view())
         .map_err(PipelineError::stage("SVM"))?;
-    let mut row = result_row(
-        spec,
-        whiten,
-        kept,
-        c.inputs.classes.len(),
-        yte,
-        &pred,
-        cc,
-        cv,
-        kernel_seconds,
-        t.elapsed().as_secs_f64(),
-    )?;
+    let seconds = (kernel_seconds, t.elapsed().as_secs_f64());
+    let mut row = result_row(c, spec, whiten, None, kept, &pred, (cc, cv), seconds)?;
     row.compact = Some(kept);
     Ok(row)
 }

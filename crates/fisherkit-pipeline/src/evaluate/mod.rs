@@ -706,7 +706,7 @@ fn evaluate_rows(
             (rows, summary, trained)
         } else {
             progress.start(&format!("kernel + SVM {name}"), 1);
-            evaluate_kernel(c, spec, whiten, kinds, &yte, timings, best)?
+            evaluate_kernel(c, spec, whiten, kinds, timings, best)?
         };
         if let Some(t) = trained {
             let row = &rows[t.row];
@@ -727,21 +727,24 @@ fn evaluate_rows(
     Ok((results, sweep))
 }
 
-/// The whole streamed run on `inputs`: learn → encode → evaluate → report.
+/// The report row of `spec` (whitened or not) at `scale` (`None`: all
+/// scales) of dimension `dim`: its scores from the test predictions `pred`
+/// (in the run's test order), the chosen C and the cross-validation table
+/// `(c, cv)`, and the seconds `(encoding or kernels, SVM)`.
 #[allow(clippy::too_many_arguments)]
 fn result_row(
+    cl: &Classes<'_>,
     spec: &EncoderSpec,
     whitened: bool,
+    scale: Option<usize>,
     dim: usize,
-    n_classes: usize,
-    yte: &[usize],
     pred: &[usize],
-    c: f64,
-    cv: Vec<(f64, f64)>,
-    encode_seconds: f64,
-    svm_seconds: f64,
+    (c, cv): (f64, Vec<(f64, f64)>),
+    (encode_seconds, svm_seconds): (f64, f64),
 ) -> Result<ResultRow, PipelineError> {
-    let (accuracy, overall, per_class, confusion) = crate::predict::scores(yte, pred, n_classes)?;
+    let n_classes = cl.inputs.classes.len();
+    let yte = cl.test_labels();
+    let (accuracy, overall, per_class, confusion) = crate::predict::scores(&yte, pred, n_classes)?;
     let single = spec.terms.len() == 1;
     Ok(ResultRow {
         encoder: if single {
@@ -765,7 +768,7 @@ fn result_row(
         cv,
         encode_seconds,
         svm_seconds,
-        scale: None,
+        scale: scale.map(|s| cl.inputs.scale_names[s].clone()),
         compact: None,
     })
 }

@@ -142,18 +142,7 @@ pub(super) fn train_primal(
             OutOfCoreSvmParams::DEFAULT_MAX_PASSES
         ));
     }
-    let mut row = result_row(
-        spec,
-        whiten,
-        src.dim(),
-        n_classes,
-        &c.test_labels(),
-        &pred,
-        cc,
-        cv,
-        norm_seconds,
-        svm_seconds,
-    )?;
-    row.scale = scale.map(|s| c.inputs.scale_names[s].clone());
+    let seconds = (norm_seconds, svm_seconds);
+    let row = result_row(c, spec, whiten, scale, src.dim(), &pred, (cc, cv), seconds)?;
     Ok((row, svm))
 }
