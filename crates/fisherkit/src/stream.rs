@@ -127,9 +127,27 @@ impl<M> EmState<M> {
         self.log_likelihood.len()
     }
 
-    /// Whether a saved history can be resumed: non-empty and finite.
-    pub(crate) fn valid_history(log_likelihood: &[f64]) -> bool {
-        !log_likelihood.is_empty() && log_likelihood.iter().all(|v| v.is_finite())
+    /// A saved state to resume, the model built by `model` (the model's own
+    /// checks) once its history is known to be resumable: non-empty and
+    /// finite. `bad_history(reason)` is the model's error for a history that
+    /// is not.
+    pub(crate) fn resumed<E>(
+        log_likelihood: Vec<f64>,
+        converged: bool,
+        bad_history: impl FnOnce(String) -> E,
+        model: impl FnOnce() -> Result<M, E>,
+    ) -> Result<Self, E> {
+        let model = model()?;
+        if log_likelihood.is_empty() || log_likelihood.iter().any(|v| !v.is_finite()) {
+            return Err(bad_history(
+                "the log-likelihood history must be non-empty and finite".into(),
+            ));
+        }
+        Ok(Self {
+            model,
+            log_likelihood,
+            converged,
+        })
     }
 }
 

@@ -34,17 +34,13 @@ impl<F: Float> EmState<DiagGmm<F>> {
         log_likelihood: Vec<f64>,
         converged: bool,
     ) -> Result<Self, GmmError> {
-        DiagGmm::new(weights.clone(), means.clone(), variances.clone())?;
-        if !Self::valid_history(&log_likelihood) {
-            return Err(GmmError::InvalidHyperParameter {
-                name: "resume",
-                reason: "the log-likelihood history must be non-empty and finite".into(),
-            });
-        }
-        Ok(Self {
-            model: DiagGmm::from_valid(weights, means, variances),
-            log_likelihood,
-            converged,
+        let reason = |reason| GmmError::InvalidHyperParameter {
+            name: "resume",
+            reason,
+        };
+        Self::resumed(log_likelihood, converged, reason, || {
+            DiagGmm::new(weights.clone(), means.clone(), variances.clone())?;
+            Ok(DiagGmm::from_valid(weights, means, variances))
         })
     }
 }

@@ -34,22 +34,18 @@ impl<F: Float> EmState<Mfa<F>> {
         log_likelihood: Vec<f64>,
         converged: bool,
     ) -> Result<Self, MfaError> {
-        Mfa::new(
-            weights.clone(),
-            means.clone(),
-            loadings.clone(),
-            psi.clone(),
-        )?;
-        if !Self::valid_history(&log_likelihood) {
-            return Err(MfaError::InvalidHyperParameter {
-                name: "resume",
-                reason: "the log-likelihood history must be non-empty and finite".into(),
-            });
-        }
-        Ok(Self {
-            model: Mfa::from_valid(weights, means, loadings, psi)?,
-            log_likelihood,
-            converged,
+        let reason = |reason| MfaError::InvalidHyperParameter {
+            name: "resume",
+            reason,
+        };
+        Self::resumed(log_likelihood, converged, reason, || {
+            Mfa::new(
+                weights.clone(),
+                means.clone(),
+                loadings.clone(),
+                psi.clone(),
+            )?;
+            Mfa::from_valid(weights, means, loadings, psi)
         })
     }
 }
