@@ -267,7 +267,10 @@ fn kernel_files(dir: &std::path::Path, name: &str) -> [std::path::PathBuf; 3] {
 }
 
 /// A kernel saved by [`save_kernel`], if complete, over `n` rows of which
-/// the first `n_train` are the kernel's.
+/// the first `n_train` are the kernel's: its norms and whitening, read; its
+/// Gram checked from the file's header only (an `f32` (n_train, n_train)
+/// array) and left in the run folder for [`load_gram`] (the returned
+/// `gram` is empty).
 pub(crate) fn load_kernel(
     dir: &std::path::Path,
     name: &str,
@@ -276,9 +279,10 @@ pub(crate) fn load_kernel(
     whiten: bool,
 ) -> Option<TermKernel> {
     let [g, i, f] = kernel_files(dir, name);
-    let gram = fisherkit_io::read_npy_as::<f32>(&g).ok()?;
+    let info = fisherkit_io::NpyInfo::open(&g).ok()?;
     let inv = fisherkit_io::read_npy_as::<f64>(&i).ok()?;
-    if gram.dim() != (n_train, n_train) || inv.len() != n {
+    let square = (info.n_rows, info.dim) == (n_train, n_train);
+    if !square || info.dtype != fisherkit_io::Dtype::F32 || inv.len() != n {
         return None;
     }
     let fim = if whiten {
@@ -290,7 +294,7 @@ pub(crate) fn load_kernel(
         None
     };
     Some(TermKernel {
-        gram,
+        gram: ndarray::Array2::zeros((0, 0)),
         inv_norm: Array1::from_iter(inv.iter().copied()),
         fim,
     })

@@ -7,7 +7,7 @@ use crate::config::{RunConfig, Whitening};
 use crate::error::zeros_checked;
 use crate::finished::Finished;
 use crate::inputs::Inputs;
-use crate::kernel::{load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
+use crate::kernel::{load_gram, load_kernel, save_kernel, KernelUses, TermColumns, TermKernel};
 use crate::output::{file_stem, OutputDir};
 use crate::primal::{FeatureRows, PartNorms};
 use crate::progress::stop_if_cancelled;
@@ -198,12 +198,15 @@ impl Classes<'_> {
         let mut local = Vec::new();
         for (ti, s) in self.part_list(spec) {
             let term = &spec.terms[ti];
-            let mut k = self.part_kernel(term, s, kinds, whiten, timings)?;
-            let gram = std::mem::replace(&mut k.gram, Array2::zeros((0, 0)));
+            let k = self.part_kernel(term, s, kinds, whiten, timings)?;
+            let name = self.part_kernel_name(term, s, kinds, whiten);
             if *term == Term::CnnGlobal {
-                add_kernel(&mut global, gram);
+                add_kernel(
+                    &mut global,
+                    load_gram(&self.kernel_dir, &name, self.n_train)?,
+                );
             } else {
-                local.push((s, self.part_kernel_name(term, s, kinds, whiten)));
+                local.push((s, name));
             }
             parts.push((ti, s, k));
         }
@@ -214,9 +217,12 @@ impl Classes<'_> {
         })
     }
 
-    /// The kernel of one part (`term` at scale `s`): read from the run
-    /// folder, or computed from the stores and kept there (a classifier
-    /// task of the kernel path computes exactly this, in another process).
+    /// The kernel of one part (`term` at scale `s`): computed from the
+    /// stores and kept in the run folder, unless it is there already (a
+    /// classifier task of the kernel path computes exactly this, in another
+    /// process). Returns its norms and whitening; its Gram stays in the run
+    /// folder ([`load_gram`]: the returned `gram` is empty, so that no
+    /// kernel is read or held for nothing).
     pub(crate) fn part_kernel(
         &self,
         term: &Term,
@@ -246,7 +252,10 @@ impl Classes<'_> {
             || cols.kernel(self.rows, self.n_train),
         )?;
         save_kernel(&self.kernel_dir, &name, &k)?;
-        Ok(k)
+        Ok(TermKernel {
+            gram: Array2::zeros((0, 0)),
+            ..k
+        })
     }
 
     /// The run-folder name of the kernel of `term` at scale `s` (see [`Classes::part_kernel`]).
